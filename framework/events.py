@@ -1,0 +1,106 @@
+"""The event envelope and its strict parser."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from framework.mutations import MAX_VERSION
+
+__all__ = ["Event", "EventError", "parse_event", "MAX_EVENT_BYTES"]
+
+#: Largest encoded event accepted.
+MAX_EVENT_BYTES = 1 << 20
+
+
+class EventError(ValueError):
+    """An event could not be parsed or validated; ``field`` names the bad part."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One source event.
+
+    ``event_id`` is stable across replays; ``ordering_key`` is the Kafka key;
+    ``version`` is the source's modification time in integer microseconds;
+    ``occurred_at`` is when it happened, also in microseconds.
+    """
+
+    event_id: str
+    ordering_key: str
+    version: int
+    occurred_at: int
+    type: str
+    payload: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "event_id": self.event_id,
+            "ordering_key": self.ordering_key,
+            "version": self.version,
+            "occurred_at": self.occurred_at,
+            "type": self.type,
+            "payload": dict(self.payload),
+        }
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True).encode()
+
+
+def _text(d: Mapping[str, Any], name: str, max_len: int = 512) -> str:
+    if name not in d:
+        raise EventError(name, "missing")
+    v = d[name]
+    if not isinstance(v, str) or not v:
+        raise EventError(name, f"must be a non-empty string, got {type(v).__name__}")
+    if len(v) > max_len:
+        raise EventError(name, f"longer than {max_len} characters")
+    return v
+
+
+def _micros(d: Mapping[str, Any], name: str) -> int:
+    if name not in d:
+        raise EventError(name, "missing")
+    v = d[name]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise EventError(name, f"must be integer microseconds, got {type(v).__name__}")
+    if v < 0 or v > MAX_VERSION:
+        raise EventError(name, f"out of range: {v}")
+    return v
+
+
+def parse_event(raw: bytes | str | Mapping[str, Any]) -> Event:
+    """Parse JSON bytes, text or a decoded mapping into an Event; raise EventError."""
+    if isinstance(raw, bytes | bytearray | memoryview):
+        if len(raw) > MAX_EVENT_BYTES:
+            raise EventError("event", f"larger than {MAX_EVENT_BYTES} bytes")
+        try:
+            raw = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise EventError("event", f"not UTF-8: {exc}") from None
+    if isinstance(raw, str):
+        if len(raw) > MAX_EVENT_BYTES:
+            raise EventError("event", f"larger than {MAX_EVENT_BYTES} bytes")
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise EventError("event", f"not JSON: {exc.msg} at {exc.pos}") from None
+    if not isinstance(raw, Mapping):
+        raise EventError("event", f"must be a JSON object, got {type(raw).__name__}")
+    payload = raw.get("payload", {})
+    if not isinstance(payload, Mapping):
+        raise EventError("payload", f"must be an object, got {type(payload).__name__}")
+    return Event(
+        event_id=_text(raw, "event_id"),
+        ordering_key=_text(raw, "ordering_key"),
+        version=_micros(raw, "version"),
+        occurred_at=_micros(raw, "occurred_at"),
+        type=_text(raw, "type", 128),
+        payload=payload,
+    )

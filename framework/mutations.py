@@ -1,0 +1,204 @@
+"""Mutations: the only things a mapping may emit.
+
+Every mutation carries a ``version`` (integer microseconds of the source's
+modification time) that becomes the write time of each cell, so applying the
+same mutations again, twice or in another order gives the same stored state.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, TypeAlias
+
+__all__ = [
+    "Upsert",
+    "Delete",
+    "LogState",
+    "Mutation",
+    "MutationError",
+    "CellValue",
+    "check_identifier",
+    "check_version",
+    "MAX_VERSION",
+    "MAX_TEXT_BYTES",
+]
+
+#: A cell value: text, integer, float, boolean, bytes, or None (a cell tombstone).
+CellValue: TypeAlias = str | int | float | bool | bytes | None
+
+_IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
+#: Largest accepted version (fits a signed 64-bit Cassandra write time).
+MAX_VERSION = 2**63 - 1
+#: Largest text or blob cell accepted, in bytes.
+MAX_TEXT_BYTES = 1 << 20
+_MAX_INT = 2**63 - 1
+
+
+class MutationError(ValueError):
+    """A mutation is malformed; ``field`` names the offending part."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def check_identifier(name: object, what: str = "identifier") -> str:
+    """Return ``name`` if it is a safe table or column name, else raise MutationError."""
+    if not isinstance(name, str) or not _IDENT.match(name):
+        raise MutationError(what, f"{name!r} is not an identifier ([A-Za-z][A-Za-z0-9_]{{0,47}})")
+    return name
+
+
+def check_version(value: object, what: str = "version") -> int:
+    """Return ``value`` if it is a non-negative int64 version, else raise MutationError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MutationError(what, f"must be an integer (microseconds), got {type(value).__name__}")
+    if value < 0 or value > MAX_VERSION:
+        raise MutationError(what, f"must be in [0, 2**63-1], got {value}")
+    return value
+
+
+def check_value(value: object, what: str) -> CellValue:
+    """Return ``value`` if it is a storable cell value, else raise MutationError."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if not -_MAX_INT - 1 <= value <= _MAX_INT:
+            raise MutationError(what, "integer outside the signed 64-bit range")
+        return value
+    if isinstance(value, float):
+        if math.isnan(value):
+            raise MutationError(what, "NaN is not a storable value")
+        return value
+    if isinstance(value, str):
+        if len(value.encode("utf-8")) > MAX_TEXT_BYTES:
+            raise MutationError(what, f"text larger than {MAX_TEXT_BYTES} bytes")
+        return value
+    if isinstance(value, bytes):
+        if len(value) > MAX_TEXT_BYTES:
+            raise MutationError(what, f"blob larger than {MAX_TEXT_BYTES} bytes")
+        return value
+    raise MutationError(what, f"unsupported value type {type(value).__name__}")
+
+
+def _frozen_map(raw: Mapping[str, Any], what: str, allow_none: bool) -> Mapping[str, CellValue]:
+    if not isinstance(raw, Mapping):
+        raise MutationError(what, f"must be a mapping, got {type(raw).__name__}")
+    out: dict[str, CellValue] = {}
+    for name, value in raw.items():
+        check_identifier(name, f"{what}.{name}")
+        checked = check_value(value, f"{what}.{name}")
+        if checked is None and not allow_none:
+            raise MutationError(f"{what}.{name}", "key columns cannot be null")
+        out[name] = checked
+    return MappingProxyType(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Upsert:
+    """Write ``cells`` into the row ``key`` of ``table`` at write time ``version``.
+
+    Per cell, the highest write time wins. A ``None`` cell writes a cell
+    tombstone. ``ttl`` (seconds) makes the written cells expire.
+    """
+
+    table: str
+    key: Mapping[str, CellValue]
+    cells: Mapping[str, CellValue]
+    version: int
+    ttl: int | None = None
+
+    def __post_init__(self) -> None:
+        check_identifier(self.table, "table")
+        object.__setattr__(self, "key", _frozen_map(self.key, "key", allow_none=False))
+        object.__setattr__(self, "cells", _frozen_map(self.cells, "cells", allow_none=True))
+        if not self.key:
+            raise MutationError("key", "must name at least one key column")
+        if not self.cells:
+            raise MutationError("cells", "must hold at least one cell")
+        overlap = set(self.key) & set(self.cells)
+        if overlap:
+            raise MutationError("cells", f"key columns cannot be written as cells: {sorted(overlap)}")
+        check_version(self.version)
+        if self.ttl is not None:
+            if isinstance(self.ttl, bool) or not isinstance(self.ttl, int) or self.ttl <= 0:
+                raise MutationError("ttl", f"must be a positive integer of seconds, got {self.ttl!r}")
+            if self.ttl > 630_720_000:
+                raise MutationError("ttl", "must be at most 20 years (Cassandra's limit)")
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """A tombstone at ``version`` over the row ``key`` (or only ``columns`` of it).
+
+    It shadows every write to those cells with an equal or lower version.
+    """
+
+    table: str
+    key: Mapping[str, CellValue]
+    version: int
+    columns: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        check_identifier(self.table, "table")
+        object.__setattr__(self, "key", _frozen_map(self.key, "key", allow_none=False))
+        if not self.key:
+            raise MutationError("key", "must name at least one key column")
+        check_version(self.version)
+        if self.columns is not None:
+            cols = tuple(self.columns)
+            if not cols:
+                raise MutationError("columns", "must be None (whole row) or non-empty")
+            for c in cols:
+                check_identifier(c, "columns")
+            object.__setattr__(self, "columns", cols)
+
+
+@dataclass(frozen=True, slots=True)
+class LogState:
+    """Append one state row to a state log.
+
+    The row's clustering key is ``(at, event_id)``, so replaying the event
+    rewrites the same row. Readers derive the current state from the whole log
+    (see ``framework.state_log``); a transition is never stored.
+    """
+
+    table: str
+    key: Mapping[str, CellValue]
+    state: str
+    at: int
+    event_id: str
+    version: int
+    attrs: Mapping[str, CellValue] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_identifier(self.table, "table")
+        object.__setattr__(self, "key", _frozen_map(self.key, "key", allow_none=False))
+        object.__setattr__(self, "attrs", _frozen_map(self.attrs, "attrs", allow_none=True))
+        if not self.key:
+            raise MutationError("key", "must name at least one key column")
+        reserved = {"at", "event_id", "state"}
+        if reserved & (set(self.key) | set(self.attrs)):
+            raise MutationError("attrs", f"{sorted(reserved)} are reserved log columns")
+        if not isinstance(self.state, str) or not self.state:
+            raise MutationError("state", "must be a non-empty string")
+        check_version(self.at, "at")
+        if not isinstance(self.event_id, str) or not self.event_id:
+            raise MutationError("event_id", "must be a non-empty string")
+        check_version(self.version)
+
+    def as_upsert(self) -> Upsert:
+        """The equivalent write of the log row."""
+        return Upsert(
+            self.table,
+            {**self.key, "at": self.at, "event_id": self.event_id},
+            {"state": self.state, **self.attrs},
+            self.version,
+        )
+
+
+Mutation: TypeAlias = Upsert | Delete | LogState

@@ -1,0 +1,32 @@
+"""The KeyedAgent base class app teams subclass."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable
+from typing import ClassVar
+
+from framework.events import Event
+from framework.mutations import Mutation
+from stores.schema import TableSchema
+
+__all__ = ["KeyedAgent"]
+
+
+class KeyedAgent(abc.ABC):
+    """A pure mapping from events of one topic to mutations.
+
+    Subclasses set ``name`` and ``topic``, declare the ``tables`` they write,
+    and implement ``handle``. ``handle`` must do no I/O: the same function runs
+    in the stream and in Spark backfills. ``projected_tables`` names tables
+    whose changed rows are announced to the projection topic (for indexers).
+    """
+
+    name: ClassVar[str]
+    topic: ClassVar[str]
+    tables: ClassVar[tuple[TableSchema, ...]] = ()
+    projected_tables: ClassVar[tuple[str, ...]] = ()
+
+    @abc.abstractmethod
+    def handle(self, event: Event) -> Iterable[Mutation]:
+        """The mutations this event implies; raise ValueError subclasses for bad events."""

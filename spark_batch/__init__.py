@@ -1,0 +1,1 @@
+"""converge: spark_batch."""

@@ -1,0 +1,1 @@
+"""converge: stores."""
