@@ -1,0 +1,50 @@
+"""One attempt at one message: parse, map with the agent, write to every sink."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from framework.events import Event, EventError, parse_event
+from framework.mutations import MutationError
+from framework.runtime.agent import KeyedAgent
+from framework.runtime.errors import MessageError
+from framework.runtime.scheduler import Work
+from framework.runtime.sinks import Sink
+from stores.errors import PermanentStoreError, TransientStoreError
+
+__all__ = ["AgentProcessor"]
+
+
+class AgentProcessor:
+    """Turns a Work into durable writes; raises MessageError for bad messages.
+
+    Each sink call is bounded by ``sink_timeout``; a timeout is transient.
+    """
+
+    def __init__(self, agent: KeyedAgent, sinks: Sequence[Sink], sink_timeout: float = 10.0) -> None:
+        self.agent = agent
+        self.sinks = tuple(sinks)
+        self.sink_timeout = sink_timeout
+
+    def parse(self, work: Work) -> Event:
+        if work.value is None:
+            raise MessageError("parse", EventError("event", "empty message"))
+        try:
+            return parse_event(work.value)
+        except EventError as exc:
+            raise MessageError("parse", exc) from exc
+
+    async def __call__(self, work: Work) -> None:
+        event = self.parse(work)
+        try:
+            mutations = list(self.agent.handle(event))
+        except Exception as exc:  # noqa: BLE001 - any mapping failure is the message's
+            raise MessageError("map", exc) from exc
+        for sink in self.sinks:
+            try:
+                await asyncio.wait_for(sink.write(event, mutations), self.sink_timeout)
+            except TimeoutError as exc:
+                raise TransientStoreError(f"{sink.name}: no answer within {self.sink_timeout}s") from exc
+            except (PermanentStoreError, MutationError) as exc:
+                raise MessageError("sink", exc) from exc
