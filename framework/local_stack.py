@@ -66,6 +66,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def _port_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: TIME_WAIT is free
         try:
             s.bind((host, port))
         except OSError:
@@ -187,6 +188,13 @@ class LocalStack:
         with contextlib.suppress(Exception):
             atexit.unregister(self.stop)
         _stop_pid(proc.pid, timeout, wait=proc.wait)
+
+    def restart(self) -> StackInfo:
+        """Stop gracefully and start again on the same ports and data (noida-db forgets dead consumers)."""
+        if self.info is not None:
+            self.kafka_port, self.es_port = self.info.kafka_port, self.info.es_port
+        self.stop()
+        return self.start()
 
     def __enter__(self) -> LocalStack:
         self.start()

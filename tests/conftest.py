@@ -27,11 +27,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackInfo]:
 
 
 @pytest.fixture()
-def fresh_stack(tmp_path: Path) -> Iterator[StackInfo]:
-    """A noida-db of its own, for crash tests (a SIGKILLed consumer stays in its group)."""
+def fresh_stack(tmp_path: Path) -> Iterator[LocalStack]:
+    """A noida-db of its own, for crash tests: ``.restart()`` clears consumers killed with SIGKILL."""
     s = LocalStack(tmp_path / "stack")
-    info = s.start()
+    s.start()
     try:
-        yield info
+        yield s
     finally:
         s.stop()

@@ -1,0 +1,85 @@
+"""A test app: one KeyedAgent whose sink records every application in order.
+
+Configured by environment (set by the tests that spawn it as a worker):
+ORDER_TOPIC, CONVERGE_BROKER, CONVERGE_DATA_DIR, ORDER_FAIL_KEY (a key whose
+writes fail transiently until the file ORDER_RELEASE exists) and ORDER_SLOW_MS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import faust
+
+from framework.app import AppSettings, create_app
+from framework.events import Event
+from framework.mutations import Mutation, Upsert
+from framework.runtime.agent import KeyedAgent
+from framework.runtime.binding import AgentRuntime, RuntimeConfig
+from framework.runtime.failed_events import FailedEventStore
+from framework.runtime.retry import RetryPolicy
+from framework.runtime.scheduler import SchedulerConfig
+from stores.errors import TransientStoreError
+
+
+class OrderAgent(KeyedAgent):
+    name = "order"
+    topic = os.environ.get("ORDER_TOPIC", "order-in")
+
+    def handle(self, event: Event) -> Iterable[Mutation]:
+        n = event.payload["n"]
+        if not isinstance(n, int):
+            raise TypeError(f"payload.n must be an int, got {type(n).__name__}")
+        return [Upsert("seq", {"k": event.ordering_key}, {"n": n}, event.version)]
+
+
+class RecordingSink:
+    """Appends (key, n) to a SQLite table in the order writes are applied."""
+
+    name = "recording"
+
+    def __init__(self, path: Path, fail_key: str | None, release: Path | None, slow_ms: int) -> None:
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS applied (id INTEGER PRIMARY KEY, k TEXT, n INTEGER, pid INTEGER)"
+        )
+        self._lock = threading.Lock()
+        self.fail_key, self.release, self.slow = fail_key, release, slow_ms / 1000
+
+    def _insert(self, rows: list[tuple[str, int]]) -> None:
+        with self._lock:
+            self._db.executemany(
+                "INSERT INTO applied (k, n, pid) VALUES (?, ?, ?)", [(k, n, os.getpid()) for k, n in rows]
+            )
+
+    async def write(self, event: Event, mutations: Sequence[Mutation]) -> None:
+        if event.ordering_key == self.fail_key and self.release is not None and not self.release.exists():
+            raise TransientStoreError("destination refuses this key for now")
+        if self.slow:
+            await asyncio.sleep(self.slow)
+        rows = [(str(m.key["k"]), int(m.cells["n"])) for m in mutations if isinstance(m, Upsert)]
+        await asyncio.to_thread(self._insert, rows)
+
+
+def build() -> faust.App:
+    settings = AppSettings(app_id=os.environ.get("ORDER_APP_ID", "order-app"))
+    app = create_app(settings)
+    data = settings.resolved_data_dir()
+    release = os.environ.get("ORDER_RELEASE")
+    sink = RecordingSink(
+        data / "applied.db",
+        os.environ.get("ORDER_FAIL_KEY"),
+        Path(release) if release else None,
+        int(os.environ.get("ORDER_SLOW_MS", "0")),
+    )
+    config = RuntimeConfig(
+        scheduler=SchedulerConfig(max_concurrency=16, retry=RetryPolicy(base_delay=0.05, max_delay=0.3))
+    )
+    AgentRuntime(app, OrderAgent(), [sink], FailedEventStore(data / "failed.db"), config)
+    return app

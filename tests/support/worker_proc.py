@@ -1,0 +1,40 @@
+"""Start and stop ``converge worker`` subprocesses for integration tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+
+def start_worker(app: str, data_dir: Path, broker: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Spawn a worker for ``app`` with its own data dir; its log goes to data_dir/worker.log."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    full_env = {**os.environ, "CONVERGE_BROKER": broker, "CONVERGE_DATA_DIR": str(data_dir), **(env or {})}
+    log = open(data_dir / "worker.log", "ab")  # noqa: SIM115 - owned by the child
+    return subprocess.Popen(
+        [sys.executable, "-m", "framework.cli", "worker", app, "--loglevel", "warning"],
+        env=full_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def stop_worker(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> int:
+    """SIGINT and wait; SIGKILL when it does not stop in time. Returns the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait(10)
+
+
+def kill_worker(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the worker: no shutdown, no final commit."""
+    proc.kill()
+    proc.wait(10)
