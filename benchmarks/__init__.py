@@ -1,1 +1,1 @@
-"""converge: benchmarks."""
+"""Throughput harnesses (not tests)."""

@@ -1,0 +1,104 @@
+"""Agent throughput, side by side on the same events and sink.
+
+(a) raw aiokafka consume + JSON decode; (b1) a plain Faust agent, no writes;
+(b2) a naive Faust agent awaiting each store write in turn; (c) the
+KeyedAgent runtime. The sink is the embedded SQLite store with an injected
+latency per write (0 ms and 2 ms by default).
+
+    python -m benchmarks.agent_throughput --events 20000 --keys 1000 --latency-ms 0 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer
+
+from framework.kafka_admin import ensure_topics, produce
+from framework.local_stack import LocalStack
+from tests.support.worker_proc import start_worker, stop_worker
+
+
+def make_records(n: int, keys: int) -> list[tuple[bytes, bytes]]:
+    out = []
+    for i in range(n):
+        k = f"org{i % 17}:e{i % keys}"
+        body = {"event_id": f"ev{i}", "ordering_key": k, "version": 1_700_000_000_000_000 + i,
+                "occurred_at": 1_700_000_000_000_000 + i, "type": "bench",
+                "payload": {"n": i, "body": "x" * 120}}  # fmt: skip
+        out.append((k.encode(), json.dumps(body).encode()))
+    return out
+
+
+async def raw_consume(bootstrap: str, topic: str, n: int) -> float:
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"raw-{uuid.uuid4().hex[:6]}",
+                                auto_offset_reset="earliest", enable_auto_commit=False)  # fmt: skip
+    await consumer.start()
+    try:
+        seen, first = 0, 0.0
+        while seen < n:
+            batches = await consumer.getmany(timeout_ms=500, max_records=5000)
+            for records in batches.values():
+                if seen == 0 and records:
+                    first = time.perf_counter()
+                for r in records:
+                    json.loads(r.value)
+                seen += len(records)
+        return n / (time.perf_counter() - first)
+    finally:
+        await consumer.stop()
+
+
+def faust_variant(variant: str, broker: str, topic: str, n: int, latency_ms: float, work: Path) -> float:
+    group = f"bench-{variant}-{uuid.uuid4().hex[:6]}"
+    data = work / group
+    env = {"BENCH_VARIANT": variant, "BENCH_GROUP": group, "BENCH_TOPIC": topic,
+           "BENCH_EVENTS": str(n), "BENCH_LATENCY_MS": str(latency_ms)}  # fmt: skip
+    proc = start_worker("benchmarks.bench_apps:build", data, broker, env)
+    result = data / "bench-result.json"
+    deadline = time.monotonic() + 900
+    try:
+        while not result.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{variant} worker failed; see {data / 'worker.log'}")
+            time.sleep(0.2)
+    finally:
+        stop_worker(proc)
+    r = json.loads(result.read_text())
+    return r["events"] / r["seconds"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=20_000)
+    ap.add_argument("--keys", type=int, default=1_000)
+    ap.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 2.0])
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, LocalStack(Path(tmp) / "stack") as stack:
+        assert stack.info is not None
+        broker = f"kafka://{stack.info.kafka_bootstrap}"
+        topic = "bench-in"
+        asyncio.run(ensure_topics(broker, {topic: 4}))
+        asyncio.run(produce(broker, topic, make_records(args.events, args.keys)))
+        print(f"{args.events} events over {args.keys} keys, 4 partitions, one worker per variant")
+        raw = asyncio.run(raw_consume(stack.info.kafka_bootstrap, topic, args.events))
+        print(f"(a)  raw aiokafka + JSON decode      {raw:10.0f} ev/s")
+        for latency in args.latency_ms:
+            b1 = faust_variant("plain", broker, topic, args.events, latency, Path(tmp))
+            b2 = faust_variant("naive", broker, topic, args.events, latency, Path(tmp))
+            c = faust_variant("keyed", broker, topic, args.events, latency, Path(tmp))
+            print(f"-- sink latency {latency:g} ms per write (SQLite store)")
+            print(f"(b1) plain Faust agent, no writes   {b1:10.0f} ev/s")
+            print(f"(b2) naive Faust agent, awaits each {b2:10.0f} ev/s")
+            print(f"(c)  KeyedAgent runtime             {c:10.0f} ev/s")
+            print(f"     c/a = {c / raw:.2f}   c/b1 = {c / b1:.2f}   c/b2 = {c / b2:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""Faust apps measured by ``agent_throughput.py``, chosen by env BENCH_VARIANT.
+
+- ``plain``: ``async for value in stream`` with JSON decoding, no writes (b1);
+- ``naive``: the same, awaiting each event's store write in turn (b2);
+- ``keyed``: the KeyedAgent runtime with the same mapping and store (c).
+
+Each writes ``bench-result.json`` (first and last event times) to its data dir
+once BENCH_EVENTS events are done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import faust
+
+from framework.app import AppSettings, create_app
+from framework.events import Event, parse_event
+from framework.mutations import Mutation, Upsert
+from framework.runtime.agent import KeyedAgent
+from framework.runtime.binding import AgentRuntime, RuntimeConfig
+from framework.runtime.failed_events import FailedEventStore
+from framework.runtime.sinks import WideColumnSink
+from stores.schema import Column, TableSchema
+from stores.sqlite import SqliteStore
+
+BENCH_TABLE = TableSchema(
+    "bench", partition_key=(Column("k", "text"),), columns=(Column("n", "bigint"), Column("body", "text"))
+)
+
+
+class BenchAgent(KeyedAgent):
+    name = "bench"
+    topic = os.environ.get("BENCH_TOPIC", "bench-in")
+    tables = (BENCH_TABLE,)
+
+    def handle(self, event: Event) -> Iterable[Mutation]:
+        return [Upsert("bench", {"k": event.ordering_key},
+                       {"n": event.payload["n"], "body": event.payload["body"]}, event.version)]  # fmt: skip
+
+
+class Meter:
+    """Records the time of the first and of the N-th finished event."""
+
+    def __init__(self, out: Path, target: int) -> None:
+        self.out, self.target, self.n, self.first = out, target, 0, 0.0
+
+    def tick(self, k: int = 1) -> None:
+        if self.n == 0:
+            self.first = time.perf_counter()
+        self.n += k
+        if self.n >= self.target and not self.out.exists():
+            last = time.perf_counter()
+            self.out.write_text(json.dumps({"events": self.n, "seconds": last - self.first}))
+
+
+class LatencyStoreSink(WideColumnSink):
+    """The store write preceded by an injected destination latency."""
+
+    def __init__(self, store: SqliteStore, latency_s: float, meter: Meter | None = None) -> None:
+        super().__init__(store)
+        self.latency_s, self.meter = latency_s, meter
+
+    async def write(self, event: Event, mutations: Sequence[Mutation]) -> None:
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        await super().write(event, mutations)
+        if self.meter is not None:
+            self.meter.tick()
+
+
+def build() -> faust.App:
+    variant = os.environ["BENCH_VARIANT"]
+    settings = AppSettings(app_id=os.environ["BENCH_GROUP"])
+    app = create_app(settings)
+    data = settings.resolved_data_dir()
+    meter = Meter(data / "bench-result.json", int(os.environ["BENCH_EVENTS"]))
+    latency = float(os.environ.get("BENCH_LATENCY_MS", "0")) / 1000
+    store = SqliteStore(data / "wide.db")
+    store.engine.ensure_table(BENCH_TABLE)
+    agent = BenchAgent()
+    if variant == "keyed":
+        sinks = [LatencyStoreSink(store, latency, meter)]
+        AgentRuntime(app, agent, sinks, FailedEventStore(data / "failed.db"), RuntimeConfig())
+        return app
+    topic = app.topic(agent.topic, key_type=bytes, value_type=bytes, key_serializer="raw",
+                      value_serializer="raw")  # fmt: skip
+    sink = LatencyStoreSink(store, latency)
+
+    @app.agent(topic, name=f"bench.{variant}")
+    async def consume(stream: faust.StreamT) -> None:
+        async for value in stream:
+            event = parse_event(value)
+            if variant == "naive":
+                await sink.write(event, list(agent.handle(event)))
+            meter.tick()
+
+    return app
