@@ -1,0 +1,203 @@
+"""The state a history must converge to, derived from its ground truth alone.
+
+``expected_state(truth)`` computes, without the agents or a store:
+
+- the live cells of every hub row, each with its expected write time. A
+  cell is live when the latest write of its field has a version greater than
+  the activity's latest cancellation (a cancellation shadows every cell
+  written at or below its version, augmented cells included) and a value.
+  ``kind`` was written by every record write, the identity cells by every
+  record and insight write;
+- every engagement log row, and the current engagement state per hub row
+  (the last engagement in occurrence order) with the log's version;
+- the index documents: one per hub row with a live cell, built from those
+  cells as the projection does, versioned by the highest contributing write.
+
+The ``compare_*`` functions are pure: they take plain mappings (convert store
+reads with ``row_cells`` / ``hit_document``) and return every divergence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias, TypeVar
+
+from examples.activity_platform.truth import ActivityTruth, Truth
+from framework.mutations import CellValue
+from stores.base import Row, SearchHit
+
+__all__ = [
+    "CellState",
+    "Expected",
+    "Divergence",
+    "expected_state",
+    "compare_rows",
+    "compare_engagement",
+    "compare_documents",
+    "row_cells",
+    "hit_document",
+]
+
+#: A cell as compared: its value and its write time.
+CellState: TypeAlias = tuple[CellValue, int]
+K = TypeVar("K", bound=Hashable)
+_LISTS = ("participants", "shared_with")
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The converged state of a history."""
+
+    #: hub_id -> live cells; rows without a live cell are absent.
+    hub_rows: dict[str, dict[str, CellState]]
+    #: (hub_id, at, event_id) -> cells of the engagement log row.
+    engagement_logs: dict[tuple[str, int, str], dict[str, CellState]]
+    #: hub_id -> (current engagement state, highest log write time).
+    engagement: dict[str, tuple[str, int]]
+    #: doc_id -> (whole document, external version).
+    documents: dict[str, tuple[dict[str, Any], int]]
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """One difference between expected and actual state; ``field`` None means the whole row/doc."""
+
+    table: str
+    key: Hashable
+    field: str | None
+    expected: Any
+    actual: Any
+
+    def __str__(self) -> str:
+        where = f"{self.table}[{self.key!r}]" + (f".{self.field}" if self.field else "")
+        return f"{where}: expected {self.expected!r}, got {self.actual!r}"
+
+
+def _addresses(value: Any) -> str | None:
+    people = sorted({a.lower() for a in value})
+    return ",".join(people) if people else None
+
+
+def _hub_cells(t: ActivityTruth) -> dict[str, CellState]:
+    cells: dict[str, CellState] = {}
+    dead_at = -1 if t.cancelled_at is None else t.cancelled_at
+
+    def put(column: str, value: Any, version: int) -> None:
+        if column in _LISTS:
+            value = _addresses(value)
+        if value is not None and version > dead_at:
+            cells[column] = (value, version)
+
+    if t.record_versions:
+        put("kind", t.kind, max(t.record_versions))
+    writes = t.record_versions + t.insight_versions
+    if writes:
+        for column, value in (("org_id", t.org_id), ("source", t.source), ("external_id", t.external_id)):
+            put(column, value, max(writes))
+    for column, (value, version) in (t.record | t.insights).items():
+        put(column, value, version)
+    return cells
+
+
+def _document(
+    hub: str, cells: Mapping[str, CellState], engagement: tuple[str, int] | None
+) -> tuple[dict, int]:
+    doc: dict[str, Any] = {"hub_id": hub}
+    for column, (value, _) in cells.items():
+        doc[column] = str(value).split(",") if column in _LISTS else value
+    doc["has_record"] = "kind" in cells
+    version = max(w for _, w in cells.values())
+    if engagement is not None:
+        doc["engagement_state"] = engagement[0]
+        version = max(version, engagement[1])
+    return doc, version
+
+
+def expected_state(truth: Truth) -> Expected:
+    """The converged state of the history whose ground truth is ``truth``."""
+    rows: dict[str, dict[str, CellState]] = {}
+    logs: dict[tuple[str, int, str], dict[str, CellState]] = {}
+    engagement: dict[str, tuple[str, int]] = {}
+    docs: dict[str, tuple[dict[str, Any], int]] = {}
+    for hub, t in sorted(truth.activities.items()):
+        for g in t.engagement:
+            logs[(hub, g.fact.at, g.event_id)] = {
+                "state": (g.fact.state, g.version),
+                "actor": (g.fact.actor.lower(), g.version),
+            }
+        if t.engagement:
+            last = max(t.engagement, key=lambda g: g.fact.seq)
+            engagement[hub] = (last.fact.state, max(g.version for g in t.engagement))
+        cells = _hub_cells(t)
+        if cells:
+            rows[hub] = cells
+            docs[hub] = _document(hub, cells, engagement.get(hub))
+    return Expected(rows, logs, engagement, docs)
+
+
+def compare_rows(
+    table: str,
+    expected: Mapping[K, Mapping[str, CellState]],
+    actual: Mapping[K, Mapping[str, CellState]],
+    *,
+    writetimes: bool = True,
+) -> list[Divergence]:
+    """Differences between expected and actual rows (key -> column -> (value, write time))."""
+    out: list[Divergence] = []
+    for key in sorted(set(expected) | set(actual), key=repr):
+        exp, act = expected.get(key), actual.get(key)
+        if exp is None or act is None:
+            out.append(Divergence(table, key, None, exp, act))
+            continue
+        for column in sorted(set(exp) | set(act)):
+            e: Any = exp.get(column)
+            a: Any = act.get(column)
+            if not writetimes:
+                e, a = (None if e is None else e[0]), (None if a is None else a[0])
+            if e != a:
+                out.append(Divergence(table, key, column, e, a))
+    return out
+
+
+def compare_engagement(
+    expected: Mapping[str, tuple[str, int]], actual: Mapping[str, tuple[str, int]]
+) -> list[Divergence]:
+    """Differences in current engagement state and log version per hub row."""
+    keys = sorted(set(expected) | set(actual))
+    return [
+        Divergence("engagement", k, None, expected.get(k), actual.get(k))
+        for k in keys
+        if expected.get(k) != actual.get(k)
+    ]
+
+
+def compare_documents(
+    expected: Mapping[str, tuple[Mapping[str, Any], int]],
+    actual: Mapping[str, tuple[Mapping[str, Any], int | None]],
+    *,
+    versions: bool = True,
+) -> list[Divergence]:
+    """Differences between expected and actual index documents (doc_id -> (source, version))."""
+    out: list[Divergence] = []
+    for doc_id in sorted(set(expected) | set(actual)):
+        exp, act = expected.get(doc_id), actual.get(doc_id)
+        if exp is None or act is None:
+            out.append(Divergence("index", doc_id, None, exp, act))
+            continue
+        for name in sorted(set(exp[0]) | set(act[0])):
+            if exp[0].get(name) != act[0].get(name):
+                out.append(Divergence("index", doc_id, name, exp[0].get(name), act[0].get(name)))
+        if versions and exp[1] != act[1]:
+            out.append(Divergence("index", doc_id, "_version", exp[1], act[1]))
+    return out
+
+
+def row_cells(row: Row) -> dict[str, CellState]:
+    """A store row as compared: column -> (value, write time) of its live cells."""
+    return {name: (cell.value, cell.writetime) for name, cell in row.cells.items()}
+
+
+def hit_document(hit: SearchHit) -> tuple[dict[str, Any], int | None]:
+    """An index hit as compared: (source, version)."""
+    return dict(hit.source), hit.version
