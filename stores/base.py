@@ -177,6 +177,12 @@ class SearchIndex(abc.ABC):
         """Documents matching a query DSL ``query`` (match_all when None)."""
 
     @abc.abstractmethod
+    def scan(
+        self, alias: str, *, slice_id: int = 0, slices: int = 1, page_size: int = 1000
+    ) -> AsyncIterator[SearchHit]:
+        """Every document in slice ``slice_id`` of ``slices``; the slices partition the index."""
+
+    @abc.abstractmethod
     async def refresh(self, alias: str) -> None:
         """Make recent writes visible to search."""
 

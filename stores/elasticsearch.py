@@ -33,8 +33,9 @@ arrived last.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
 from elasticsearch import ApiError, AsyncElasticsearch, ConflictError, NotFoundError, TransportError
@@ -331,6 +332,47 @@ class ElasticsearchIndex(SearchIndex):
             for h in resp.body["hits"]["hits"]
             if self._visible(h.get("_source") or {})
         ]
+
+    async def scan(
+        self, alias: str, *, slice_id: int = 0, slices: int = 1, page_size: int = 1000
+    ) -> AsyncIterator[SearchHit]:
+        """Every visible document in slice ``slice_id`` of ``slices``, from one point in time.
+
+        Uses a point-in-time with ``search_after`` on ``_shard_doc``, so the
+        pages are consistent and the slices partition the index.
+        """
+        check_name(alias)
+        if slices < 1 or not 0 <= slice_id < slices or page_size < 1:
+            raise DocumentError("slice", f"bad slice {slice_id}/{slices} or page_size {page_size}")
+        try:
+            pit = (await self._es.open_point_in_time(index=alias, keep_alive="2m")).body["id"]
+        except (ApiError, TransportError) as exc:
+            raise store_error(exc, f"open point in time on {alias}") from exc
+        after: list[Any] | None = None
+        try:
+            while True:
+                body: dict[str, Any] = {"size": page_size, "pit": {"id": pit, "keep_alive": "2m"},
+                                        "sort": ["_shard_doc"], "version": True}  # fmt: skip
+                if slices > 1:
+                    body["slice"] = {"id": slice_id, "max": slices}
+                if after is not None:
+                    body["search_after"] = after
+                try:
+                    resp = await self._es.search(body=body)
+                except (ApiError, TransportError) as exc:
+                    raise store_error(exc, f"scan {alias}") from exc
+                hits = resp.body["hits"]["hits"]
+                if not hits:
+                    return
+                pit = resp.body.get("pit_id", pit)
+                for h in hits:
+                    source = h.get("_source") or {}
+                    if self._visible(source):
+                        yield SearchHit(h["_id"], h.get("_version"), source)
+                after = hits[-1]["sort"]
+        finally:
+            with contextlib.suppress(ApiError, TransportError):
+                await self._es.close_point_in_time(id=pit)
 
     async def refresh(self, alias: str) -> None:
         """Make recent writes visible to search (noida-db never refreshes an unsearched index)."""

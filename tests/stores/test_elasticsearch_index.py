@@ -359,3 +359,23 @@ async def test_given_client_is_used_and_left_open(stack: StackInfo) -> None:
         assert (await client.indices.exists(index=name)).body is True  # still usable
     finally:
         await client.close()
+
+
+async def test_sliced_scan_partitions_the_index(stack: StackInfo) -> None:
+    """Slices of a point-in-time scan cover every visible document exactly once."""
+    es = ElasticsearchIndex.from_url(stack.es_url, tombstones="document")
+    alias = f"scan-{uuid.uuid4().hex[:8]}"
+    try:
+        await es.ensure_index(alias, {"properties": {"n": {"type": "long"}}})
+        for i in range(57):
+            await es.index(alias, f"d{i}", {"n": i}, 1)
+        await es.delete(alias, "d3", 5)
+        await es.refresh(alias)
+        seen: list[str] = []
+        for s in range(3):
+            seen += [h.doc_id async for h in es.scan(alias, slice_id=s, slices=3, page_size=7)]
+        assert sorted(seen) == sorted(f"d{i}" for i in range(57) if i != 3)
+        with pytest.raises(DocumentError):
+            [h async for h in es.scan(alias, slice_id=3, slices=3)]
+    finally:
+        await es.close()
