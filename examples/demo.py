@@ -1,0 +1,193 @@
+"""The demo: the reference platform on the embedded stack, checked against the oracle.
+
+Starts noida-db, runs one worker with the reference agents and the indexer,
+produces a generated history (duplicates, replays, out-of-order arrival),
+waits for the consumer group to drain every topic, compares the wide-column
+store and the search index with the oracle, prints a summary and stops
+everything. Exit code 1 on any divergence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from agents import INDEX_ALIAS, TOPIC_ACTIVITIES, TOPIC_ENGAGEMENT, TOPIC_INSIGHTS, current_engagement
+from agents.indexer import TOPIC_CHANGES
+from agents.schemas import ACTIVITY_HUB, ENGAGEMENT_LOG
+from examples.activity_platform.app import APP_ID
+from examples.activity_platform.generator import generate_history
+from examples.activity_platform.history import History
+from examples.activity_platform.oracle import (
+    Divergence,
+    compare_documents,
+    compare_engagement,
+    compare_rows,
+    expected_state,
+    hit_document,
+    row_cells,
+)
+from framework.kafka_admin import ensure_topics, produce, wait_drained
+from framework.local_stack import LocalStack
+from framework.runtime.failed_events import FailedEventStore
+from stores.elasticsearch import ElasticsearchIndex
+from stores.open import open_wide_store
+
+__all__ = ["run_demo", "DemoResult", "check_convergence"]
+
+INPUT_TOPICS = (TOPIC_ACTIVITIES, TOPIC_ENGAGEMENT, TOPIC_INSIGHTS)
+PARTITIONS = 4
+
+
+@dataclass
+class DemoResult:
+    """What the demo measured."""
+
+    events: int = 0
+    distinct: int = 0
+    duplicates_absorbed: int = 0
+    seconds: float = 0.0
+    parked: int = 0
+    hub_rows: int = 0
+    documents: int = 0
+    divergences: list[Divergence] = field(default_factory=list)
+
+    @property
+    def throughput(self) -> float:
+        return self.events / self.seconds if self.seconds else 0.0
+
+
+async def check_convergence(
+    history: History, wide_store_url: str, es_url: str
+) -> tuple[list[Divergence], int, int]:
+    """Divergences of the stored state from the oracle, and the row and document counts."""
+    expected = expected_state(history.truth)
+    store = await open_wide_store(wide_store_url)
+    index = ElasticsearchIndex.from_url(es_url, tombstones="document")
+    try:
+        rows = {}
+        async for row in store.scan(ACTIVITY_HUB.name):
+            rows[str(row.key["hub_id"])] = row_cells(row)
+        logs = {}
+        by_hub: dict[str, list] = {}
+        async for row in store.scan(ENGAGEMENT_LOG.name):
+            hub = str(row.key["hub_id"])
+            logs[(hub, int(row.key["at"]), str(row.key["event_id"]))] = row_cells(row)  # type: ignore[arg-type]
+            by_hub.setdefault(hub, []).append(row)
+        engagement = {}
+        for hub, log_rows in by_hub.items():
+            e = current_engagement(log_rows)
+            if e is not None:
+                engagement[hub] = (e.state, e.version)
+        await index.refresh(INDEX_ALIAS)
+        docs = {h.doc_id: hit_document(h) async for h in index.scan(INDEX_ALIAS)}
+    finally:
+        await store.close()
+        await index.close()
+    divergences = (
+        compare_rows(ACTIVITY_HUB.name, expected.hub_rows, rows)
+        + compare_rows(ENGAGEMENT_LOG.name, expected.engagement_logs, logs)
+        + compare_engagement(expected.engagement, engagement)
+        + compare_documents(expected.documents, docs)
+    )
+    return divergences, len(rows), len(docs)
+
+
+@contextmanager
+def _workdir(path: Path | None) -> Iterator[Path]:
+    if path is not None:
+        path.mkdir(parents=True, exist_ok=True)
+        yield path
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="converge-demo-"))
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_demo(
+    events: int = 50_000,
+    seed: int = 7,
+    wide_store: str = "sqlite",
+    workdir: Path | None = None,
+    console: Console | None = None,
+    drain_timeout: float = 900.0,
+) -> int:
+    """Run the demo end to end; returns the process exit code (0 = converged)."""
+    from tests.support.worker_proc import start_worker, stop_worker
+
+    console = console or Console()
+    result = DemoResult()
+    with _workdir(workdir) as work, LocalStack(work / "stack") as stack:
+        assert stack.info is not None
+        broker = f"kafka://{stack.info.kafka_bootstrap}"
+        store_url = f"sqlite:///{work / 'wide.db'}" if wide_store == "sqlite" else wide_store
+        console.print(f"[bold]converge demo[/]: kafka {stack.info.kafka_bootstrap}, es {stack.info.es_url}")
+        history = generate_history(seed, events)
+        result.events, result.distinct = len(history.events), history.stats.distinct
+        result.duplicates_absorbed = history.stats.duplicates + history.stats.replayed
+        asyncio.run(ensure_topics(broker, {t: PARTITIONS for t in (*INPUT_TOPICS, TOPIC_CHANGES)}))
+        env = {"CONVERGE_WIDE_STORE": store_url, "CONVERGE_ES_URL": stack.info.es_url,
+               "CONVERGE_ES_TOMBSTONES": "document", "CONVERGE_APP_ID": APP_ID}  # fmt: skip
+        worker = start_worker("examples.activity_platform.app:build", work / "worker", broker, env)
+        try:
+            started = time.perf_counter()
+            by_topic = history.by_topic()
+            with Progress(console=console, transient=True) as progress:
+                task = progress.add_task("producing", total=len(history.events))
+                for topic, evs in by_topic.items():
+                    for i in range(0, len(evs), 2000):
+                        chunk = evs[i : i + 2000]
+                        records = [(e.ordering_key.encode(), e.to_json()) for e in chunk]
+                        asyncio.run(produce(broker, topic, records))
+                        progress.advance(task, len(chunk))
+                drain = progress.add_task("draining", total=len(INPUT_TOPICS) + 1)
+                for topic in (*INPUT_TOPICS, TOPIC_CHANGES):
+                    if not asyncio.run(wait_drained(broker, APP_ID, topic, drain_timeout)):
+                        console.print(f"[red]timed out draining {topic}[/]")
+                        return 2
+                    progress.advance(drain)
+            result.seconds = time.perf_counter() - started
+        finally:
+            code = stop_worker(worker)
+        if code != 0:
+            console.print(f"[red]worker exited with {code}; log: {work / 'worker' / 'worker.log'}[/]")
+        result.parked = len(FailedEventStore(work / "worker" / "failed.db").all())
+        result.divergences, result.hub_rows, result.documents = asyncio.run(
+            check_convergence(history, store_url, stack.info.es_url)
+        )
+    _report(console, result, history)
+    return 0 if not result.divergences and result.parked == 0 else 1
+
+
+def _report(console: Console, r: DemoResult, history: History) -> None:
+    t = Table(title="converge demo", show_header=False)
+    for name, value in (
+        ("events produced", f"{r.events:,}"),
+        ("distinct events", f"{r.distinct:,}"),
+        ("duplicates and replays absorbed", f"{r.duplicates_absorbed:,}"),
+        ("out-of-order first deliveries", f"{history.stats.out_of_order:,}"),
+        ("hub rows / index documents", f"{r.hub_rows:,} / {r.documents:,}"),
+        ("parked events", f"{r.parked:,}"),
+        ("end-to-end time", f"{r.seconds:.1f} s"),
+        ("throughput (produce to drained)", f"{r.throughput:,.0f} events/s"),
+        ("divergent entities", f"{len({d.key for d in r.divergences}):,}"),
+    ):
+        t.add_row(name, value)
+    console.print(t)
+    for d in r.divergences[:20]:
+        console.print(f"  [red]{d}[/]")
+    if not os.environ.get("CI"):
+        console.print("[green]converged[/]" if not r.divergences else "[red]diverged[/]")

@@ -1,0 +1,93 @@
+"""Compare a declared TableSchema with the table the cluster already has.
+
+``CREATE TABLE IF NOT EXISTS`` keeps an existing table as it is, even when it
+no longer matches the declaration; this check turns such drift into a
+SchemaError instead of odd write failures later.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stores.cassandra.statements import COLUMN_ORDER_PREFIX
+from stores.schema import Column, SchemaError, TableSchema
+
+__all__ = ["schema_drift", "table_metadata", "schema_from_metadata"]
+
+_TYPE_ALIASES = {"varchar": "text"}
+
+
+def table_metadata(session: Any, keyspace: str, table: str) -> Any | None:
+    """The driver's TableMetadata for ``keyspace.table``, or None when unknown to the driver."""
+    cluster = getattr(session, "cluster", None)
+    metadata = getattr(cluster, "metadata", None)
+    keyspaces = getattr(metadata, "keyspaces", None) or {}
+    ks = keyspaces.get(keyspace)
+    return None if ks is None else ks.tables.get(table)
+
+
+def schema_drift(schema: TableSchema, table: Any) -> list[str]:
+    """Differences between ``schema`` and the driver's ``TableMetadata`` (empty when compatible).
+
+    Extra columns on the existing table are allowed (a newer writer may have
+    added them); missing columns, other types and another key are not.
+    """
+    problems: list[str] = []
+    pk = [c.name for c in table.partition_key]
+    ck = [c.name for c in table.clustering_key]
+    if pk != [c.name for c in schema.partition_key]:
+        problems.append(f"partition key is {pk}")
+    if ck != [c.name for c in schema.clustering_key]:
+        problems.append(f"clustering key is {ck}")
+    else:
+        want_reversed = schema.clustering_order == "DESC"
+        for c in table.clustering_key:
+            if bool(c.is_reversed) != want_reversed:
+                problems.append(f"clustering column {c.name} is {'DESC' if c.is_reversed else 'ASC'}")
+    for col in schema.all_columns:
+        have = table.columns.get(col.name)
+        if have is None:
+            problems.append(f"column {col.name} is missing")
+        elif have.cql_type != col.type:
+            problems.append(f"column {col.name} is {have.cql_type}, declared {col.type}")
+    return problems
+
+
+def schema_from_metadata(table: Any) -> TableSchema:
+    """The TableSchema of an existing table (as the driver describes it); SchemaError when unusable.
+
+    Used when a store is opened over tables created earlier, without a new declaration.
+    """
+    key_names = {c.name for c in (*table.partition_key, *table.clustering_key)}
+
+    def column(meta: Any) -> Column:
+        return Column(meta.name, _TYPE_ALIASES.get(meta.cql_type, meta.cql_type))
+
+    reversed_flags = {bool(c.is_reversed) for c in table.clustering_key}
+    if len(reversed_flags) > 1:
+        raise SchemaError("clustering_order", f"{table.name}: mixed clustering orders are not supported")
+    ttl = (getattr(table, "options", None) or {}).get("default_time_to_live") or None
+    try:
+        return TableSchema(
+            name=table.name,
+            partition_key=tuple(column(c) for c in table.partition_key),
+            clustering_key=tuple(column(c) for c in table.clustering_key),
+            clustering_order="DESC" if reversed_flags == {True} else "ASC",
+            columns=tuple(column(c) for c in _declared_order(table, key_names)),
+            default_ttl=int(ttl) if ttl else None,
+        )
+    except SchemaError:
+        raise
+    except ValueError as exc:  # an identifier the store cannot use
+        raise SchemaError("table", f"{table.name}: {exc}") from exc
+
+
+def _declared_order(table: Any, key_names: set[str]) -> list[Any]:
+    """Regular columns in the order the table comment records, else in the driver's order."""
+    regular = {name: c for name, c in table.columns.items() if name not in key_names}
+    comment = str((getattr(table, "options", None) or {}).get("comment") or "")
+    if comment.startswith(COLUMN_ORDER_PREFIX):
+        names = comment[len(COLUMN_ORDER_PREFIX) :].split()
+        if sorted(names) == sorted(regular):
+            return [regular[n] for n in names]
+    return list(regular.values())
