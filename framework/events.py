@@ -61,6 +61,11 @@ def _text(d: Mapping[str, Any], name: str, max_len: int = 512) -> str:
         raise EventError(name, f"must be a non-empty string, got {type(v).__name__}")
     if len(v) > max_len:
         raise EventError(name, f"longer than {max_len} characters")
+    if not v.isascii():
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            raise EventError(name, "not valid Unicode (lone surrogate)") from None
     return v
 
 

@@ -75,7 +75,11 @@ def check_value(value: object, what: str) -> CellValue:
             raise MutationError(what, "NaN is not a storable value")
         return value
     if isinstance(value, str):
-        if len(value.encode("utf-8")) > MAX_TEXT_BYTES:
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise MutationError(what, "text is not valid Unicode (lone surrogate)") from None
+        if size > MAX_TEXT_BYTES:
             raise MutationError(what, f"text larger than {MAX_TEXT_BYTES} bytes")
         return value
     if isinstance(value, bytes):

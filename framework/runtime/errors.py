@@ -6,7 +6,7 @@ from framework.events import EventError
 from framework.mutations import MutationError
 from stores.errors import PermanentStoreError
 
-__all__ = ["MessageError", "is_transient", "error_class"]
+__all__ = ["MessageError", "SinkFailure", "is_transient", "error_class"]
 
 
 class MessageError(Exception):
@@ -18,6 +18,15 @@ class MessageError(Exception):
     def __init__(self, stage: str, cause: BaseException) -> None:
         super().__init__(f"{stage}: {type(cause).__name__}: {cause}")
         self.stage = stage
+        self.cause = cause
+
+
+class SinkFailure(Exception):
+    """A transient failure of one sink; ``sink`` names the destination for back-off."""
+
+    def __init__(self, sink: str, cause: BaseException) -> None:
+        super().__init__(f"{sink}: {type(cause).__name__}: {cause}")
+        self.sink = sink
         self.cause = cause
 
 
@@ -33,5 +42,5 @@ def is_transient(exc: BaseException) -> bool:
 
 def error_class(exc: BaseException) -> str:
     """A stable name for an error, used to group parked messages."""
-    cause = exc.cause if isinstance(exc, MessageError) else exc
+    cause = exc.cause if isinstance(exc, MessageError | SinkFailure) else exc
     return type(cause).__name__

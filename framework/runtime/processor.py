@@ -6,12 +6,11 @@ import asyncio
 from collections.abc import Sequence
 
 from framework.events import Event, EventError, parse_event
-from framework.mutations import MutationError
 from framework.runtime.agent import KeyedAgent
-from framework.runtime.errors import MessageError
+from framework.runtime.errors import MessageError, SinkFailure, is_transient
 from framework.runtime.scheduler import Work
 from framework.runtime.sinks import Sink
-from stores.errors import PermanentStoreError, TransientStoreError
+from stores.errors import TransientStoreError
 
 __all__ = ["AgentProcessor"]
 
@@ -45,6 +44,9 @@ class AgentProcessor:
             try:
                 await asyncio.wait_for(sink.write(event, mutations), self.sink_timeout)
             except TimeoutError as exc:
-                raise TransientStoreError(f"{sink.name}: no answer within {self.sink_timeout}s") from exc
-            except (PermanentStoreError, MutationError) as exc:
+                timeout = TransientStoreError(f"no answer within {self.sink_timeout}s")
+                raise SinkFailure(sink.name, timeout) from exc
+            except Exception as exc:  # noqa: BLE001 - classified: transient unless message-level
+                if is_transient(exc):
+                    raise SinkFailure(sink.name, exc) from exc
                 raise MessageError("sink", exc) from exc

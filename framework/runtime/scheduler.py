@@ -15,10 +15,11 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from framework.runtime.backoff import AdaptiveBackoff, BackoffConfig
 from framework.runtime.counters import Counters
-from framework.runtime.errors import is_transient
+from framework.runtime.errors import SinkFailure, is_transient
+from framework.runtime.failures import BlockedKey, FailureBook
 from framework.runtime.offsets import OffsetTracker
-from framework.runtime.retry import RetryPolicy
 
 __all__ = ["Work", "KeyedScheduler", "SchedulerConfig"]
 
@@ -35,6 +36,12 @@ class Work:
     value: bytes | None
     ack: Callable[[], Any] = field(repr=False, default=lambda: None)
     attempts: int = 0
+    relation: Hashable = None
+    event: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.relation is None:
+            self.relation = self.key
 
 
 @dataclass(frozen=True)
@@ -45,12 +52,13 @@ class SchedulerConfig:
     ``max_pending_per_partition``: received-but-unreleased messages of one
     partition before it is paused; it resumes at half that.
     ``attempt_timeout``: bound on one whole attempt (parse, map, every sink).
+    ``backoff``: retry delays, outage detection and when to park (see backoff.py).
     """
 
     max_concurrency: int = 64
     max_pending_per_partition: int = 2000
     attempt_timeout: float = 30.0
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    backoff: BackoffConfig = field(default_factory=BackoffConfig)
 
 
 @dataclass(slots=True)
@@ -61,12 +69,14 @@ class _Lane:
 
 
 class KeyedScheduler:
-    """Runs ``process`` for each Work: one at a time per key, keys in parallel.
+    """Runs ``process`` for each Work: one at a time per relation key, keys in parallel.
 
     - ``process(work)`` raises a transient error to be retried (the key stays
-      blocked, its later messages wait behind it) or a message-level error to
-      be handed to ``park(work, exc)`` (durable before it returns), after which
-      the key moves on.
+      blocked, its later messages wait behind it: the skipped queue) or a
+      message-level error to be handed to ``park(work, exc)`` (durable before it
+      returns), after which the key moves on. Adaptive back-off decides the
+      delay, whether a destination is down (then every partition is paused and
+      nothing is parked) or the message is bad (parked after a few attempts).
     - ``ack`` of a Work is called only when it and every earlier offset of its
       partition are finished, in offset order.
     - ``pause(tp)``/``resume(tp)`` are called when a partition's pending work
@@ -84,6 +94,7 @@ class KeyedScheduler:
         resume: Callable[[Hashable], None] = lambda tp: None,
         crash: Callable[[BaseException], Any] = lambda exc: None,
         counters: Counters | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config or SchedulerConfig()
         self._process = process
@@ -92,6 +103,10 @@ class KeyedScheduler:
         self._resume = resume
         self._crash = crash
         self.counters = counters or Counters()
+        self.backoff = AdaptiveBackoff(self.config.backoff, clock=clock)
+        self.failures = FailureBook()
+        self._clock = clock
+        self._outage = False
         self._sem = asyncio.Semaphore(self.config.max_concurrency)
         self._lanes: dict[tuple[Hashable, bytes | None], _Lane] = {}
         self._trackers: dict[Hashable, OffsetTracker[Work]] = {}
@@ -109,17 +124,39 @@ class KeyedScheduler:
         tracker.track(work.offset, work)
         self.counters.received += 1
         self._idle.clear()
-        lane_key = (work.tp, work.key)
+        lane_key = (work.tp, work.relation)
         lane = self._lanes.get(lane_key)
         if lane is None:
             lane = self._lanes[lane_key] = _Lane()
         lane.queue.append(work)
+        if lane.blocked:
+            self.failures.set_skipped(work.tp, work.relation, len(lane.queue) - 1)
         if lane.task is None:
             lane.task = asyncio.ensure_future(self._run_lane(lane_key, lane))
-        if tracker.pending > self.config.max_pending_per_partition and work.tp not in self._paused:
-            self._paused.add(work.tp)
+        self._sync_pause(work.tp)
+
+    def _sync_pause(self, tp: Hashable) -> None:
+        tracker = self._trackers.get(tp)
+        pending = 0 if tracker is None else tracker.pending
+        bound = self.config.max_pending_per_partition
+        if tp in self._paused:
+            if not self._outage and pending <= bound // 2:
+                self._paused.discard(tp)
+                self.counters.resumes += 1
+                self._resume(tp)
+        elif self._outage or pending > bound:
+            self._paused.add(tp)
             self.counters.pauses += 1
-            self._pause(work.tp)
+            self._pause(tp)
+
+    def _sync_outage(self) -> None:
+        down = self.backoff.any_down
+        if down != self._outage:
+            self._outage = down
+            log.warning("destination %s: %s consumption", "down" if down else "back",
+                        "pausing" if down else "resuming")  # fmt: skip
+            for tp in list(self._trackers):
+                self._sync_pause(tp)
 
     # -- lanes ---------------------------------------------------------------
     async def _run_lane(self, lane_key: tuple[Hashable, bytes | None], lane: _Lane) -> None:
@@ -160,32 +197,55 @@ class KeyedScheduler:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - classified below
-                if is_transient(exc):
-                    self.counters.retried += 1
-                    if not lane.blocked:
-                        lane.blocked = True
-                        self.counters.blocked_keys += 1
-                    delay = self.config.retry.delay(work.attempts)
-                    log.warning(
-                        "transient failure (attempt %d, retry in %.2fs) tp=%s offset=%s: %r",
-                        work.attempts, delay, tp, work.offset, exc,
-                    )  # fmt: skip
-                    await asyncio.sleep(delay)
+                if is_transient(exc) and await self._retry_later(work, lane, tp, exc):
                     continue
                 try:
                     await self._park(work, exc)
                 except Exception as park_exc:  # noqa: BLE001 - parking must succeed before moving on
                     self.counters.retried += 1
                     log.error("could not park tp=%s offset=%s: %r; retrying", tp, work.offset, park_exc)
-                    await asyncio.sleep(self.config.retry.delay(work.attempts))
+                    await asyncio.sleep(self.config.backoff.base_delay)
                     continue
                 self.counters.parked += 1
+                self.failures.parked(tp, work.relation)
             else:
                 self.counters.processed += 1
+                self.failures.succeeded(tp, work.relation)
+                self.backoff.record_success(work.relation)
+                self._sync_outage()
             if lane.blocked:
                 lane.blocked = False
                 self.counters.blocked_keys -= 1
+                self.failures.set_skipped(tp, work.relation, 0)
+                if self.counters.blocked_keys == 0 and self.backoff.any_down:
+                    # nothing left to probe the destination with: resume so new events do
+                    self.backoff.end_outages()
+                    self._sync_outage()
             return True
+
+    async def _retry_later(self, work: Work, lane: _Lane, tp: Hashable, exc: Exception) -> bool:
+        """Record a transient failure; sleep and return True to retry, False to park."""
+        sink = exc.sink if isinstance(exc, SinkFailure) else "unknown"
+        self.backoff.record_failure(sink, work.relation)
+        self._sync_outage()
+        decision = self.backoff.decide(sink, work.attempts)
+        if decision.park:
+            log.warning("parking tp=%s offset=%s after %d attempts: %r", tp, work.offset, work.attempts, exc)
+            return False
+        self.counters.retried += 1
+        now = self._clock()
+        if not lane.blocked:
+            lane.blocked = True
+            self.counters.blocked_keys += 1
+        blocked = BlockedKey(
+            work.offset, work.attempts, now, now + decision.delay, repr(exc), sink, decision.down
+        )
+        self.failures.failed(tp, work.relation, blocked)
+        self.failures.set_skipped(tp, work.relation, len(lane.queue) - 1)
+        log.warning("transient failure (attempt %d, retry in %.2fs) tp=%s offset=%s: %r",
+                    work.attempts, decision.delay, tp, work.offset, exc)  # fmt: skip
+        await asyncio.sleep(decision.delay)
+        return True
 
     def _finish(self, work: Work) -> None:
         tracker = self._trackers.get(work.tp)
@@ -194,10 +254,7 @@ class KeyedScheduler:
         for released in tracker.finish(work.offset):
             released.ack()
             self.counters.acked += 1
-        if work.tp in self._paused and tracker.pending <= self.config.max_pending_per_partition // 2:
-            self._paused.discard(work.tp)
-            self.counters.resumes += 1
-            self._resume(work.tp)
+        self._sync_pause(work.tp)
 
     # -- lifecycle -----------------------------------------------------------
     def revoke(self, tps: set[Hashable] | frozenset[Hashable]) -> int:
@@ -209,6 +266,7 @@ class KeyedScheduler:
             if tracker is not None:
                 dropped += tracker.pending
             self._paused.discard(tp)
+            self.failures.drop(tp)
             for lane_key in [k for k in self._lanes if k[0] == tp]:
                 lane = self._lanes.pop(lane_key)
                 if lane.blocked:

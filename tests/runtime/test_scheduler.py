@@ -13,12 +13,14 @@ from collections import defaultdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from framework.runtime.backoff import BackoffConfig
 from framework.runtime.errors import MessageError
-from framework.runtime.retry import RetryPolicy
 from framework.runtime.scheduler import KeyedScheduler, SchedulerConfig, Work
 from stores.errors import TransientStoreError
 
-FAST = RetryPolicy(base_delay=0.0005, max_delay=0.002)
+FAST = BackoffConfig(
+    base_delay=0.0005, max_delay=0.002, down_base_delay=0.001, down_max_delay=0.004, park_after=50
+)
 
 message = st.tuples(
     st.integers(0, 1),  # partition
@@ -65,7 +67,9 @@ def _run(messages: list[tuple[int, bytes | None, int, bool]], concurrency: int, 
         sched = KeyedScheduler(
             process,
             park,
-            config=SchedulerConfig(max_concurrency=concurrency, max_pending_per_partition=bound, retry=FAST),
+            config=SchedulerConfig(
+                max_concurrency=concurrency, max_pending_per_partition=bound, backoff=FAST
+            ),
             pause=paused.add,
             resume=paused.discard,
             crash=lambda exc: (_ for _ in ()).throw(AssertionError(f"crashed: {exc!r}")),
@@ -121,7 +125,7 @@ def test_blocked_key_does_not_stop_other_keys_nor_let_the_commit_pass() -> None:
         async def park(w: Work, exc: BaseException) -> None:  # pragma: no cover - must not happen
             raise AssertionError("nothing is parked")
 
-        sched = KeyedScheduler(process, park, config=SchedulerConfig(retry=FAST))
+        sched = KeyedScheduler(process, park, config=SchedulerConfig(backoff=FAST))
         sched.submit(Work(0, 0, b"stuck", b"", ack=lambda: acked.append(0)))
         sched.submit(Work(0, 1, b"stuck", b"", ack=lambda: acked.append(1)))
         for i in range(2, 12):
@@ -177,7 +181,7 @@ def test_revoke_drops_unfinished_work_without_acking() -> None:
         async def park(w: Work, exc: BaseException) -> None:  # pragma: no cover
             raise AssertionError
 
-        sched = KeyedScheduler(process, park, config=SchedulerConfig(retry=FAST))
+        sched = KeyedScheduler(process, park, config=SchedulerConfig(backoff=FAST))
         for i in range(3):
             sched.submit(Work("p0", i, b"k", b"", ack=lambda i=i: acked.append(i)))
         await asyncio.sleep(0.05)

@@ -20,9 +20,9 @@ from framework.app import AppSettings, create_app
 from framework.events import Event
 from framework.mutations import Mutation, Upsert
 from framework.runtime.agent import KeyedAgent
+from framework.runtime.backoff import BackoffConfig
 from framework.runtime.binding import AgentRuntime, RuntimeConfig
 from framework.runtime.failed_events import FailedEventStore
-from framework.runtime.retry import RetryPolicy
 from framework.runtime.scheduler import SchedulerConfig
 from stores.errors import TransientStoreError
 
@@ -79,7 +79,10 @@ def build() -> faust.App:
         int(os.environ.get("ORDER_SLOW_MS", "0")),
     )
     config = RuntimeConfig(
-        scheduler=SchedulerConfig(max_concurrency=16, retry=RetryPolicy(base_delay=0.05, max_delay=0.3))
+        scheduler=SchedulerConfig(
+            max_concurrency=16,
+            backoff=BackoffConfig(base_delay=0.05, max_delay=0.3, down_base_delay=0.1, down_max_delay=0.5),
+        )
     )
     AgentRuntime(app, OrderAgent(), [sink], FailedEventStore(data / "failed.db"), config)
     return app

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 
-def start_worker(app: str, data_dir: Path, broker: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def start_worker(
+    app: str, data_dir: Path, broker: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Spawn a worker for ``app`` with its own data dir; its log goes to data_dir/worker.log."""
     data_dir.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, "CONVERGE_BROKER": broker, "CONVERGE_DATA_DIR": str(data_dir), **(env or {})}

@@ -1,0 +1,132 @@
+"""Adaptive back-off: tell a dead destination from a bad message by the failure ratio.
+
+Per sink, outcomes of the last ``window_s`` seconds are kept. When at least
+``down_ratio`` of them failed across at least ``down_min_keys`` distinct keys,
+the destination counts as down: delays are long and growing, nothing is
+parked, and the runtime pauses consumption. The first success afterwards (a
+retry acting as a probe) ends the outage. Otherwise a failing key is taken for
+a bad message: short delays, and after ``park_after`` attempts it is parked.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+__all__ = ["BackoffConfig", "AdaptiveBackoff", "Decision"]
+
+
+@dataclass(frozen=True)
+class BackoffConfig:
+    """Thresholds and delays; the defaults are documented in the README."""
+
+    window_s: float = 30.0
+    down_ratio: float = 0.5
+    down_min_keys: int = 3
+    min_samples: int = 5
+    base_delay: float = 0.1
+    max_delay: float = 5.0
+    down_base_delay: float = 1.0
+    down_max_delay: float = 60.0
+    park_after: int = 5
+
+    def __post_init__(self) -> None:
+        if not 0 < self.down_ratio <= 1:
+            raise ValueError("down_ratio must be in (0, 1]")
+        if self.park_after < 1 or self.down_min_keys < 1 or self.window_s <= 0:
+            raise ValueError("park_after, down_min_keys and window_s must be positive")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do after a transient failure: wait ``delay`` then retry, or park now."""
+
+    delay: float
+    park: bool
+    down: bool
+
+
+class _SinkWindow:
+    __slots__ = ("samples", "down", "outages")
+
+    def __init__(self) -> None:
+        self.samples: deque[tuple[float, bool, Hashable]] = deque()
+        self.down = False
+        self.outages = 0
+
+
+class AdaptiveBackoff:
+    """Sliding-window failure ratios per sink and the retry decisions they imply."""
+
+    def __init__(
+        self,
+        config: BackoffConfig | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        jitter: Callable[[], float] = lambda: random.uniform(0.5, 1.0),  # noqa: S311 - not security
+    ) -> None:
+        self.config = config or BackoffConfig()
+        self._clock = clock
+        self._jitter = jitter
+        self._sinks: dict[str, _SinkWindow] = {}
+
+    def _window(self, sink: str) -> _SinkWindow:
+        w = self._sinks.get(sink)
+        if w is None:
+            w = self._sinks[sink] = _SinkWindow()
+        horizon = self._clock() - self.config.window_s
+        while w.samples and w.samples[0][0] < horizon:
+            w.samples.popleft()
+        return w
+
+    def record_success(self, key: Hashable) -> None:
+        """An event of ``key`` went through every sink: a working probe for each of them."""
+        now = self._clock()
+        for sink in list(self._sinks):
+            w = self._window(sink)
+            if w.down:
+                w.down = False
+                w.samples.clear()
+            w.samples.append((now, True, key))
+
+    def record_failure(self, sink: str, key: Hashable) -> None:
+        w = self._window(sink)
+        w.samples.append((self._clock(), False, key))
+        if not w.down and self._looks_down(w):
+            w.down = True
+            w.outages += 1
+
+    def _looks_down(self, w: _SinkWindow) -> bool:
+        c = self.config
+        if len(w.samples) < c.min_samples:
+            return False
+        failed_keys = {k for _, ok, k in w.samples if not ok}
+        failures = sum(1 for _, ok, _ in w.samples if not ok)
+        return failures / len(w.samples) >= c.down_ratio and len(failed_keys) >= c.down_min_keys
+
+    def end_outages(self) -> None:
+        """Forget every outage (no blocked key is left to probe with)."""
+        for w in self._sinks.values():
+            if w.down:
+                w.down = False
+                w.samples.clear()
+
+    def is_down(self, sink: str) -> bool:
+        return sink in self._sinks and self._sinks[sink].down
+
+    @property
+    def any_down(self) -> bool:
+        return any(w.down for w in self._sinks.values())
+
+    def decide(self, sink: str, attempts: int) -> Decision:
+        """The decision after the ``attempts``-th failed attempt of one event at ``sink``."""
+        c = self.config
+        n = max(attempts, 1)
+        growth = 2 ** min(n - 1, 30)
+        if self.is_down(sink):
+            return Decision(min(c.down_max_delay, c.down_base_delay * growth) * self._jitter(), False, True)
+        if attempts >= c.park_after:
+            return Decision(0.0, True, False)
+        return Decision(min(c.max_delay, c.base_delay * growth) * self._jitter(), False, False)

@@ -1,0 +1,139 @@
+"""The embedded wide-column store: ``SqliteEngine`` behind the async store contract.
+
+Every engine call runs on one dedicated worker thread (a single writer), so
+concurrent coroutines never block the event loop and never interleave inside
+a transaction. SQLite errors become ``TransientStoreError`` (locked, I/O) or
+``PermanentStoreError``; schema and mutation errors pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from framework.mutations import CellValue, Mutation
+from stores.base import Row, WideColumnStore
+from stores.errors import PermanentStoreError, StoreError, TransientStoreError
+from stores.schema import TableSchema
+from stores.sqlite_engine import ScanCursor, SqliteEngine
+
+__all__ = ["SqliteStore"]
+
+T = TypeVar("T")
+
+
+class SqliteStore(WideColumnStore):
+    """A ``WideColumnStore`` on one SQLite file (or ``":memory:"``)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Callable[[], float] = time.time,
+        page_size: int = 500,
+    ) -> None:
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise ValueError(f"page_size must be a positive integer, got {page_size!r}")
+        self._page_size = page_size
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="converge-sqlite")
+        self._closed = False
+        try:
+            self._engine = self._executor.submit(SqliteEngine, path, clock=clock).result()
+        except BaseException:
+            self._executor.shutdown(wait=False)
+            raise
+
+    @classmethod
+    async def open(
+        cls, path: str | os.PathLike[str], *, clock: Callable[[], float] = time.time, page_size: int = 500
+    ) -> SqliteStore:
+        """Open the store without blocking the event loop."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            None, functools.partial(cls, path, clock=clock, page_size=page_size)
+        )
+
+    @property
+    def engine(self) -> SqliteEngine:
+        """The synchronous engine (call it only from the store's worker thread or while idle)."""
+        return self._engine
+
+    async def _call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        if self._closed:
+            raise StoreError("the SQLite store is closed")
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        except sqlite3.OperationalError as exc:
+            raise TransientStoreError(f"sqlite: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise PermanentStoreError(f"sqlite: {exc}") from exc
+
+    async def ensure_table(self, schema: TableSchema) -> None:
+        await self._call(self._engine.ensure_table, schema)
+
+    def schema(self, table: str) -> TableSchema:
+        return self._engine.schema(table)
+
+    async def tables(self) -> list[str]:
+        """Names of the declared tables."""
+        return await self._call(self._engine.tables)
+
+    async def apply(self, mutations: Sequence[Mutation]) -> None:
+        await self._call(self._engine.apply, list(mutations))
+
+    async def read_row(self, table: str, key: Mapping[str, CellValue]) -> Row | None:
+        return await self._call(self._engine.read_row, table, key)
+
+    async def read_partition(
+        self,
+        table: str,
+        partition_key: Mapping[str, CellValue],
+        *,
+        start: Sequence[CellValue] | None = None,
+        end: Sequence[CellValue] | None = None,
+        limit: int | None = None,
+        reverse: bool = False,
+    ) -> list[Row]:
+        return await self._call(
+            self._engine.read_partition,
+            table,
+            partition_key,
+            start=start,
+            end=end,
+            limit=limit,
+            reverse=reverse,
+        )
+
+    async def scan(self, table: str, *, shard: int = 0, shards: int = 1) -> AsyncIterator[Row]:
+        """Every live row of shard ``shard`` of ``shards``, fetched ``page_size`` rows at a time."""
+        cursor: ScanCursor | None = None
+        while True:
+            rows, cursor = await self._call(
+                self._engine.scan_page,
+                table,
+                shard=shard,
+                shards=shards,
+                after=cursor,
+                size=self._page_size,
+            )
+            for row in rows:
+                yield row
+            if cursor is None:
+                return
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, self._engine.close)
+        finally:
+            self._executor.shutdown(wait=False)

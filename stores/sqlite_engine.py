@@ -1,0 +1,400 @@
+"""Cassandra's wide-column semantics on one SQLite file (synchronous).
+
+Layout: one EAV table ``converge_cells`` keyed by (table, encoded partition
+key, encoded clustering key, column). A row tombstone is stored in the same
+table under the column name ``''`` (never a valid identifier), so one ordered
+query returns it before the cells of its row. Keys use ``stores.keycodec``, so
+SQL can order, range and page rows of a partition by memcmp. Cell conflicts are
+resolved in Python with ``stores.cells.reconcile`` inside one write
+transaction, which is the single source of the rules.
+
+Durability: WAL journal with ``synchronous=FULL``, so a returned ``apply`` has
+been fsynced. Thread safety: one connection guarded by a lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from framework.mutations import CellValue, Delete, LogState, Mutation, Upsert
+from stores.base import Row
+from stores.cells import Cell, is_live, reconcile, shadowed
+from stores.errors import StoreError
+from stores.keycodec import decode_key, encode_key, normalize, partition_hash, prefix_end
+from stores.schema import Column, SchemaError, TableSchema
+
+__all__ = ["SqliteEngine", "ScanCursor", "schema_to_json", "schema_from_json"]
+
+#: Where a scan page stopped: the last (encoded partition key, encoded clustering key) read.
+ScanCursor = tuple[bytes, bytes]
+_START: ScanCursor = (b"", b"")
+_ROW_TOMBSTONE = ""
+
+_DDL = (
+    "CREATE TABLE IF NOT EXISTS converge_tables (name TEXT PRIMARY KEY, body TEXT NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS converge_cells ("
+    " tbl TEXT NOT NULL, pk BLOB NOT NULL, ck BLOB NOT NULL, col TEXT NOT NULL,"
+    " val, wt INTEGER NOT NULL, exp INTEGER, ph INTEGER NOT NULL,"
+    " PRIMARY KEY (tbl, pk, ck, col)) WITHOUT ROWID",
+)
+_SELECT_ROW = "SELECT col, val, wt, exp FROM converge_cells WHERE tbl = ? AND pk = ? AND ck = ?"
+_UPSERT_CELL = (
+    "INSERT OR REPLACE INTO converge_cells (tbl, pk, ck, col, val, wt, exp, ph) VALUES (?,?,?,?,?,?,?,?)"
+)
+_PURGE_SHADOWED = "DELETE FROM converge_cells WHERE tbl = ? AND pk = ? AND ck = ? AND col <> '' AND wt <= ?"
+_SCAN_KEYS = (
+    "SELECT DISTINCT pk, ck FROM converge_cells WHERE tbl = ? AND ph % ? = ? AND (pk, ck) > (?, ?)"
+    " ORDER BY pk, ck LIMIT ?"
+)
+_SCAN_CELLS = (
+    "SELECT pk, ck, col, val, wt, exp FROM converge_cells WHERE tbl = ? AND ph % ? = ?"
+    " AND (pk, ck) > (?, ?) AND (pk, ck) <= (?, ?) ORDER BY pk, ck, col"
+)
+# Partition reads: fixed fragments only (lower bound, upper bound, direction); values are bound.
+_PARTITION_QUERIES = {
+    (lo, hi, desc): "SELECT ?, ck, col, val, wt, exp FROM converge_cells WHERE tbl = ? AND pk = ?"  # noqa: S608
+    + (" AND ck >= ?" if lo else "")
+    + (" AND ck < ?" if hi else "")
+    + (" ORDER BY ck DESC, col" if desc else " ORDER BY ck ASC, col")
+    for lo in (False, True)
+    for hi in (False, True)
+    for desc in (False, True)
+}
+
+
+def schema_to_json(schema: TableSchema) -> str:
+    """A canonical JSON form of ``schema``."""
+    return json.dumps(dataclasses.asdict(schema), sort_keys=True)
+
+
+def schema_from_json(body: str) -> TableSchema:
+    """The schema stored by ``schema_to_json``."""
+    d = json.loads(body)
+    for part in ("partition_key", "clustering_key", "columns"):
+        d[part] = tuple(Column(**c) for c in d[part])
+    return TableSchema(**d)
+
+
+def _extends(old: TableSchema, new: TableSchema) -> bool:
+    """True when ``new`` only adds regular columns to ``old``."""
+    return (
+        old.partition_key == new.partition_key
+        and old.clustering_key == new.clustering_key
+        and old.clustering_order == new.clustering_order
+        and new.columns[: len(old.columns)] == old.columns
+    )
+
+
+@dataclasses.dataclass
+class _RowPlan:
+    """The reduced writes of one batch to one row."""
+
+    schema: TableSchema
+    ph: int
+    tombstone: int | None = None
+    cells: dict[str, Cell] = dataclasses.field(default_factory=dict)
+
+
+def _to_sql(value: CellValue) -> Any:
+    return int(value) if isinstance(value, bool) else value
+
+
+def _from_sql(schema: TableSchema, col: str, value: Any) -> CellValue:
+    if value is None:
+        return None
+    t = schema.column(col).type
+    if t == "boolean":
+        return bool(value)
+    if t == "double":
+        return float(value)
+    return value
+
+
+class SqliteEngine:
+    """Per-cell last-write-wins rows with clustering, tombstones and TTL in SQLite."""
+
+    def __init__(self, path: str | os.PathLike[str], *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._closed = False
+        self._conn = sqlite3.connect(
+            os.fspath(path), isolation_level=None, check_same_thread=False, timeout=10.0
+        )
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        for ddl in _DDL:
+            self._conn.execute(ddl)
+        self._schemas: dict[str, TableSchema] = {
+            name: schema_from_json(body)
+            for name, body in self._conn.execute("SELECT name, body FROM converge_tables")
+        }
+
+    # -- schema -------------------------------------------------------------
+
+    def ensure_table(self, schema: TableSchema) -> None:
+        """Declare ``schema`` (idempotent); a redefinition may only add regular columns."""
+        if not isinstance(schema, TableSchema):
+            raise SchemaError("schema", f"expected a TableSchema, got {type(schema).__name__}")
+        with self._lock:
+            self._check_open()
+            old = self._schemas.get(schema.name)
+            if old == schema:
+                return
+            if old is not None and not _extends(old, schema):
+                raise SchemaError("schema", f"{schema.name}: incompatible with the declared schema")
+            with self._transaction():
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO converge_tables (name, body) VALUES (?, ?)",
+                    (schema.name, schema_to_json(schema)),
+                )
+            self._schemas[schema.name] = schema
+
+    def schema(self, table: str) -> TableSchema:
+        """The declared schema of ``table``; SchemaError when undeclared."""
+        try:
+            return self._schemas[table]
+        except (KeyError, TypeError):
+            raise SchemaError("table", f"table {table!r} is not declared") from None
+
+    def tables(self) -> list[str]:
+        """Names of the declared tables, sorted."""
+        return sorted(self._schemas)
+
+    # -- writes -------------------------------------------------------------
+
+    def apply(self, mutations: Sequence[Mutation]) -> None:
+        """Validate every mutation, then apply them all in one durable transaction."""
+        with self._lock:
+            self._check_open()
+            plans = self._plan(mutations)
+            if not plans:
+                return
+            with self._transaction():
+                for (table, pk, ck), plan in plans.items():
+                    self._write_row(table, pk, ck, plan)
+
+    def _plan(self, mutations: Sequence[Mutation]) -> dict[tuple[str, bytes, bytes], _RowPlan]:
+        if isinstance(mutations, Upsert | Delete | LogState) or not isinstance(mutations, Iterable):
+            raise SchemaError("mutations", "expected a sequence of mutations")
+        now = int(self._clock())
+        plans: dict[tuple[str, bytes, bytes], _RowPlan] = {}
+        for m in mutations:
+            if isinstance(m, LogState):
+                m = m.as_upsert()
+            if not isinstance(m, Upsert | Delete):
+                raise SchemaError("mutations", f"not a mutation: {type(m).__name__}")
+            schema = self.schema(m.table)
+            schema.check_key(m.key)
+            pk = encode_key(schema.partition_key, [m.key[c.name] for c in schema.partition_key])
+            ck = encode_key(schema.clustering_key, [m.key[c.name] for c in schema.clustering_key])
+            plan = plans.get((m.table, pk, ck))
+            if plan is None:
+                plan = plans[(m.table, pk, ck)] = _RowPlan(schema, partition_hash(pk))
+            if isinstance(m, Upsert):
+                schema.check_cells(m.cells)
+                ttl = m.ttl if m.ttl is not None else schema.default_ttl
+                expires = None if ttl is None else now + ttl
+                for name, value in m.cells.items():
+                    value = normalize(schema.column(name), value)
+                    self._merge(plan, name, Cell(value, m.version, None if value is None else expires))
+            elif m.columns is None:
+                plan.tombstone = m.version if plan.tombstone is None else max(plan.tombstone, m.version)
+            else:
+                schema.check_cells(dict.fromkeys(m.columns))
+                for name in m.columns:
+                    self._merge(plan, name, Cell(None, m.version))
+        return plans
+
+    @staticmethod
+    def _merge(plan: _RowPlan, name: str, cell: Cell) -> None:
+        old = plan.cells.get(name)
+        plan.cells[name] = cell if old is None else reconcile(old, cell)
+
+    def _write_row(self, table: str, pk: bytes, ck: bytes, plan: _RowPlan) -> None:
+        existing: dict[str, Cell] = {}
+        stored_tombstone: int | None = None
+        for col, val, wt, exp in self._conn.execute(_SELECT_ROW, (table, pk, ck)):
+            if col == _ROW_TOMBSTONE:
+                stored_tombstone = wt
+            else:
+                existing[col] = Cell(_from_sql(plan.schema, col, val), wt, exp)
+        tombstone = stored_tombstone
+        if plan.tombstone is not None and (tombstone is None or plan.tombstone > tombstone):
+            tombstone = plan.tombstone
+            self._conn.execute(_UPSERT_CELL, (table, pk, ck, _ROW_TOMBSTONE, None, tombstone, None, plan.ph))
+            self._conn.execute(_PURGE_SHADOWED, (table, pk, ck, tombstone))
+        writes = []
+        for name, cell in plan.cells.items():
+            if shadowed(cell, tombstone):
+                continue
+            old = existing.get(name)
+            if old is not None and not shadowed(old, tombstone) and reconcile(old, cell) is old:
+                continue
+            writes.append(
+                (table, pk, ck, name, _to_sql(cell.value), cell.writetime, cell.expires_at, plan.ph)
+            )
+        if writes:
+            self._conn.executemany(_UPSERT_CELL, writes)
+
+    # -- reads --------------------------------------------------------------
+
+    def read_row(self, table: str, key: Mapping[str, CellValue]) -> Row | None:
+        """The row at the full primary ``key``; None when it has no live cell."""
+        schema = self.schema(table)
+        schema.check_key(key)
+        pk = encode_key(schema.partition_key, [key[c.name] for c in schema.partition_key])
+        ck = encode_key(schema.clustering_key, [key[c.name] for c in schema.clustering_key])
+        with self._lock:
+            self._check_open()
+            rows = self._conn.execute(_SELECT_ROW, (table, pk, ck)).fetchall()
+            now = self._clock()
+        return next(self._rows(schema, ((pk, ck, *r) for r in rows), now), None)
+
+    def read_partition(
+        self,
+        table: str,
+        partition_key: Mapping[str, CellValue],
+        *,
+        start: Sequence[CellValue] | None = None,
+        end: Sequence[CellValue] | None = None,
+        limit: int | None = None,
+        reverse: bool = False,
+    ) -> list[Row]:
+        """Live rows of one partition in clustering order (or reversed), bounded and limited."""
+        schema = self.schema(table)
+        schema.check_key(partition_key, partition_only=True)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise SchemaError("limit", f"must be a non-negative integer or None, got {limit!r}")
+        pk = encode_key(schema.partition_key, [partition_key[c.name] for c in schema.partition_key])
+        lo = self._bound(schema, start, "start")
+        hi = self._bound(schema, end, "end")
+        hi = None if hi is None else prefix_end(hi)
+        desc = (schema.clustering_order == "DESC") != bool(reverse)
+        sql = _PARTITION_QUERIES[(lo is not None, hi is not None, desc)]
+        params = [pk, table, pk, *(b for b in (lo, hi) if b is not None)]
+        out: list[Row] = []
+        if limit == 0:
+            return out
+        with self._lock:
+            self._check_open()
+            now = self._clock()
+            cursor = self._conn.execute(sql, params)
+            try:
+                for row in self._rows(schema, cursor, now):
+                    out.append(row)
+                    if limit is not None and len(out) >= limit:
+                        break
+            finally:
+                cursor.close()
+        return out
+
+    @staticmethod
+    def _bound(schema: TableSchema, values: Sequence[CellValue] | None, what: str) -> bytes | None:
+        if values is None:
+            return None
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+            raise SchemaError(what, "must be a sequence of clustering values (a prefix)")
+        if len(values) > len(schema.clustering_key):
+            raise SchemaError(
+                what, f"{len(values)} values for {len(schema.clustering_key)} clustering columns"
+            )
+        return encode_key(schema.clustering_key, list(values)) if values else None
+
+    def scan(self, table: str, *, shard: int = 0, shards: int = 1) -> Iterator[Row]:
+        """Every live row of ``table`` whose partition hash is ``shard`` modulo ``shards``."""
+        cursor: ScanCursor | None = _START
+        while cursor is not None:
+            rows, cursor = self.scan_page(table, shard=shard, shards=shards, after=cursor)
+            yield from rows
+
+    def scan_page(
+        self,
+        table: str,
+        *,
+        shard: int = 0,
+        shards: int = 1,
+        after: ScanCursor | None = None,
+        size: int = 500,
+    ) -> tuple[list[Row], ScanCursor | None]:
+        """Up to ``size`` rows after ``after``, and the cursor of the next page (None at the end)."""
+        schema = self.schema(table)
+        for name, value, low in (("shards", shards, 1), ("shard", shard, 0), ("size", size, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise SchemaError(name, f"must be an integer >= {low}, got {value!r}")
+        if shard >= shards:
+            raise SchemaError("shard", f"must be below shards={shards}, got {shard}")
+        pk0, ck0 = _START if after is None else after
+        with self._lock:
+            self._check_open()
+            keys = self._conn.execute(_SCAN_KEYS, (table, shards, shard, pk0, ck0, size)).fetchall()
+            if not keys:
+                return [], None
+            last = (keys[-1][0], keys[-1][1])
+            now = self._clock()
+            cells = self._conn.execute(_SCAN_CELLS, (table, shards, shard, pk0, ck0, *last)).fetchall()
+        return list(self._rows(schema, cells, now)), (last if len(keys) == size else None)
+
+    def _rows(self, schema: TableSchema, records: Iterable[tuple[Any, ...]], now: float) -> Iterator[Row]:
+        """Group ordered (pk, ck, col, val, wt, exp) records into live rows."""
+        current: tuple[bytes, bytes] | None = None
+        tombstone: int | None = None
+        cells: dict[str, Cell] = {}
+        for pk, ck, col, val, wt, exp in records:
+            if (pk, ck) != current:
+                if cells and current is not None:
+                    yield self._row(schema, current, cells)
+                current, tombstone, cells = (pk, ck), None, {}
+            if col == _ROW_TOMBSTONE:
+                tombstone = wt
+                continue
+            cell = Cell(_from_sql(schema, col, val), wt, exp)
+            if is_live(cell, now) and not shadowed(cell, tombstone):
+                cells[col] = cell
+        if cells and current is not None:
+            yield self._row(schema, current, cells)
+
+    @staticmethod
+    def _row(schema: TableSchema, key: tuple[bytes, bytes], cells: dict[str, Cell]) -> Row:
+        values = decode_key(schema.partition_key, key[0]) + decode_key(schema.clustering_key, key[1])
+        names = [c.name for c in schema.key_columns]
+        ordered = {c.name: cells[c.name] for c in schema.columns if c.name in cells}
+        return Row(key=dict(zip(names, values, strict=True)), cells=ordered)
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("the SQLite engine is closed")
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            self._conn.execute("COMMIT")
+        except BaseException:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+    def __enter__(self) -> SqliteEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

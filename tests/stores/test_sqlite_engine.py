@@ -1,0 +1,163 @@
+"""The synchronous SQLite engine: durability settings, schema persistence, atomicity, key encoding."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from framework.mutations import Delete, Upsert
+from stores.errors import StoreError
+from stores.keycodec import decode_key, encode_key, prefix_end
+from stores.schema import Column, SchemaError, TableSchema
+from stores.sqlite_engine import SqliteEngine
+from tests.stores.harness import ManualClock, hub_schema, timeline_schema
+
+K = {"org": "acme", "id": 7}
+
+
+def test_file_engine_is_wal_and_fully_synchronous(tmp_path: Path) -> None:
+    with SqliteEngine(tmp_path / "e.db") as engine:
+        engine.ensure_table(hub_schema("hub"))
+    conn = sqlite3.connect(tmp_path / "e.db")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+    with SqliteEngine(tmp_path / "e.db") as engine:
+        assert engine._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+
+
+def test_memory_engine_works_and_is_private() -> None:
+    with SqliteEngine(":memory:") as a, SqliteEngine(":memory:") as b:
+        a.ensure_table(hub_schema("hub"))
+        a.apply([Upsert("hub", K, {"n": 1}, 1)])
+        assert a.read_row("hub", K).values() == {"n": 1}  # type: ignore[union-attr]
+        assert b.tables() == []
+
+
+def test_schemas_persist_and_may_only_grow(tmp_path: Path) -> None:
+    path = tmp_path / "e.db"
+    base = hub_schema("hub")
+    grown = TableSchema(base.name, base.partition_key, (*base.columns, Column("extra", "text")))
+    with SqliteEngine(path) as engine:
+        engine.ensure_table(base)
+        engine.ensure_table(timeline_schema("tl", "DESC"))
+        engine.apply([Upsert("hub", K, {"n": 1}, 1)])
+        engine.ensure_table(grown)
+        engine.apply([Upsert("hub", K, {"extra": "x"}, 2)])
+        with pytest.raises(SchemaError):
+            engine.ensure_table(TableSchema("hub", (Column("org", "text"),), base.columns))
+        with pytest.raises(SchemaError):
+            engine.ensure_table(TableSchema("hub", base.partition_key, (Column("n", "text"),)))
+    with SqliteEngine(path) as engine:
+        assert engine.tables() == ["hub", "tl"]
+        assert engine.schema("hub") == grown and engine.schema("tl") == timeline_schema("tl", "DESC")
+        assert engine.read_row("hub", K).values() == {"n": 1, "extra": "x"}  # type: ignore[union-attr]
+
+
+def test_a_failing_transaction_leaves_nothing_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = SqliteEngine(":memory:")
+    engine.ensure_table(hub_schema("hub"))
+    original = engine._write_row
+    calls = []
+
+    def second_row_fails(*args: object) -> None:
+        calls.append(args)
+        if len(calls) == 2:
+            raise sqlite3.OperationalError("disk I/O error (injected)")
+        original(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "_write_row", second_row_fails)
+    with pytest.raises(sqlite3.OperationalError):
+        engine.apply([Upsert("hub", K, {"n": 1}, 1), Upsert("hub", {**K, "id": 8}, {"n": 2}, 1)])
+    monkeypatch.undo()
+    assert engine.read_row("hub", K) is None and list(engine.scan("hub")) == []
+    engine.apply([Upsert("hub", K, {"n": 3}, 1)])  # the connection is usable again
+    assert engine.read_row("hub", K).values() == {"n": 3}  # type: ignore[union-attr]
+
+
+def test_bad_arguments_raise_typed_errors() -> None:
+    engine = SqliteEngine(":memory:", clock=ManualClock())
+    engine.ensure_table(timeline_schema("tl"))
+    p = {"org": "o"}
+    with pytest.raises(SchemaError):
+        engine.apply(Upsert("tl", {**p, "day": 1, "seq": "s"}, {"note": "x"}, 1))  # type: ignore[arg-type]
+    with pytest.raises(SchemaError):
+        engine.apply(["not a mutation"])  # type: ignore[list-item]
+    with pytest.raises(SchemaError):
+        engine.read_partition("tl", p, start=[1, "s", "extra"])
+    with pytest.raises(SchemaError):
+        engine.read_partition("tl", p, start=["day must be an int"])
+    with pytest.raises(SchemaError):
+        engine.read_partition("tl", p, end="1")  # type: ignore[arg-type]
+    with pytest.raises(SchemaError):
+        engine.read_partition("tl", p, limit=True)
+    for kwargs in ({"shard": 2, "shards": 2}, {"shard": -1}, {"shards": 0}, {"size": 0}):
+        with pytest.raises(SchemaError):
+            engine.scan_page("tl", **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(SchemaError):
+        engine.ensure_table("tl")  # type: ignore[arg-type]
+    engine.close()
+    with pytest.raises(StoreError):
+        engine.apply([Upsert("tl", {**p, "day": 1, "seq": "s"}, {"note": "x"}, 1)])
+
+
+def test_equal_keys_address_one_row() -> None:
+    """Canonical keys: -0.0 and 0.0, and 3 and 3.0 in a double key column, name the same row."""
+    schema = TableSchema("d", (Column("x", "double"),), (Column("v", "bigint"),))
+    with SqliteEngine(":memory:") as engine:
+        engine.ensure_table(schema)
+        engine.apply([Upsert("d", {"x": -0.0}, {"v": 1}, 1), Upsert("d", {"x": 0.0}, {"v": 2}, 2)])
+        engine.apply([Upsert("d", {"x": 3}, {"v": 3}, 1), Delete("d", {"x": 3.0}, 1)])
+        rows = list(engine.scan("d"))
+        assert [(r.key, r.values()) for r in rows] == [({"x": 0.0}, {"v": 2})]
+
+
+def test_threads_sharing_an_engine_do_not_lose_writes(tmp_path: Path) -> None:
+    engine = SqliteEngine(tmp_path / "e.db")
+    engine.ensure_table(hub_schema("hub"))
+
+    def writer(base: int) -> None:
+        for i in range(25):
+            engine.apply([Upsert("hub", {"org": "t", "id": base + i}, {"n": i}, 1)])
+
+    threads = [threading.Thread(target=writer, args=(b,)) for b in (0, 100, 200)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(list(engine.scan("hub"))) == 75
+    engine.close()
+
+
+_KEY_COLUMNS = (Column("i", "bigint"), Column("f", "double"), Column("t", "text"), Column("b", "blob"))
+_key_values = st.tuples(
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False),
+    st.text(),
+    st.binary(),
+)
+
+
+def _natural(v: tuple) -> tuple:
+    return (v[0], v[1] + 0.0, v[2].encode("utf-8"), v[3])
+
+
+@settings(max_examples=500, deadline=None)
+@given(a=_key_values, b=_key_values, bools=st.tuples(st.booleans(), st.booleans()))
+def test_key_encoding_round_trips_and_preserves_order(a: tuple, b: tuple, bools: tuple) -> None:
+    ea, eb = encode_key(_KEY_COLUMNS, a), encode_key(_KEY_COLUMNS, b)
+    assert decode_key(_KEY_COLUMNS, ea) == (a[0], a[1] + 0.0, a[2], a[3])
+    assert (ea < eb) == (_natural(a) < _natural(b)) and (ea == eb) == (_natural(a) == _natural(b))
+    for n in range(1, 5):  # a prefix bound [prefix, prefix_end) holds exactly the keys with that prefix
+        prefix = encode_key(_KEY_COLUMNS, a[:n])
+        end = prefix_end(prefix)
+        inside = eb >= prefix and (end is None or eb < end)
+        assert inside == (_natural(b)[:n] == _natural(a)[:n])
+        mixed = encode_key(_KEY_COLUMNS, a[:n] + b[n:])
+        assert mixed >= prefix and (end is None or mixed < end)
+    flags = (Column("x", "boolean"), Column("y", "boolean"))
+    assert decode_key(flags, encode_key(flags, bools)) == bools
