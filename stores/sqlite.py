@@ -2,7 +2,10 @@
 
 Every engine call runs on one dedicated worker thread (a single writer), so
 concurrent coroutines never block the event loop and never interleave inside
-a transaction. SQLite errors become ``TransientStoreError`` (locked, I/O) or
+a transaction. Concurrent ``apply`` calls are group-committed: each is
+validated on its own first, then all that wait together share one durable
+transaction (one fsync), and each returns once that commit is on disk.
+SQLite errors become ``TransientStoreError`` (locked, I/O) or
 ``PermanentStoreError``; schema and mutation errors pass through unchanged.
 """
 
@@ -12,6 +15,7 @@ import asyncio
 import functools
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +45,9 @@ class SqliteStore(WideColumnStore):
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
             raise ValueError(f"page_size must be a positive integer, got {page_size!r}")
         self._page_size = page_size
+        self._group: list[tuple[list[Mutation], asyncio.Future[None], asyncio.AbstractEventLoop]] = []
+        self._group_lock = threading.Lock()
+        self._flush_queued = False
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="converge-sqlite")
         self._closed = False
         try:
@@ -86,7 +93,40 @@ class SqliteStore(WideColumnStore):
         return await self._call(self._engine.tables)
 
     async def apply(self, mutations: Sequence[Mutation]) -> None:
-        await self._call(self._engine.apply, list(mutations))
+        batch = list(mutations)
+        if self._closed:
+            raise StoreError("the SQLite store is closed")
+        self._engine.check(batch)  # a bad batch fails alone, before it joins a group
+        if not batch:
+            return
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        with self._group_lock:
+            self._group.append((batch, fut, loop))
+            start = not self._flush_queued
+            self._flush_queued = True
+        if start:
+            loop.run_in_executor(self._executor, self._flush_group)
+        await fut
+
+    def _flush_group(self) -> None:
+        """Writer thread: apply every waiting batch in one transaction, then wake the callers."""
+        with self._group_lock:
+            group, self._group = self._group, []
+            self._flush_queued = False
+        if not group:
+            return
+        error: BaseException | None = None
+        try:
+            self._engine.apply([m for batch, _, _ in group for m in batch])
+        except sqlite3.OperationalError as exc:
+            error = TransientStoreError(f"sqlite: {exc}")
+        except sqlite3.Error as exc:
+            error = PermanentStoreError(f"sqlite: {exc}")
+        except BaseException as exc:  # noqa: BLE001 - handed to every waiting caller
+            error = exc
+        for _, fut, loop in group:
+            loop.call_soon_threadsafe(_settle, fut, error)
 
     async def read_row(self, table: str, key: Mapping[str, CellValue]) -> Row | None:
         return await self._call(self._engine.read_row, table, key)
@@ -137,3 +177,12 @@ class SqliteStore(WideColumnStore):
             await loop.run_in_executor(self._executor, self._engine.close)
         finally:
             self._executor.shutdown(wait=False)
+
+
+def _settle(fut: asyncio.Future[None], error: BaseException | None) -> None:
+    if fut.done():
+        return
+    if error is None:
+        fut.set_result(None)
+    else:
+        fut.set_exception(error)

@@ -181,10 +181,20 @@ class SqliteEngine:
                 for (table, pk, ck), plan in plans.items():
                     self._write_row(table, pk, ck, plan)
 
-    def _plan(self, mutations: Sequence[Mutation]) -> dict[tuple[str, bytes, bytes], _RowPlan]:
+    def check(self, mutations: Sequence[Mutation]) -> None:
+        """Validate mutations against the declared schemas without writing (raises SchemaError).
+
+        Reads only the schemas, so it does not wait for a running transaction.
+        """
+        self._plan(mutations, now=0)
+
+    def _plan(
+        self, mutations: Sequence[Mutation], now: int | None = None
+    ) -> dict[tuple[str, bytes, bytes], _RowPlan]:
         if isinstance(mutations, Upsert | Delete | LogState) or not isinstance(mutations, Iterable):
             raise SchemaError("mutations", "expected a sequence of mutations")
-        now = int(self._clock())
+        if now is None:
+            now = int(self._clock())
         plans: dict[tuple[str, bytes, bytes], _RowPlan] = {}
         for m in mutations:
             if isinstance(m, LogState):
