@@ -66,7 +66,8 @@ def faust_variant(variant: str, broker: str, topic: str, n: int, latency_ms: flo
     try:
         while not result.exists():
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{variant} worker failed; see {data / 'worker.log'}")
+                tail = (data / "worker.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"{variant} worker failed:\n{tail}")
             time.sleep(0.2)
     finally:
         stop_worker(proc)

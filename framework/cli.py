@@ -111,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--workdir", type=Path, default=None, help="keep data here (default: a temp dir)")
     demo.set_defaults(func=_demo)
+    from framework.delivery.cli import register as register_delivery
+
+    register_delivery(sub)
+    from framework.parking.cli import register as register_dlq
+
+    register_dlq(sub)
     return parser
 
 

@@ -30,3 +30,9 @@ class KeyedAgent(abc.ABC):
     @abc.abstractmethod
     def handle(self, event: Event) -> Iterable[Mutation]:
         """The mutations this event implies; raise ValueError subclasses for bad events."""
+
+    def relation_key(self, event: Event) -> str:
+        """Events with the same relation key are processed in order, and a failing one
+        holds back the later ones (default: the ordering key). Override to relate
+        events by another field, e.g. a user id."""
+        return event.ordering_key

@@ -5,16 +5,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import faust
 import mode
+from aiokafka import TopicPartition
 
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.counters import Counters
-from framework.runtime.errors import MessageError, error_class
+from framework.runtime.errors import error_class, stage_of
 from framework.runtime.failed_events import FailedEvent, FailedEventStore
 from framework.runtime.processor import AgentProcessor
 from framework.runtime.scheduler import KeyedScheduler, SchedulerConfig, Work
@@ -84,7 +85,7 @@ class AgentRuntime:
                 offset=work.offset,
                 key=work.key,
                 value=work.value,
-                stage=exc.stage if isinstance(exc, MessageError) else "unknown",
+                stage=stage_of(exc),
                 error_class=error_class(exc),
                 error=str(exc),
                 parked_at=time.time(),
@@ -92,11 +93,36 @@ class AgentRuntime:
         )
         log.warning("parked %s[%s]@%s: %s", tp.topic, tp.partition, work.offset, exc)
 
-    def _pause(self, tp: Hashable) -> None:
-        self.app.consumer.pause_partitions([tp])
+    # Faust's own pause_partitions only filters records it has already taken from
+    # aiokafka: records of a partition paused mid-batch are dropped while aiokafka's
+    # position has moved past them, and a later commit skips them. Pausing in aiokafka
+    # itself keeps its position at the last record handed out, so nothing is skipped.
+    def _pause(self, tp: Any) -> None:
+        asyncio.ensure_future(self._fetch_control(tp, pause=True))
 
-    def _resume(self, tp: Hashable) -> None:
-        self.app.consumer.resume_partitions([tp])
+    def _resume(self, tp: Any) -> None:
+        asyncio.ensure_future(self._fetch_control(tp, pause=False))
+
+    async def _fetch_control(self, tp: Any, *, pause: bool) -> None:
+        thread = getattr(self.app.consumer, "_thread", None)
+        if thread is None or not hasattr(thread, "_ensure_consumer"):
+            log.warning("consumer has no aiokafka thread: cannot %s %s", "pause" if pause else "resume", tp)
+            return
+        target = TopicPartition(tp.topic, tp.partition)
+
+        async def control() -> None:
+            consumer = thread._ensure_consumer()
+            if target not in consumer.assignment():
+                return
+            if pause:
+                consumer.pause(target)
+            else:
+                consumer.resume(target)
+
+        try:
+            await thread.call_thread(control)
+        except Exception as exc:  # noqa: BLE001 - a stopped consumer: nothing to pause
+            log.warning("could not %s %s: %r", "pause" if pause else "resume", tp, exc)
 
     def _crash(self, exc: BaseException) -> None:
         asyncio.ensure_future(self.app.crash(exc))
@@ -127,7 +153,9 @@ class AgentRuntime:
                 last: dict[Any, int] = {}
                 for event in batch:
                     msg = event.message
-                    sched.submit(Work(msg.tp, msg.offset, msg.key, msg.value, ack=event.ack))
+                    work = Work(msg.tp, msg.offset, msg.key, msg.value, ack=event.ack)
+                    self.processor.prepare(work)
+                    sched.submit(work)
                     last[msg.tp] = msg.offset
                 self.counters.lag = sum(
                     max(0, (consumer.highwater(tp) or 0) - off - 1) for tp, off in last.items()

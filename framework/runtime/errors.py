@@ -6,7 +6,7 @@ from framework.events import EventError
 from framework.mutations import MutationError
 from stores.errors import PermanentStoreError
 
-__all__ = ["MessageError", "SinkFailure", "is_transient", "error_class"]
+__all__ = ["MessageError", "SinkFailure", "is_transient", "error_class", "stage_of"]
 
 
 class MessageError(Exception):
@@ -44,3 +44,10 @@ def error_class(exc: BaseException) -> str:
     """A stable name for an error, used to group parked messages."""
     cause = exc.cause if isinstance(exc, MessageError | SinkFailure) else exc
     return type(cause).__name__
+
+
+def stage_of(exc: BaseException) -> str:
+    """Where a parked message failed: parse, map or sink (``unknown`` otherwise)."""
+    if isinstance(exc, MessageError):
+        return exc.stage
+    return "sink" if isinstance(exc, SinkFailure) else "unknown"

@@ -34,8 +34,20 @@ class AgentProcessor:
         except EventError as exc:
             raise MessageError("parse", exc) from exc
 
+    def prepare(self, work: Work) -> None:
+        """Parse ahead of scheduling so the work joins its relation key's lane.
+
+        A message that does not parse keeps its Kafka key as relation and is
+        parked when its turn comes.
+        """
+        try:
+            work.event = self.parse(work)
+            work.relation = self.agent.relation_key(work.event)
+        except Exception:  # noqa: BLE001 - reported by __call__ when the work runs
+            work.event = None
+
     async def __call__(self, work: Work) -> None:
-        event = self.parse(work)
+        event = work.event if work.event is not None else self.parse(work)
         try:
             mutations = list(self.agent.handle(event))
         except Exception as exc:  # noqa: BLE001 - any mapping failure is the message's

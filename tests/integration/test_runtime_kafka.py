@@ -134,3 +134,63 @@ def test_kill_mid_stream_then_restart_converges(fresh_stack: LocalStack, tmp_pat
 
 
 pytestmark = pytest.mark.slow
+
+
+def _counters(data: Path) -> dict[str, int]:
+    try:
+        return json.loads((data / "counters.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def test_destination_down_pauses_then_resumes_without_parking(stack: StackInfo, tmp_path: Path) -> None:
+    """Every key fails for a while: nothing is parked or lost, order holds, consumption pauses and resumes."""
+    topic, group = f"down-{uuid.uuid4().hex[:8]}", f"down-app-{uuid.uuid4().hex[:8]}"
+    broker = f"kafka://{stack.kafka_bootstrap}"
+    asyncio.run(ensure_topics(broker, {topic: 4}))
+    keys = [f"d{i}" for i in range(12)]
+    release, data = tmp_path / "release", tmp_path / "w"
+    env = {"ORDER_TOPIC": topic, "ORDER_APP_ID": group, "ORDER_FAIL_KEY": "*",
+           "ORDER_RELEASE": str(release), "ORDER_PARK_AFTER": "3"}  # fmt: skip
+    proc = start_worker(APP, data, broker, env)
+    try:
+        asyncio.run(produce(broker, topic, _records(keys, 25)))
+        _wait(lambda: _counters(data).get("pauses", 0) >= 1, 60, "consumption paused")
+        time.sleep(1.0)  # several more failed retries while down: none may park (park_after=3)
+        assert _counters(data)["parked"] == 0
+        assert _applied(data / "applied.db") == []
+        release.touch()
+        assert asyncio.run(wait_drained(broker, group, topic, timeout=60))
+        _wait(lambda: _counters(data).get("resumes", 0) >= 1, 10, "consumption resumed")
+    finally:
+        assert stop_worker(proc) == 0
+    per_key: dict[str, list[int]] = defaultdict(list)
+    for k, n in _applied(data / "applied.db"):
+        per_key[k].append(n)
+    assert {k: per_key[k] for k in keys} == {k: list(range(25)) for k in keys}
+    assert FailedEventStore(data / "failed.db").all() == []
+
+
+def test_lone_failing_key_is_parked_after_attempts(stack: StackInfo, tmp_path: Path) -> None:
+    """One key keeps failing while others succeed: a bad message, parked after N attempts; nothing lost."""
+    topic, group = f"bad-{uuid.uuid4().hex[:8]}", f"bad-app-{uuid.uuid4().hex[:8]}"
+    broker = f"kafka://{stack.kafka_bootstrap}"
+    asyncio.run(ensure_topics(broker, {topic: 4}))
+    keys = [f"b{i}" for i in range(10)]
+    data = tmp_path / "w"
+    env = {"ORDER_TOPIC": topic, "ORDER_APP_ID": group, "ORDER_FAIL_KEY": "b3",
+           "ORDER_RELEASE": str(tmp_path / "never"), "ORDER_PARK_AFTER": "3"}  # fmt: skip
+    proc = start_worker(APP, data, broker, env)
+    try:
+        asyncio.run(produce(broker, topic, _records(keys, 5)))
+        assert asyncio.run(wait_drained(broker, group, topic, timeout=60))
+    finally:
+        assert stop_worker(proc) == 0
+    per_key: dict[str, list[int]] = defaultdict(list)
+    for k, n in _applied(data / "applied.db"):
+        per_key[k].append(n)
+    assert "b3" not in per_key
+    assert all(per_key[k] == list(range(5)) for k in keys if k != "b3")
+    parked = FailedEventStore(data / "failed.db").all()
+    assert sorted(json.loads(p.value)["payload"]["n"] for p in parked) == list(range(5))
+    assert {(p.stage, p.error_class) for p in parked} == {("sink", "TransientStoreError")}

@@ -2,12 +2,15 @@
 
 Configured by environment (set by the tests that spawn it as a worker):
 ORDER_TOPIC, CONVERGE_BROKER, CONVERGE_DATA_DIR, ORDER_FAIL_KEY (a key whose
-writes fail transiently until the file ORDER_RELEASE exists) and ORDER_SLOW_MS.
+writes fail transiently until the file ORDER_RELEASE exists; ``*`` for every
+key), ORDER_PARK_AFTER (attempts before a lone failing key is parked) and
+ORDER_SLOW_MS. The runtime's counters are written to counters.json.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sqlite3
 import threading
@@ -59,7 +62,8 @@ class RecordingSink:
             )
 
     async def write(self, event: Event, mutations: Sequence[Mutation]) -> None:
-        if event.ordering_key == self.fail_key and self.release is not None and not self.release.exists():
+        failing = self.fail_key in ("*", event.ordering_key)
+        if failing and self.release is not None and not self.release.exists():
             raise TransientStoreError("destination refuses this key for now")
         if self.slow:
             await asyncio.sleep(self.slow)
@@ -81,8 +85,21 @@ def build() -> faust.App:
     config = RuntimeConfig(
         scheduler=SchedulerConfig(
             max_concurrency=16,
-            backoff=BackoffConfig(base_delay=0.05, max_delay=0.3, down_base_delay=0.1, down_max_delay=0.5),
+            backoff=BackoffConfig(
+                base_delay=0.05,
+                max_delay=0.3,
+                down_base_delay=0.1,
+                down_max_delay=0.5,
+                park_after=int(os.environ.get("ORDER_PARK_AFTER", "1000")),
+            ),
         )
     )
-    AgentRuntime(app, OrderAgent(), [sink], FailedEventStore(data / "failed.db"), config)
+    runtime = AgentRuntime(app, OrderAgent(), [sink], FailedEventStore(data / "failed.db"), config)
+
+    @app.timer(0.2)
+    async def dump_counters() -> None:
+        tmp = data / "counters.json.tmp"
+        tmp.write_text(json.dumps(runtime.counters.snapshot()))
+        tmp.replace(data / "counters.json")
+
     return app

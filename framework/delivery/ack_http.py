@@ -1,0 +1,153 @@
+"""The HTTP acknowledgement endpoint: ``POST /delivery/acks`` with ``{"acks": [...]}``.
+
+A request is all or nothing: the whole body is validated and every message
+resolved before one ledger write records all its acks. Answers: 200
+``{"acked": n}``; 400 malformed body or undeclared consumer; 401 missing or
+wrong bearer token (when one is configured); 413 body too large; 415 not
+JSON; 422 unknown message ids (nothing written); 503 store unavailable.
+
+Served standalone (``AckServer``, 127.0.0.1 by default) or mounted on a Faust
+worker's web server (``mount_on_faust``). Binding beyond loopback requires a
+token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+
+import faust
+from aiohttp import web
+
+from framework.delivery.acks import MAX_BODY_BYTES, AckFormatError, parse_ack_batch
+from framework.delivery.ledger import DeliveryLedger, UnknownMessages
+from framework.delivery.model import DeliveryError
+from stores.errors import StoreError, TransientStoreError
+
+__all__ = ["ACK_PATH", "AckEndpoint", "AckServer", "build_ack_app", "mount_on_faust"]
+
+log = logging.getLogger(__name__)
+
+ACK_PATH = "/delivery/acks"
+MIN_TOKEN_CHARS = 16
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_exposure(host: str, token: str | None) -> None:
+    if token is not None and (not isinstance(token, str) or len(token) < MIN_TOKEN_CHARS):
+        raise DeliveryError("token", f"must be a string of at least {MIN_TOKEN_CHARS} characters")
+    if token is None and not _is_loopback(host):
+        raise DeliveryError("token", f"binding the ack endpoint to {host!r} requires a bearer token")
+
+
+def _error(status: int, message: str, **extra: object) -> web.Response:
+    return web.json_response({"error": message, **extra}, status=status)
+
+
+class AckEndpoint:
+    """The request handler; ``token`` (when set) must come as ``Authorization: Bearer <token>``."""
+
+    def __init__(self, ledger: DeliveryLedger, *, token: str | None = None) -> None:
+        _check_exposure("127.0.0.1", token)
+        self.ledger = ledger
+        self._token = None if token is None else token.encode("utf-8")
+
+    def _authorized(self, request: web.Request) -> bool:
+        if self._token is None:
+            return True
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        return hmac.compare_digest(given.strip().encode("utf-8"), self._token)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return web.json_response(
+                {"error": "missing or wrong bearer token"},
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer realm="converge-delivery"'},
+            )
+        if request.content_type != "application/json":
+            return _error(415, "the body must be application/json")
+        if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+            return _error(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+        try:
+            body = await request.content.read(MAX_BODY_BYTES + 1)
+            if len(body) > MAX_BODY_BYTES:
+                return _error(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+            acks = parse_ack_batch(body)
+            result = await self.ledger.ack_many(acks, strict=True)
+        except UnknownMessages as exc:
+            return _error(422, "unknown message ids; nothing was acknowledged", unknown=list(exc.message_ids))
+        except AckFormatError as exc:
+            return _error(400, str(exc), field=exc.field)
+        except DeliveryError as exc:
+            return _error(400, str(exc), field=exc.field)
+        except TransientStoreError as exc:
+            log.warning("ack request not written: %s", exc)
+            return web.json_response({"error": "store unavailable"}, status=503, headers={"Retry-After": "1"})
+        except StoreError as exc:
+            log.error("ack request failed: %s", exc)
+            return _error(500, "store error")
+        return web.json_response({"acked": len(result.acked)})
+
+    def install(self, router: web.UrlDispatcher, path: str = ACK_PATH) -> None:
+        """Add the POST route to ``router``."""
+        router.add_post(path, self.handle)
+
+
+def build_ack_app(ledger: DeliveryLedger, *, token: str | None = None) -> web.Application:
+    """A standalone aiohttp application serving the endpoint."""
+    app = web.Application(client_max_size=MAX_BODY_BYTES + 1024)
+    AckEndpoint(ledger, token=token).install(app.router)
+    return app
+
+
+class AckServer:
+    """Serves the endpoint on ``host:port`` (port 0: a free one); refuses non-loopback without token."""
+
+    def __init__(
+        self, ledger: DeliveryLedger, *, host: str = "127.0.0.1", port: int = 0, token: str | None = None
+    ) -> None:
+        _check_exposure(host, token)
+        self.host, self.port = host, port
+        self._app = build_ack_app(ledger, token=token)
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> int:
+        """Start listening; returns the bound port."""
+        self._runner = web.AppRunner(self._app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        sockets = site._server.sockets if site._server else []  # noqa: SLF001 - the bound port
+        self.port = sockets[0].getsockname()[1] if sockets else self.port
+        return self.port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}{ACK_PATH}"
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+
+def mount_on_faust(
+    app: faust.App, ledger: DeliveryLedger, *, token: str | None = None, path: str = ACK_PATH
+) -> AckEndpoint:
+    """Serve the endpoint on the worker's web server (call before the worker starts)."""
+    _check_exposure(str(app.conf.web_bind), token)
+    endpoint = AckEndpoint(ledger, token=token)
+    endpoint.install(app.web.web_app.router, path)
+    return endpoint

@@ -1,0 +1,90 @@
+"""A portable file of parked events: plain JSON lines, readable with any tool, importable again.
+
+The first line describes the file (``format``, ``version``, ``exported_at`` and the
+filter); every other line is one record as ``record_to_json`` writes it (key and
+value in base64) with its original ``lsn`` and segment ``status``, in write order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO, Any
+
+from framework.parking.index import SegmentFilter
+from framework.parking.record import ParkedRecord, record_from_json, record_to_json
+from framework.parking.store import Entry, ParkingStore
+from framework.parking.wal import DeadLetterWAL
+
+__all__ = ["EXPORT_FORMAT", "export_records", "read_export", "import_file"]
+
+EXPORT_FORMAT = "converge-dlq-export"
+EXPORT_VERSION = 1
+
+
+def _write(out: IO[str], store: ParkingStore, flt: SegmentFilter) -> int:
+    header = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": store.clock(),
+              "filter": {k: v for k, v in asdict(flt).items() if v is not None}}  # fmt: skip
+    out.write(json.dumps(header, ensure_ascii=False, default=str) + "\n")
+    n = 0
+    for item in store.merged(flt):
+        if isinstance(item, Entry):
+            line = record_to_json(item.record, item.lsn) | {"status": item.segment.status.value}
+            out.write(json.dumps(line, ensure_ascii=True, allow_nan=False) + "\n")
+            n += 1
+    return n
+
+
+def export_records(store: ParkingStore, flt: SegmentFilter, out: str | Path) -> int:
+    """Write the records matching ``flt`` (live ones unless ``flt.statuses``) to ``out`` ('-' = stdout).
+
+    A file is written to a temporary name, fsynced and renamed, so it is complete or absent.
+    Returns the number of records.
+    """
+    if str(out) == "-":
+        return _write(sys.stdout, store, flt)
+    path = Path(out)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            n = _write(f, store, flt)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return n
+
+
+def read_export(path: str | Path) -> Iterator[tuple[dict[str, Any], ParkedRecord]]:
+    """``(line object, record)`` of every record line; ``ValueError`` naming the first bad line."""
+    with open(path, encoding="utf-8") as f:
+        first = f.readline()
+        try:
+            header = json.loads(first)
+        except json.JSONDecodeError:
+            header = None
+        if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
+            raise ValueError(f"{path}: not a {EXPORT_FORMAT} file")
+        if header.get("version") != EXPORT_VERSION:
+            raise ValueError(f"{path}: unsupported version {header.get('version')!r}")
+        for n, line in enumerate(f, start=2):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                yield obj, record_from_json(obj)
+            except ValueError as exc:  # JSONDecodeError is a ValueError
+                raise ValueError(f"{path}:{n}: {exc}") from None
+
+
+def import_file(wal: DeadLetterWAL, path: str | Path) -> int:
+    """Park every record of an export file again, in file order; the whole file is checked first."""
+    records = [rec for _, rec in read_export(path)]
+    for rec in records:
+        wal.park_sync(rec)
+    return len(records)

@@ -1,0 +1,167 @@
+"""Status changes of sealed segments: mark (splitting a partly selected one), discard and cleanup.
+
+Statuses apply to whole segment files. When a time window selects only some
+records of a segment, the segment is first split into two new files (the
+selected records, the others) swapped in for it in one index transaction, so
+marking the selected part never touches the records outside the window.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from framework.parking.index import NewSegment, SegmentFilter, SegmentInfo, Status
+from framework.parking.record import ParkedRecord, record_to_json
+from framework.parking.segment import SegmentReader, SegmentWriter, encode_line, fsync_dir
+from framework.parking.store import ParkingStore
+
+__all__ = ["settle", "discard", "cleanup", "Outcome", "CleanupReport"]
+
+log = logging.getLogger("framework.parking")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a replay or discard changed: segments marked, records in them, open segments left alone."""
+
+    segments: int = 0
+    records: int = 0
+    skipped_open: int = 0
+
+
+@dataclass(frozen=True)
+class CleanupReport:
+    """Segment files deleted, bytes freed, and unindexed ``.seg`` files found (left in place)."""
+
+    segments: int
+    bytes: int
+    orphans: list[str]
+
+
+class _Part:
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+        self.first_ts: float | None = None
+        self.last_ts: float | None = None
+        self.first_lsn: int | None = None
+        self.last_lsn: int | None = None
+
+    def add(self, lsn: int, rec: ParkedRecord) -> None:
+        self.lines.append(encode_line(record_to_json(rec, lsn)))
+        ts = rec.parked_at
+        self.first_lsn = lsn if self.first_lsn is None else self.first_lsn
+        self.last_lsn = lsn
+        self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
+        self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
+
+    def write(self, store: ParkingStore, seg: SegmentInfo, status: Status) -> tuple[Path, NewSegment]:
+        path = store.abspath(seg).parent / f"{self.first_lsn:016d}-{uuid.uuid4().hex[:8]}.seg"
+        w = SegmentWriter.create(path, seg.partition, seg.created_at)
+        try:
+            size = w.append(b"".join(self.lines))
+        finally:
+            w.close()
+        new = NewSegment(seg.partition, store.relpath(path), status, len(self.lines), size, self.first_ts,
+                         self.last_ts, self.first_lsn, self.last_lsn, seg.created_at)  # fmt: skip
+        return path, new
+
+
+def _split(store: ParkingStore, seg: SegmentInfo, flt: SegmentFilter, status: Status) -> int | None:
+    """Mark the records of ``seg`` inside ``flt``'s window with ``status``; returns how many."""
+    taken, kept = _Part(), _Part()
+    for lsn, rec in SegmentReader(store.abspath(seg)):
+        (taken if flt.in_window(rec.parked_at) else kept).add(lsn, rec)
+    if not taken.lines:
+        return None
+    if not kept.lines:
+        return _mark(store, seg, status, len(taken.lines))
+    written: list[Path] = []
+    rows: list[NewSegment] = []
+    swapped = False
+    try:
+        for part, st in ((taken, status), (kept, Status.SEALED)):
+            path, row = part.write(store, seg, st)
+            written.append(path)
+            rows.append(row)
+        swapped = store.index.replace(seg.id, Status.SEALED, rows, store.clock())
+    finally:
+        if not swapped:
+            for p in written:
+                p.unlink(missing_ok=True)
+    if not swapped:
+        return None
+    original = store.abspath(seg)
+    original.unlink(missing_ok=True)
+    fsync_dir(original.parent)
+    return len(taken.lines)
+
+
+def _inside(seg: SegmentInfo, flt: SegmentFilter) -> bool:
+    if seg.first_ts is None or seg.last_ts is None:
+        return flt.since is None and flt.until is None
+    return (flt.since is None or seg.first_ts >= flt.since) and (flt.until is None or seg.last_ts < flt.until)
+
+
+def _mark(store: ParkingStore, seg: SegmentInfo, status: Status, n: int) -> int | None:
+    return n if store.index.set_status(seg.id, status, store.clock(), Status.SEALED) else None
+
+
+def settle(store: ParkingStore, seg: SegmentInfo, flt: SegmentFilter, status: Status) -> int | None:
+    """Give the sealed ``seg`` the ``status`` for its records in ``flt``'s window; returns how many.
+
+    A segment wholly inside the window is marked as is; a partly covered one is split first.
+    None when nothing changed: ``seg`` is no longer sealed (another command got there first) or
+    no record of it is in the window.
+    """
+    if _inside(seg, flt):
+        return _mark(store, seg, status, seg.count)
+    return _split(store, seg, flt, status)
+
+
+def discard(store: ParkingStore, flt: SegmentFilter) -> Outcome:
+    """Mark the sealed records matching ``flt`` discarded (deleted later by ``cleanup``)."""
+    segments = records = 0
+    with store.exclusive():
+        for seg in store.segments(replace(flt, statuses=(Status.SEALED,))):
+            n = settle(store, seg, flt, Status.DISCARDED)
+            if n is not None:
+                segments, records = segments + 1, records + n
+        skipped = len(store.segments(replace(flt, statuses=(Status.OPEN,))))
+    return Outcome(segments, records, skipped)
+
+
+def cleanup(store: ParkingStore, grace_s: float, *, dry_run: bool = False) -> CleanupReport:
+    """Delete replayed and discarded segments marked at least ``grace_s`` ago; report unindexed files."""
+    cutoff = store.clock() - grace_s
+    n = size = 0
+    with store.exclusive():
+        for seg in store.segments(SegmentFilter(statuses=(Status.REPLAYED, Status.DISCARDED))):
+            if seg.status_at > cutoff:
+                continue
+            n, size = n + 1, size + seg.bytes
+            if dry_run:
+                continue
+            path = store.abspath(seg)
+            path.unlink(missing_ok=True)
+            store.index.delete(seg.id)
+            _prune(store, path.parent)
+        indexed = store.index.paths()
+        orphans = sorted(r for r in (store.relpath(p) for p in store.segments_root.rglob("*.seg"))
+                         if r not in indexed)  # fmt: skip
+    for rel in orphans:
+        log.warning("dead-letter WAL: %s is not in the index (left in place; a crash leftover or a lost"
+                    " index)", rel)  # fmt: skip
+    return CleanupReport(n, size, orphans)
+
+
+def _prune(store: ParkingStore, d: Path) -> None:
+    """Remove now-empty partition directories up to ``segments/``."""
+    while d != store.segments_root and d.is_relative_to(store.segments_root):
+        try:
+            d.rmdir()
+        except OSError:
+            return
+        d = d.parent

@@ -1,0 +1,140 @@
+"""Reading a dead-letter WAL directory, safely while a writer appends to it.
+
+Layout of a WAL root::
+
+    index.sqlite3                      the segment index (see ``index.py``)
+    writer.lock                        held (flock) by the one live ``DeadLetterWAL``
+    ops.lock                           held while replay/discard/cleanup change segments
+    segments/<pipeline>/<event_type>/<stage>/<error_class>/<first-lsn>-<token>.seg
+"""
+
+from __future__ import annotations
+
+import fcntl
+import heapq
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from framework.parking.index import SegmentFilter, SegmentIndex, SegmentInfo, Status
+from framework.parking.names import UnsafePathError
+from framework.parking.record import ParkedRecord
+from framework.parking.segment import SegmentReader
+
+__all__ = ["ParkingStore", "Entry", "SegmentEnd", "LIVE"]
+
+LIVE = (Status.OPEN, Status.SEALED)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A record read from a segment, with its log sequence number."""
+
+    segment: SegmentInfo
+    lsn: int
+    record: ParkedRecord
+
+
+@dataclass(frozen=True)
+class SegmentEnd:
+    """Emitted after the last record of a segment: how many records were read and how many matched."""
+
+    segment: SegmentInfo
+    scanned: int
+    selected: int
+
+
+class ParkingStore:
+    """The index plus the segment files of a WAL root; no writer lock needed."""
+
+    def __init__(self, root: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.root = Path(root).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.segments_root = self.root / "segments"
+        self.segments_root.mkdir(exist_ok=True)
+        self.clock = clock
+        self.index = SegmentIndex(self.root / "index.sqlite3")
+
+    def abspath(self, seg: SegmentInfo | str) -> Path:
+        """The absolute file of a segment; refuses paths outside ``segments/``."""
+        rel = seg if isinstance(seg, str) else seg.path
+        path = (self.root / rel).resolve()
+        if not path.is_relative_to(self.segments_root):
+            raise UnsafePathError(f"segment path {rel!r} is outside {self.segments_root}")
+        return path
+
+    def relpath(self, path: Path) -> str:
+        """``path`` relative to the root, as stored in the index."""
+        return path.relative_to(self.root).as_posix()
+
+    def segments(self, flt: SegmentFilter | None = None) -> list[SegmentInfo]:
+        """Matching segments, grouped by partition, each partition in write order."""
+        return self.index.select(flt)
+
+    def reader(self, seg: SegmentInfo) -> SegmentReader:
+        """A reader of ``seg``; an open segment is read only up to its last fsynced byte."""
+        return SegmentReader(self.abspath(seg), limit=seg.bytes if seg.status is Status.OPEN else None)
+
+    def records(self, flt: SegmentFilter | None = None) -> Iterator[Entry]:
+        """Live (open or sealed, unless ``flt.statuses`` says otherwise) records in ``flt``'s window,
+        partition by partition, each in write order."""
+        for item in self._scan(self.segments(_live(flt)), flt or SegmentFilter()):
+            if isinstance(item, Entry):
+                yield item
+
+    def merged(self, flt: SegmentFilter | None = None) -> Iterator[Entry | SegmentEnd]:
+        """Records of every matching partition in global write order (lsn), with segment ends."""
+        flt = flt or SegmentFilter()
+        by_part: dict[object, list[SegmentInfo]] = {}
+        for seg in self.segments(_live(flt)):
+            by_part.setdefault(seg.partition, []).append(seg)
+        streams = [self._keyed(self._scan(segs, flt)) for segs in by_part.values()]
+        for _, item in heapq.merge(*streams, key=lambda kv: kv[0]):
+            yield item
+
+    def ordered(self, flt: SegmentFilter | None = None) -> Iterator[Entry]:
+        """The records of ``merged``, without the segment ends."""
+        return (item for item in self.merged(flt) if isinstance(item, Entry))
+
+    def _scan(self, segs: Iterable[SegmentInfo], flt: SegmentFilter) -> Iterator[Entry | SegmentEnd]:
+        for seg in segs:
+            if not self.abspath(seg).exists():
+                continue
+            reader, selected = self.reader(seg), 0
+            for lsn, rec in reader:
+                if flt.in_window(rec.parked_at):
+                    selected += 1
+                    yield Entry(seg, lsn, rec)
+            yield SegmentEnd(seg, reader.count, selected)
+
+    @staticmethod
+    def _keyed(items: Iterator[Entry | SegmentEnd]) -> Iterator[tuple[tuple[int, int], Entry | SegmentEnd]]:
+        last = -1
+        for item in items:
+            if isinstance(item, Entry):
+                last = item.lsn
+                yield (last, 0), item
+            else:
+                yield (last, 1), item
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold ``ops.lock``: one replay, discard or cleanup at a time per root."""
+        fd = os.open(self.root / "ops.lock", os.O_RDWR | os.O_CREAT, 0o640)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Close the index."""
+        self.index.close()
+
+
+def _live(flt: SegmentFilter | None) -> SegmentFilter:
+    flt = flt or SegmentFilter()
+    return flt if flt.statuses is not None else replace(flt, statuses=LIVE)

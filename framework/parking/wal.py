@@ -1,0 +1,257 @@
+"""The dead-letter write-ahead log the runtime parks events in.
+
+``park`` appends one checksummed line to the open segment of the record's
+partition, fsyncs it, updates the index, and only then returns: the runtime may
+acknowledge the event's offset afterwards. One process writes a WAL root at a
+time (``writer.lock``); readers and the ``converge dlq`` commands may run
+alongside it. At start the writer seals the segments a crashed writer left open,
+after recounting them from their files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import fcntl
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from framework.parking.index import NewSegment, SegmentFilter, SegmentInfo, Status
+from framework.parking.names import partition_dir
+from framework.parking.record import ParkedRecord, Partition, record_to_json
+from framework.parking.segment import SegmentReader, SegmentWriter, encode_line
+from framework.parking.store import Entry, ParkingStore
+
+__all__ = ["DeadLetterWAL", "WALLockedError", "recover_open", "seal_abandoned"]
+
+log = logging.getLogger("framework.parking")
+
+DEFAULT_MAX_SEGMENT_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_SEGMENT_AGE_S = 3600.0
+
+
+class WALLockedError(RuntimeError):
+    """Another live process is writing this WAL root."""
+
+
+def _try_lock(root: Path) -> int | None:
+    fd = os.open(root / "writer.lock", os.O_RDWR | os.O_CREAT, 0o640)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            return None
+        raise
+    return fd
+
+
+def recover_open(store: ParkingStore) -> int:
+    """Recount and seal every open segment (call only while holding the writer lock); returns how many."""
+    n = 0
+    for seg in store.segments(SegmentFilter(statuses=(Status.OPEN,))):
+        path = store.abspath(seg)
+        if not path.exists():  # crashed between indexing and creating the file: nothing was parked
+            store.index.delete(seg.id)
+            continue
+        r = SegmentReader(path).scan()
+        store.index.update_open(seg.id, r.count, path.stat().st_size, r.first_ts, r.last_ts,
+                                r.first_lsn, r.last_lsn)  # fmt: skip
+        store.index.set_status(seg.id, Status.SEALED, store.clock(), expect=Status.OPEN)
+        log.info("dead-letter WAL: sealed %s left open (%d records)", seg.path, r.count)
+        n += 1
+    return n
+
+
+def seal_abandoned(store: ParkingStore) -> bool:
+    """Seal segments left open by a dead writer, unless a live writer holds the root; True if done."""
+    fd = _try_lock(store.root)
+    if fd is None:
+        return False
+    try:
+        recover_open(store)
+    finally:
+        os.close(fd)
+    return True
+
+
+@dataclass
+class _Open:
+    id: int
+    path: Path
+    writer: SegmentWriter
+    created_at: float
+    count: int = 0
+    first_ts: float | None = None
+    last_ts: float | None = None
+    first_lsn: int | None = None
+    last_lsn: int | None = None
+
+
+class DeadLetterWAL:
+    """Durable parking of events, partitioned by (pipeline, event type, stage, error class)."""
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        max_segment_bytes: int = DEFAULT_MAX_SEGMENT_BYTES,
+        max_segment_age_s: float = DEFAULT_MAX_SEGMENT_AGE_S,
+        clock: Callable[[], float] = time.time,
+        lock_timeout_s: float = 30.0,
+    ) -> None:
+        self.store = ParkingStore(root, clock=clock)
+        self.root = self.store.root
+        self.max_segment_bytes = max_segment_bytes
+        self.max_segment_age_s = max_segment_age_s
+        self.clock = clock
+        self._lock_fd = self._acquire(lock_timeout_s)
+        self._mutex = threading.Lock()
+        self._open: dict[Partition, _Open] = {}
+        try:
+            recover_open(self.store)
+            self._next_lsn = self.store.index.next_lsn()
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+
+    def _acquire(self, timeout_s: float) -> int:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            fd = _try_lock(self.store.root)
+            if fd is not None:
+                return fd
+            if time.monotonic() >= deadline:
+                raise WALLockedError(f"another process is writing the dead-letter WAL at {self.store.root}")
+            time.sleep(0.05)
+
+    # -- writing ------------------------------------------------------------------
+    async def park(self, record: ParkedRecord) -> None:
+        """Append ``record`` durably (fsynced, indexed) without blocking the event loop."""
+        await asyncio.to_thread(self.park_sync, record)
+
+    def park_sync(self, record: ParkedRecord) -> int:
+        """Append ``record`` durably; returns its log sequence number."""
+        record.validate()
+        now = self.clock()
+        if not record.parked_at:
+            record = replace(record, parked_at=now)
+        part = record.partition_key
+        with self._mutex:
+            if self._lock_fd < 0:
+                raise RuntimeError("dead-letter WAL is closed")
+            self._seal_expired(now)
+            lsn = self._next_lsn
+            line = encode_line(record_to_json(record, lsn))
+            seg = self._open.get(part)
+            if seg is not None and seg.count and seg.writer.size + len(line) > self.max_segment_bytes:
+                self._seal(part, now)
+                seg = None
+            if seg is None:
+                seg = self._start(part, now)
+            try:
+                seg.writer.append(line)
+            except BaseException:
+                self._abandon(part, now)
+                raise
+            self._next_lsn = lsn + 1
+            ts = record.parked_at
+            seg.count += 1
+            seg.first_lsn = lsn if seg.first_lsn is None else seg.first_lsn
+            seg.last_lsn = lsn
+            seg.first_ts = ts if seg.first_ts is None else min(seg.first_ts, ts)
+            seg.last_ts = ts if seg.last_ts is None else max(seg.last_ts, ts)
+            self.store.index.update_open(seg.id, seg.count, seg.writer.size, seg.first_ts, seg.last_ts,
+                                         seg.first_lsn, seg.last_lsn)  # fmt: skip
+            return lsn
+
+    def _start(self, part: Partition, now: float) -> _Open:
+        name = f"{self._next_lsn:016d}-{uuid.uuid4().hex[:8]}.seg"
+        path = partition_dir(self.store.segments_root, part) / name
+        seg_id = self.store.index.insert(
+            NewSegment(part, self.store.relpath(path), Status.OPEN, 0, 0, None, None, None, None, now), now
+        )
+        writer = SegmentWriter.create(path, part, now)
+        self.store.index.update_open(seg_id, 0, writer.size, None, None, None, None)
+        seg = _Open(seg_id, path, writer, now)
+        self._open[part] = seg
+        return seg
+
+    def _seal(self, part: Partition, now: float) -> None:
+        seg = self._open.pop(part)
+        seg.writer.close()
+        self.store.index.set_status(seg.id, Status.SEALED, now, expect=Status.OPEN)
+
+    def _abandon(self, part: Partition, now: float) -> None:
+        """After a failed append: recount the file, seal it, never append to it again."""
+        seg = self._open.pop(part)
+        seg.writer.close()
+        try:
+            r = SegmentReader(seg.path).scan()
+            self.store.index.update_open(seg.id, r.count, seg.path.stat().st_size, r.first_ts,
+                                         r.last_ts, r.first_lsn, r.last_lsn)  # fmt: skip
+            self.store.index.set_status(seg.id, Status.SEALED, now, expect=Status.OPEN)
+        except Exception:  # the next start recovers it
+            log.exception("dead-letter WAL: could not seal %s after a failed write", seg.path)
+
+    def _seal_expired(self, now: float) -> int:
+        expired = [p for p, s in self._open.items() if now - s.created_at >= self.max_segment_age_s]
+        for part in expired:
+            self._seal(part, now)
+        return len(expired)
+
+    def rotate_sync(self, *, force: bool = False) -> int:
+        """Seal open segments older than ``max_segment_age_s`` (all of them with ``force``)."""
+        with self._mutex:
+            now = self.clock()
+            if not force:
+                return self._seal_expired(now)
+            parts = list(self._open)
+            for part in parts:
+                self._seal(part, now)
+            return len(parts)
+
+    async def rotate(self, *, force: bool = False) -> int:
+        """``rotate_sync`` off the event loop; call it periodically so idle partitions get sealed."""
+        return await asyncio.to_thread(self.rotate_sync, force=force)
+
+    def seal(self, part: Partition) -> bool:
+        """Seal the open segment of ``part`` (so it can be replayed now); False when there is none."""
+        with self._mutex:
+            if part not in self._open:
+                return False
+            self._seal(part, self.clock())
+            return True
+
+    # -- reading ------------------------------------------------------------------
+    def iterate(self, flt: SegmentFilter | None = None) -> Iterator[Entry]:
+        """Live records per partition in write order (see ``ParkingStore.records``)."""
+        return self.store.records(flt)
+
+    def segments(self, flt: SegmentFilter | None = None) -> list[SegmentInfo]:
+        """Index rows matching ``flt``."""
+        return self.store.segments(flt)
+
+    def close(self) -> None:
+        """Seal every open segment and release the writer lock."""
+        with self._mutex:
+            if self._lock_fd < 0:
+                return
+            now = self.clock()
+            for part in list(self._open):
+                self._seal(part, now)
+            self.store.close()
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def __enter__(self) -> DeadLetterWAL:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
