@@ -22,9 +22,9 @@ import faust
 from framework.app import AppSettings, create_app
 from framework.events import Event, parse_event
 from framework.mutations import Mutation, Upsert
+from framework.parking import DeadLetterWAL
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.binding import AgentRuntime, RuntimeConfig
-from framework.runtime.failed_events import FailedEventStore
 from framework.runtime.sinks import WideColumnSink
 from stores.schema import Column, TableSchema
 from stores.sqlite import SqliteStore
@@ -86,7 +86,7 @@ def build() -> faust.App:
     agent = BenchAgent()
     if variant == "keyed":
         sinks = [LatencyStoreSink(store, latency, meter)]
-        AgentRuntime(app, agent, sinks, FailedEventStore(data / "failed.db"), RuntimeConfig())
+        AgentRuntime(app, agent, sinks, DeadLetterWAL(data / "dlq"), RuntimeConfig())
         return app
     topic = app.topic(agent.topic, key_type=bytes, value_type=bytes, key_serializer="raw",
                       value_serializer="raw")  # fmt: skip

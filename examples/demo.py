@@ -40,7 +40,7 @@ from examples.activity_platform.oracle import (
 )
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack
-from framework.runtime.failed_events import FailedEventStore
+from framework.parking import ParkingStore
 from stores.elasticsearch import ElasticsearchIndex
 from stores.open import open_wide_store
 
@@ -164,7 +164,7 @@ def run_demo(
             code = stop_worker(worker)
         if code != 0:
             console.print(f"[red]worker exited with {code}; log: {work / 'worker' / 'worker.log'}[/]")
-        result.parked = len(FailedEventStore(work / "worker" / "failed.db").all())
+        result.parked = sum(1 for _ in ParkingStore(work / "worker" / "dlq").ordered())
         result.divergences, result.hub_rows, result.documents = asyncio.run(
             check_convergence(history, store_url, stack.info.es_url)
         )

@@ -15,8 +15,8 @@ import faust
 from agents import INDEX_ALIAS, INDEX_MAPPINGS, TABLES, reference_agents
 from agents.indexer import TOPIC_CHANGES, IndexerAgent, ProjectionSink
 from framework.app import AppSettings, create_app
-from framework.runtime.binding import AgentRuntime, RuntimeConfig
-from framework.runtime.failed_events import FailedEventStore
+from framework.parking import DeadLetterWAL
+from framework.runtime.binding import AgentRuntime, RuntimeConfig, register_parking
 from framework.runtime.sinks import ChangeFeedSink, WideColumnSink
 from framework.sync import run_sync
 from stores.base import WideColumnStore
@@ -45,7 +45,8 @@ def build(settings: AppSettings | None = None, config: RuntimeConfig | None = No
     settings = settings or AppSettings(app_id=os.environ.get("CONVERGE_APP_ID", APP_ID))
     app = create_app(settings)
     store, index = run_sync(_open_stores(settings))
-    failed = FailedEventStore(settings.resolved_data_dir() / "failed.db")
+    parking = DeadLetterWAL(settings.resolved_data_dir() / "dlq")
+    register_parking(app, parking)
     changes = app.topic(TOPIC_CHANGES, key_type=bytes, value_type=bytes, key_serializer="raw",
                         value_serializer="raw")  # fmt: skip
 
@@ -55,6 +56,6 @@ def build(settings: AppSettings | None = None, config: RuntimeConfig | None = No
 
     for agent in reference_agents():
         sinks = [WideColumnSink(store), ChangeFeedSink(announce, agent.projected_tables)]
-        AgentRuntime(app, agent, sinks, failed, config)
-    AgentRuntime(app, IndexerAgent(), [ProjectionSink(store, index)], failed, config)
+        AgentRuntime(app, agent, sinks, parking, config)
+    AgentRuntime(app, IndexerAgent(), [ProjectionSink(store, index)], parking, config)
     return app

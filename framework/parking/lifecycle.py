@@ -25,7 +25,7 @@ log = logging.getLogger("framework.parking")
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a replay or discard changed: segments marked, records in them, open segments left alone."""
+    """What a discard changed: segments marked, records in them, open segments left alone."""
 
     segments: int = 0
     records: int = 0
@@ -42,6 +42,8 @@ class CleanupReport:
 
 
 class _Part:
+    """The re-encoded records of one side of a split, with their counters."""
+
     def __init__(self) -> None:
         self.lines: list[bytes] = []
         self.first_ts: float | None = None

@@ -13,15 +13,15 @@ import faust
 import mode
 from aiokafka import TopicPartition
 
+from framework.parking import DeadLetterWAL, ParkedRecord
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.counters import Counters
 from framework.runtime.errors import error_class, stage_of
-from framework.runtime.failed_events import FailedEvent, FailedEventStore
 from framework.runtime.processor import AgentProcessor
 from framework.runtime.scheduler import KeyedScheduler, SchedulerConfig, Work
 from framework.runtime.sinks import Sink
 
-__all__ = ["RuntimeConfig", "AgentRuntime"]
+__all__ = ["RuntimeConfig", "AgentRuntime", "register_parking"]
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +50,13 @@ class AgentRuntime:
         app: faust.App,
         agent: KeyedAgent,
         sinks: Sequence[Sink],
-        failed: FailedEventStore,
+        parking: DeadLetterWAL,
         config: RuntimeConfig | None = None,
     ) -> None:
         self.app = app
         self.agent = agent
         self.config = config or RuntimeConfig()
-        self.failed = failed
+        self.parking = parking
         self.counters = Counters()
         self.processor = AgentProcessor(agent, sinks, self.config.sink_timeout)
         self.topic = app.topic(
@@ -77,8 +77,8 @@ class AgentRuntime:
     # -- scheduler callbacks --------------------------------------------------
     async def _park(self, work: Work, exc: BaseException) -> None:
         tp: Any = work.tp
-        await self.failed.park(
-            FailedEvent(
+        await self.parking.park(
+            ParkedRecord(
                 pipeline=self.agent.name,
                 topic=tp.topic,
                 partition=tp.partition,
@@ -89,6 +89,7 @@ class AgentRuntime:
                 error_class=error_class(exc),
                 error=str(exc),
                 parked_at=time.time(),
+                event_type=work.event.type if work.event is not None else "unknown",
             )
         )
         log.warning("parked %s[%s]@%s: %s", tp.topic, tp.partition, work.offset, exc)
@@ -165,3 +166,11 @@ class AgentRuntime:
             if not finished:
                 log.warning("stopping with unfinished work; it is redelivered from the last commit")
             await sched.close()
+
+
+def register_parking(app: faust.App, parking: DeadLetterWAL, rotate_every: float = 60.0) -> None:
+    """Seal idle dead-letter segments periodically so they become replayable."""
+
+    @app.timer(rotate_every, name="converge.parking.rotate")
+    async def rotate() -> None:
+        await parking.rotate()

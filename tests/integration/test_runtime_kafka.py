@@ -14,7 +14,7 @@ import pytest
 
 from framework.kafka_admin import committed_offsets, end_offsets, ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack, StackInfo
-from framework.runtime.failed_events import FailedEventStore
+from framework.parking import ParkedRecord, ParkingStore
 from tests.support.worker_proc import kill_worker, start_worker, stop_worker
 
 APP = "tests.support.order_app:build"
@@ -38,6 +38,10 @@ def _applied(path: Path) -> list[tuple[str, int]]:
         return []
     finally:
         db.close()
+
+
+def _parked(data: Path) -> list[ParkedRecord]:
+    return [e.record for e in ParkingStore(data / "dlq").ordered()]
 
 
 def _wait(pred, timeout: float, what: str) -> None:
@@ -94,7 +98,7 @@ def test_order_poison_and_blocked_key(stack: StackInfo, tmp_path: Path) -> None:
     assert set(per_key) == set(keys)
     for k in keys:
         assert per_key[k] == list(range(40)), k  # in order, exactly once (no crash)
-    parked = FailedEventStore(data / "failed.db").all()
+    parked = _parked(data)
     assert sorted((p.key, p.stage) for p in parked) == [(b"k3", "parse"), (b"k4", "parse"), (b"k5", "map")]
     assert {p.error_class for p in parked} == {"EventError", "TypeError"}
     assert all(p.value in {v for _, v in poison} for p in parked)
@@ -168,7 +172,7 @@ def test_destination_down_pauses_then_resumes_without_parking(stack: StackInfo, 
     for k, n in _applied(data / "applied.db"):
         per_key[k].append(n)
     assert {k: per_key[k] for k in keys} == {k: list(range(25)) for k in keys}
-    assert FailedEventStore(data / "failed.db").all() == []
+    assert _parked(data) == []
 
 
 def test_lone_failing_key_is_parked_after_attempts(stack: StackInfo, tmp_path: Path) -> None:
@@ -191,6 +195,6 @@ def test_lone_failing_key_is_parked_after_attempts(stack: StackInfo, tmp_path: P
         per_key[k].append(n)
     assert "b3" not in per_key
     assert all(per_key[k] == list(range(5)) for k in keys if k != "b3")
-    parked = FailedEventStore(data / "failed.db").all()
+    parked = _parked(data)
     assert sorted(json.loads(p.value)["payload"]["n"] for p in parked) == list(range(5))
     assert {(p.stage, p.error_class) for p in parked} == {("sink", "TransientStoreError")}

@@ -22,10 +22,10 @@ import faust
 from framework.app import AppSettings, create_app
 from framework.events import Event
 from framework.mutations import Mutation, Upsert
+from framework.parking import DeadLetterWAL
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.backoff import BackoffConfig
 from framework.runtime.binding import AgentRuntime, RuntimeConfig
-from framework.runtime.failed_events import FailedEventStore
 from framework.runtime.scheduler import SchedulerConfig
 from stores.errors import TransientStoreError
 
@@ -94,7 +94,7 @@ def build() -> faust.App:
             ),
         )
     )
-    runtime = AgentRuntime(app, OrderAgent(), [sink], FailedEventStore(data / "failed.db"), config)
+    runtime = AgentRuntime(app, OrderAgent(), [sink], DeadLetterWAL(data / "dlq"), config)
 
     @app.timer(0.2)
     async def dump_counters() -> None:

@@ -1,0 +1,101 @@
+"""``converge dlq``: tables, filters, time parsing, and replay as a real subprocess against noida-db."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from framework.cli import main
+from framework.local_stack import StackInfo
+from framework.parking import DeadLetterWAL, ParkingStore, SegmentFilter, Status
+from framework.parking.cli import parse_duration, parse_when
+from tests.parking.kafka_support import new_topic, read_topic
+from tests.parking.support import FakeClock, rec
+from tests.parking.test_crash import REPO, _run_and_kill
+
+
+def _fill(root: Path) -> None:
+    clock = FakeClock(1_700_000_000.0)
+    with DeadLetterWAL(root, clock=clock) as wal:
+        for i in range(6):
+            clock.tick(60)
+            wal.park_sync(rec(i, event_type="[red]x\x1b[2J" if i == 5 else "signup", error_class=f"E{i % 2}"))
+
+
+def test_time_and_duration_parsing() -> None:
+    assert parse_duration("90") == 90 and parse_duration("15m") == 900 and parse_duration("7d") == 604800
+    assert parse_when("2h", now=10_000.0) == 2800.0
+    assert parse_when("1700000000.5", now=0) == 1700000000.5
+    assert parse_when("2023-11-14T22:13:20", now=0) == 1700000000.0  # naive = UTC
+    assert parse_when("2023-11-14T23:13:20+01:00", now=0) == 1700000000.0
+    with pytest.raises(Exception, match="not a time"):
+        parse_when("yesterday", now=0)
+
+
+def test_list_show_discard_export_import_cleanup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root, other = tmp_path / "wal", tmp_path / "other"
+    _fill(root)
+    assert main(["dlq", "list", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "signup" in out and "E0" in out and "E1" in out
+    assert "\x1b" not in out and "[red]x\\x1b[2J" in out  # event data cannot style or drive the terminal
+
+    assert main(["dlq", "show", "--root", str(root), "--json", "--error-class", "E1", "--limit", "2"]) == 0
+    assert [json.loads(x)["offset"] for x in capsys.readouterr().out.splitlines()] == [1, 3]
+    since = "2023-11-14T22:16:20"  # parked_at of offsets 2.. (1_700_000_000 + 60 * (i + 1))
+    assert main(["dlq", "show", "--root", str(root), "--json", "--since", since]) == 0
+    assert [json.loads(x)["offset"] for x in capsys.readouterr().out.splitlines()] == [2, 3, 4, 5]
+
+    with pytest.raises(SystemExit, match="give a filter"):
+        main(["dlq", "discard", "--root", str(root)])
+    assert main(["dlq", "discard", "--root", str(root), "--error-class", "E0", "--dry-run"]) == 0
+    assert "would discard 3 records" in capsys.readouterr().out
+    assert main(["dlq", "discard", "--root", str(root), "--error-class", "E0"]) == 0
+    assert "discarded 3 records in 1 segments" in capsys.readouterr().out
+
+    dump = tmp_path / "e1.jsonl"
+    assert main(["dlq", "export", "--root", str(root), "--out", str(dump)]) == 0
+    assert main(["dlq", "import", "--root", str(other), str(dump)]) == 0
+    assert [e.record.offset for e in ParkingStore(other).ordered()] == [1, 3, 5]
+
+    assert main(["dlq", "cleanup", "--root", str(root), "--grace", "0"]) == 0
+    assert "deleted 1 replayed/discarded segments" in capsys.readouterr().out
+    assert {s.partition.error_class for s in ParkingStore(root).segments()} == {"E1"}
+
+    with pytest.raises(SystemExit, match="no dead-letter WAL"):
+        main(["dlq", "list", "--root", str(tmp_path / "nowhere")])
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "framework.cli", "dlq", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+
+
+async def test_cli_replays_what_a_killed_worker_parked(stack: StackInfo, tmp_path: Path) -> None:
+    """Segments a SIGKILLed writer left open are sealed by the CLI and replayed in order."""
+    root = tmp_path / "wal"
+    acked = _run_and_kill(root, "loop", acks_before_kill=40)
+    target = await new_topic(stack.kafka_bootstrap, "dlq-cli")
+    done = _cli("replay", "--root", str(root), "--broker", stack.kafka_bootstrap, "--topic", target)
+    n = int(done.stdout.split()[1])
+    assert n >= len(acked)
+    values = [m.value for m in await read_topic(stack.kafka_bootstrap, target)]
+    assert values[: len(acked)] == [b"\x00\xff" * (i % 7) for i in acked]
+    assert {s.status for s in ParkingStore(root).segments()} == {Status.REPLAYED}
+
+
+async def test_cli_leaves_a_live_writers_open_segment_alone(stack: StackInfo, tmp_path: Path) -> None:
+    target = await new_topic(stack.kafka_bootstrap, "dlq-live")
+    with DeadLetterWAL(tmp_path, max_segment_bytes=600) as wal:
+        for i in range(5):
+            wal.park_sync(rec(i))
+        sealed = sum(s.count for s in wal.segments(SegmentFilter(statuses=(Status.SEALED,))))
+        done = _cli("replay", "--root", str(tmp_path), "--broker", stack.kafka_bootstrap, "--topic", target)
+        assert f"replayed {sealed} records" in done.stdout and "1 open segments left out" in done.stdout
+        assert [s.status for s in wal.segments()][-1] is Status.OPEN
+        wal.park_sync(rec(5))  # the writer goes on undisturbed
+    assert len(await read_topic(stack.kafka_bootstrap, target)) == sealed

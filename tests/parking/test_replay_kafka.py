@@ -1,0 +1,104 @@
+"""Replay through the embedded broker (noida-db): write order, keys, bytes, windows, marking."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from aiokafka.errors import KafkaConnectionError
+
+from framework.kafka_admin import end_offsets
+from framework.local_stack import StackInfo, free_port
+from framework.parking import DeadLetterWAL, ParkingStore, SegmentFilter, Status
+from framework.parking.replay import ORIGIN_HEADER, replay
+from tests.parking.kafka_support import new_topic, read_topic
+from tests.parking.support import FakeClock, rec
+
+
+async def test_replay_keeps_write_order_keys_and_bytes(stack: StackInfo, tmp_path: Path) -> None:
+    boot = stack.kafka_bootstrap
+    source = await new_topic(boot, "dlq-src")
+    rnd = random.Random(6)
+    clock = FakeClock()
+    parked = []
+    with DeadLetterWAL(tmp_path, max_segment_bytes=2000, clock=clock) as wal:
+        for i in range(150):
+            clock.tick(0.5)
+            key = None if i % 11 == 0 else rnd.choice([b"user-1", b"user-2", b"\x00\xffbin"])
+            r = rec(i, topic=source, key=key, value=rnd.randbytes(rnd.randrange(0, 300)),
+                    event_type=rnd.choice(["signup", "purchase", "../evil"]))  # fmt: skip
+            wal.park_sync(r)
+            parked.append(r)
+        wal.park_sync(rec(999, pipeline="other", topic=source))  # not selected
+    store = ParkingStore(tmp_path, clock=clock)
+    assert len(store.segments(SegmentFilter(pipeline="orders"))) > 3
+
+    rep = await replay(
+        store, SegmentFilter(pipeline="orders"), broker=f"kafka://{boot}", batch_size=64, progress=True
+    )
+    assert (rep.records, rep.topics, rep.skipped_open) == (150, {source: 150}, 0)
+    got = await read_topic(boot, source)
+    assert [(m.key, m.value) for m in got] == [(r.key, r.value) for r in parked]
+    origins = [dict(m.headers)[ORIGIN_HEADER] for m in got[:2]]
+    assert origins == [f"{source}:0:0".encode(), f"{source}:0:1".encode()]
+    assert {s.status for s in store.segments(SegmentFilter(pipeline="orders"))} == {Status.REPLAYED}
+    assert rep.segments == len(store.segments(SegmentFilter(pipeline="orders")))
+    assert [e.record.offset for e in store.records()] == [999]
+
+    again = await replay(store, SegmentFilter(pipeline="orders"), broker=f"kafka://{boot}")
+    assert again.records == 0
+    assert await end_offsets(f"kafka://{boot}", source) == {0: 150}
+
+
+async def test_window_replay_to_a_named_topic_then_the_rest(stack: StackInfo, tmp_path: Path) -> None:
+    """A window replays only its records; the others stay parked and replay later, each key in order."""
+    boot = stack.kafka_bootstrap
+    source = await new_topic(boot, "dlq-src", partitions=3)
+    fixed = await new_topic(boot, "dlq-fixed", partitions=3)
+    clock = FakeClock(0.0)
+    parked = []
+    with DeadLetterWAL(tmp_path, clock=clock) as wal:
+        for i in range(90):
+            clock.tick(1)  # parked_at = i + 1
+            r = rec(i, topic=source, key=b"k%d" % (i % 7), error_class="Bad" if i % 3 else "Worse")
+            wal.park_sync(r)
+            parked.append(r)
+    store = ParkingStore(tmp_path, clock=clock)
+    window = SegmentFilter(error_class="Bad", since=21.0, until=61.0)  # offsets 20..59 not divisible by 3
+    rep = await replay(store, window, broker=f"kafka://{boot}", topic=fixed)
+    in_window = [r for r in parked if r.error_class == "Bad" and 20 <= r.offset < 60]
+    assert rep.records == len(in_window) and rep.topics == {fixed: len(in_window)}
+    assert _per_key(await read_topic(boot, fixed)) == _per_key_records(in_window)
+    remaining = [e.record.offset for e in store.records(SegmentFilter(error_class="Bad"))]
+    assert remaining == [r.offset for r in parked if r.error_class == "Bad" and r not in in_window]
+
+    rest = await replay(store, SegmentFilter(), broker=f"kafka://{boot}")
+    assert rest.records == 90 - len(in_window)
+    others = [r for r in parked if r not in in_window]
+    assert _per_key(await read_topic(boot, source)) == _per_key_records(others)
+    assert list(store.records()) == []
+
+
+def _per_key(msgs: list) -> dict[bytes, list[bytes]]:
+    out: dict[bytes, list[bytes]] = defaultdict(list)
+    for m in msgs:
+        out[m.key].append(m.value)
+    return dict(out)
+
+
+def _per_key_records(recs: list) -> dict[bytes, list[bytes]]:
+    out: dict[bytes, list[bytes]] = defaultdict(list)
+    for r in recs:
+        out[r.key].append(r.value)
+    return dict(out)
+
+
+async def test_an_unreachable_broker_marks_nothing(tmp_path: Path) -> None:
+    with DeadLetterWAL(tmp_path) as wal:
+        wal.park_sync(rec(0))
+    store = ParkingStore(tmp_path)
+    with pytest.raises(KafkaConnectionError):
+        await replay(store, SegmentFilter(), broker=f"127.0.0.1:{free_port()}")
+    assert [s.status for s in store.segments()] == [Status.SEALED]
