@@ -54,7 +54,8 @@ class AgentProcessor:
             raise MessageError("map", exc) from exc
         for sink in self.sinks:
             try:
-                await asyncio.wait_for(sink.write(event, mutations), self.sink_timeout)
+                async with asyncio.timeout(self.sink_timeout):  # no extra task, unlike wait_for
+                    await sink.write(event, mutations)
             except TimeoutError as exc:
                 timeout = TransientStoreError(f"no answer within {self.sink_timeout}s")
                 raise SinkFailure(sink.name, timeout) from exc

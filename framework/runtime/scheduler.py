@@ -191,7 +191,8 @@ class KeyedScheduler:
                 async with self._sem:
                     self.counters.in_flight += 1
                     try:
-                        await asyncio.wait_for(self._process(work), self.config.attempt_timeout)
+                        async with asyncio.timeout(self.config.attempt_timeout):
+                            await self._process(work)
                     finally:
                         self.counters.in_flight -= 1
             except asyncio.CancelledError:
