@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass, field
 
@@ -68,6 +69,10 @@ class TableDef:
 
     def engine_schema(self) -> TableSchema:
         """The engine's schema; TTLs are resolved by the server, so the engine has no default TTL."""
+        return self._engine_schema
+
+    @functools.cached_property
+    def _engine_schema(self) -> TableSchema:
 
         def col(name: str) -> Column:
             t = self.columns[name]

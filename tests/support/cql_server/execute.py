@@ -113,7 +113,7 @@ class Executor:
         key = {c: values.required(b, f"column {c}") for c, b in plan.key.items()}
         if len(tb.partition_key) == 1 and key[tb.partition_key[0]] in ("", b""):
             raise InvalidRequest("Key may not be empty")
-        ts = UNSET if plan.timestamp is None else values(plan.timestamp)
+        ts: Any = UNSET if plan.timestamp is None else values(plan.timestamp)
         if ts is None:
             raise InvalidRequest("Invalid null value of timestamp")
         if ts is UNSET:
@@ -127,7 +127,7 @@ class Executor:
     @staticmethod
     def _ttl(plan: WritePlan, values: _Values) -> int | None:
         """Cassandra's TTL rules: unset = the table default, null or 0 = no TTL (even over a default)."""
-        ttl = UNSET if plan.ttl is None else values(plan.ttl)
+        ttl: Any = UNSET if plan.ttl is None else values(plan.ttl)
         if ttl is UNSET:
             return plan.table.default_ttl or None
         if ttl is None:
@@ -187,12 +187,12 @@ class Executor:
         filters = [(column, values.required(b, f"column {column}")) for column, b in plan.filters]
         rows = [
             r
-            for r in plan.table.rows(self.storage.catalog, self.node())
+            for r in plan.table.rows(self.storage.catalog, self.node(), dict(filters))
             if all(r.get(c) == v for c, v in filters)
         ]
         items = [((i, b"", b""), r) for i, r in enumerate(rows)]
         page, state = paginate(items, req.page_size, req.paging_state, self._limit(plan.limit, values))
-        types = dict(plan.table.columns)
+        types: dict[str, Any] = dict(plan.table.columns)
         encoded = tuple(
             tuple(None if r.get(c) is None else types[c].to_binary(r[c], 4) for c in plan.columns)
             for r in page

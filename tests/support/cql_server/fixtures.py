@@ -23,15 +23,15 @@ __all__ = ["KEYSPACE", "connect_cluster", "cql_server", "cql_session"]
 KEYSPACE = "converge_test"
 
 
-def connect_cluster(server: CqlServer, **options: Any) -> Cluster:
-    """A driver Cluster for ``server`` (protocol v4, token-aware, the server's one datacenter)."""
+def connect_cluster(port: int, host: str = "127.0.0.1", **options: Any) -> Cluster:
+    """A driver Cluster for the server at ``host:port`` (protocol v4, token-aware, its one datacenter)."""
     profile = ExecutionProfile(
         load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc="datacenter1")),
         request_timeout=options.pop("request_timeout", 10.0),
     )
     return Cluster(
-        contact_points=[server.host],
-        port=server.port,
+        contact_points=[host],
+        port=port,
         protocol_version=4,
         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
         **options,
@@ -51,7 +51,7 @@ def cql_server() -> Iterator[CqlServer]:
 @pytest.fixture(scope="session")
 def cql_session(cql_server: CqlServer) -> Iterator[Any]:
     """A connected driver Session (no keyspace bound) after ``CREATE KEYSPACE converge_test``."""
-    cluster = connect_cluster(cql_server)
+    cluster = connect_cluster(cql_server.port)
     session = cluster.connect()
     session.execute(
         f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} "

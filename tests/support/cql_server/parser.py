@@ -6,6 +6,8 @@ CqlSyntaxError naming the construct, so nothing is silently misread.
 
 from __future__ import annotations
 
+import functools
+
 from tests.support.cql_server import ast
 from tests.support.cql_server.cursor import unsupported
 from tests.support.cql_server.ddl import DdlParser
@@ -16,8 +18,12 @@ __all__ = ["parse", "unsupported"]
 _OPERATORS = ("=", "<", ">", "<=", ">=")
 
 
+@functools.lru_cache(maxsize=512)
 def parse(text: str) -> tuple[ast.Statement, int]:
-    """The statement in ``text`` and its number of bind markers; CqlSyntaxError when not in the subset."""
+    """The statement in ``text`` and its number of bind markers; CqlSyntaxError when not in the subset.
+
+    Cached: the driver repeats its control queries (statements are never mutated).
+    """
     p = _Parser(text)
     stmt = p.statement()
     p.accept_symbol(";")
@@ -98,8 +104,7 @@ class _Parser(DdlParser):
             self.expect_symbol("(")
             column = self.ident("a column name")
             self.expect_symbol(")")
-            kind = "writetime" if tok.value == "writetime" else "ttl"
-            sel = ast.Selector(kind, column)
+            sel = ast.Selector("writetime" if tok.value == "writetime" else "ttl", column)
         else:
             sel = ast.Selector("column", self.ident("a column name or *"))
         if self.accept_word("as"):

@@ -68,7 +68,7 @@ def type_option(f: io.BytesIO, t: type) -> None:
     ):
         if isinstance(t, type) and issubclass(t, collection):
             write_short(f, code)
-            for sub in t.subtypes:
+            for sub in t.subtypes:  # type: ignore[attr-defined]
                 type_option(f, sub)
             return
     try:

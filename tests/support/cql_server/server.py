@@ -77,6 +77,7 @@ class CqlServer:
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -104,6 +105,7 @@ class CqlServer:
 
         def main() -> None:
             loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
             self._loop = loop
             try:
                 self._server = loop.run_until_complete(
@@ -119,6 +121,10 @@ class CqlServer:
             try:
                 loop.run_forever()
             finally:
+                pending = asyncio.all_tasks(loop)
+                for task in pending:
+                    task.cancel()
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
                 loop.run_until_complete(loop.shutdown_asyncgens())
                 loop.close()
 
@@ -141,9 +147,9 @@ class CqlServer:
             if self._server is not None:
                 self._server.close()
             for w in list(self._writers):
-                w.close()
-            if self._server is not None:
-                await self._server.wait_closed()
+                w.close()  # each handler then reads EOF and returns
+            if self._handlers:
+                await asyncio.wait(list(self._handlers), timeout=timeout / 2)
             loop.stop()
 
         asyncio.run_coroutine_threadsafe(shutdown(), loop)
@@ -162,6 +168,10 @@ class CqlServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = _Connection()
         self._writers.add(writer)
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+            task.add_done_callback(self._handlers.discard)
         try:
             while True:
                 header = await reader.readexactly(wire.HEADER.size)

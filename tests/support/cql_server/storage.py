@@ -137,10 +137,6 @@ class Storage:
         for pk, ts in tombstones.items():
             self._partition_tombstones[pk] = max(self._partition_tombstones.get(pk, ts), ts)
 
-    def partition_tombstone(self, table: TableDef, key: Mapping[str, CellValue]) -> int | None:
-        """The partition tombstone's timestamp, if any (for tests and diagnostics)."""
-        return self._partition_tombstones.get(self._pk(table, key))
-
     # -- reads -----------------------------------------------------------------------------
 
     def read_row(self, table: TableDef, key: Mapping[str, CellValue]) -> Row | None:

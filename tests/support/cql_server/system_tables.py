@@ -8,7 +8,7 @@ immediate) and a single token, so the driver builds a one-node Murmur3 ring.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +46,9 @@ class NodeInfo:
     token: str = "0"
 
 
-Rows = Callable[[Catalog, NodeInfo], list[dict[str, Any]]]
+#: Rows of a system table; ``where`` holds the query's equality filters (a provider may use them to
+#: build fewer rows; the caller filters again).
+Rows = Callable[[Catalog, NodeInfo, Mapping[str, Any]], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -60,11 +62,11 @@ class SystemTable:
         return dict(self.columns).get(column)
 
 
-def _none(_: Catalog, __: NodeInfo) -> list[dict[str, Any]]:
+def _none(_: Catalog, __: NodeInfo, ___: Mapping[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
-def _local(_: Catalog, node: NodeInfo) -> list[dict[str, Any]]:
+def _local(_: Catalog, node: NodeInfo, __: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [
         {
             "key": "local", "bootstrapped": "COMPLETED", "broadcast_address": node.host,
@@ -78,18 +80,25 @@ def _local(_: Catalog, node: NodeInfo) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def _keyspaces(catalog: Catalog, _: NodeInfo) -> list[dict[str, Any]]:
+def _keyspaces(catalog: Catalog, _: NodeInfo, where: Mapping[str, Any]) -> list[dict[str, Any]]:
+    names = [where["keyspace_name"]] if "keyspace_name" in where else sorted(catalog.keyspaces)
     return [
         {"keyspace_name": ks.name, "durable_writes": ks.durable_writes, "replication": dict(ks.replication)}
-        for ks in sorted(catalog.keyspaces.values(), key=lambda k: k.name)
+        for ks in (catalog.keyspaces[n] for n in names if n in catalog.keyspaces)
     ]
 
 
-def _all_tables(catalog: Catalog) -> list[TableDef]:
-    return [tb for ks in sorted(catalog.keyspaces) for _, tb in sorted(catalog.keyspaces[ks].tables.items())]
+def _all_tables(catalog: Catalog, where: Mapping[str, Any]) -> list[TableDef]:
+    """The tables the filters can match (by keyspace and table name), in clustering order."""
+    out: list[TableDef] = []
+    for ks in [where["keyspace_name"]] if "keyspace_name" in where else sorted(catalog.keyspaces):
+        tables = catalog.keyspaces[ks].tables if ks in catalog.keyspaces else {}
+        names = [where["table_name"]] if "table_name" in where else sorted(tables)
+        out += [tables[n] for n in names if n in tables]
+    return out
 
 
-def _tables(catalog: Catalog, _: NodeInfo) -> list[dict[str, Any]]:
+def _tables(catalog: Catalog, _: NodeInfo, where: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [
         {
             "keyspace_name": tb.keyspace, "table_name": tb.name, "comment": tb.comment,
@@ -101,13 +110,13 @@ def _tables(catalog: Catalog, _: NodeInfo) -> list[dict[str, Any]]:
             "speculative_retry": "99p", "memtable_flush_period_in_ms": 0,
             "min_index_interval": 128, "max_index_interval": 2048,
         }
-        for tb in _all_tables(catalog)
+        for tb in _all_tables(catalog, where)
     ]  # fmt: skip
 
 
-def _columns(catalog: Catalog, _: NodeInfo) -> list[dict[str, Any]]:
+def _columns(catalog: Catalog, _: NodeInfo, where: Mapping[str, Any]) -> list[dict[str, Any]]:
     out = []
-    for tb in _all_tables(catalog):
+    for tb in _all_tables(catalog, where):
         for name in sorted(tb.columns):  # Cassandra clusters system_schema.columns by column name
             if name in tb.partition_key:
                 kind, position, order = "partition_key", tb.partition_key.index(name), "none"
