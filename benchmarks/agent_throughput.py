@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaConsumer
 
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import LocalStack
-from tests.support.worker_proc import start_worker, stop_worker
+from framework.worker_process import start_worker, stop_worker
 
 
 def make_records(n: int, keys: int) -> list[tuple[bytes, bytes]]:

@@ -41,6 +41,7 @@ from examples.activity_platform.oracle import (
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack
 from framework.parking import ParkingStore
+from framework.worker_process import start_worker, stop_worker
 from stores.elasticsearch import ElasticsearchIndex
 from stores.open import open_wide_store
 
@@ -126,8 +127,6 @@ def run_demo(
     drain_timeout: float = 900.0,
 ) -> int:
     """Run the demo end to end; returns the process exit code (0 = converged)."""
-    from tests.support.worker_proc import start_worker, stop_worker
-
     console = console or Console()
     result = DemoResult()
     with _workdir(workdir) as work, LocalStack(work / "stack") as stack:

@@ -15,7 +15,7 @@ import pytest
 from framework.kafka_admin import committed_offsets, end_offsets, ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack, StackInfo
 from framework.parking import ParkedRecord, ParkingStore
-from tests.support.worker_proc import kill_worker, start_worker, stop_worker
+from framework.worker_process import kill_worker, start_worker, stop_worker
 
 APP = "tests.support.order_app:build"
 

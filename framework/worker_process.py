@@ -1,4 +1,4 @@
-"""Start and stop ``converge worker`` subprocesses for integration tests."""
+"""Start and stop ``converge worker`` subprocesses (the demo, benchmarks and tests)."""
 
 from __future__ import annotations
 
