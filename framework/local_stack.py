@@ -15,7 +15,6 @@ import os
 import signal
 import socket
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -264,6 +263,8 @@ def kafka_ready(bootstrap: str, timeout: float = 5.0) -> None:
 
     from aiokafka import AIOKafkaClient
 
+    from framework.sync import run_sync
+
     async def probe() -> None:
         client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
         try:
@@ -272,24 +273,4 @@ def kafka_ready(bootstrap: str, timeout: float = 5.0) -> None:
         finally:
             await client.close()
 
-    run_in_fresh_loop(probe())
-
-
-def run_in_fresh_loop(coro: object) -> object:
-    """Run a coroutine to completion in a new event loop on a helper thread."""
-    import asyncio
-
-    box: dict[str, object] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = asyncio.run(coro)  # type: ignore[arg-type]
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
-            box["error"] = exc
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join()
-    if "error" in box:
-        raise box["error"]  # type: ignore[misc]
-    return box.get("result")
+    run_sync(probe())
