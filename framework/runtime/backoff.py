@@ -50,16 +50,20 @@ class Decision:
 
 
 class _SinkWindow:
-    __slots__ = ("samples", "down", "outages")
+    __slots__ = ("failures", "down", "outages")
 
     def __init__(self) -> None:
-        self.samples: deque[tuple[float, bool, Hashable]] = deque()
+        self.failures: deque[tuple[float, Hashable]] = deque()
         self.down = False
         self.outages = 0
 
 
 class AdaptiveBackoff:
-    """Sliding-window failure ratios per sink and the retry decisions they imply."""
+    """Sliding-window failure ratios per sink and the retry decisions they imply.
+
+    A success counts for every sink (the event went through all of them); a
+    failure counts for the sink that failed.
+    """
 
     def __init__(
         self,
@@ -70,48 +74,51 @@ class AdaptiveBackoff:
         self.config = config or BackoffConfig()
         self._clock = clock
         self._jitter = jitter
+        self._successes: deque[float] = deque()
         self._sinks: dict[str, _SinkWindow] = {}
 
-    def _window(self, sink: str) -> _SinkWindow:
-        w = self._sinks.get(sink)
-        if w is None:
-            w = self._sinks[sink] = _SinkWindow()
-        horizon = self._clock() - self.config.window_s
-        while w.samples and w.samples[0][0] < horizon:
-            w.samples.popleft()
-        return w
+    def _prune(self) -> float:
+        now = self._clock()
+        horizon = now - self.config.window_s
+        while self._successes and self._successes[0] < horizon:
+            self._successes.popleft()
+        for w in self._sinks.values():
+            while w.failures and w.failures[0][0] < horizon:
+                w.failures.popleft()
+        return now
 
     def record_success(self, key: Hashable) -> None:
         """An event of ``key`` went through every sink: a working probe for each of them."""
-        now = self._clock()
-        for sink in list(self._sinks):
-            w = self._window(sink)
+        self._successes.append(self._prune())
+        for w in self._sinks.values():
             if w.down:
                 w.down = False
-                w.samples.clear()
-            w.samples.append((now, True, key))
+                w.failures.clear()
 
     def record_failure(self, sink: str, key: Hashable) -> None:
-        w = self._window(sink)
-        w.samples.append((self._clock(), False, key))
+        now = self._prune()
+        w = self._sinks.get(sink)
+        if w is None:
+            w = self._sinks[sink] = _SinkWindow()
+        w.failures.append((now, key))
         if not w.down and self._looks_down(w):
             w.down = True
             w.outages += 1
 
     def _looks_down(self, w: _SinkWindow) -> bool:
         c = self.config
-        if len(w.samples) < c.min_samples:
+        total = len(w.failures) + len(self._successes)
+        if total < c.min_samples:
             return False
-        failed_keys = {k for _, ok, k in w.samples if not ok}
-        failures = sum(1 for _, ok, _ in w.samples if not ok)
-        return failures / len(w.samples) >= c.down_ratio and len(failed_keys) >= c.down_min_keys
+        failed_keys = {k for _, k in w.failures}
+        return len(w.failures) / total >= c.down_ratio and len(failed_keys) >= c.down_min_keys
 
     def end_outages(self) -> None:
         """Forget every outage (no blocked key is left to probe with)."""
         for w in self._sinks.values():
             if w.down:
                 w.down = False
-                w.samples.clear()
+                w.failures.clear()
 
     def is_down(self, sink: str) -> bool:
         return sink in self._sinks and self._sinks[sink].down
