@@ -16,8 +16,9 @@ def start_worker(
     data_dir.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, "CONVERGE_BROKER": broker, "CONVERGE_DATA_DIR": str(data_dir), **(env or {})}
     log = open(data_dir / "worker.log", "ab")  # noqa: SIM115 - owned by the child
+    level = os.environ.get("CONVERGE_LOGLEVEL", "warning")
     return subprocess.Popen(
-        [sys.executable, "-m", "framework.cli", "worker", app, "--loglevel", "warning"],
+        [sys.executable, "-m", "framework.cli", "worker", app, "--loglevel", level],
         env=full_env,
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -133,7 +133,7 @@ class AgentRuntime:
             mine = {tp for tp in revoked if tp.topic == self.agent.topic}
             dropped = self.scheduler.revoke(mine)
             if dropped:
-                log.info("revoked %d partitions; %d unfinished left to redelivery", len(mine), dropped)
+                log.warning("revoked %d partitions; %d unfinished left to redelivery", len(mine), dropped)
 
     # -- the agent body -------------------------------------------------------
     async def _consume(self, stream: faust.StreamT) -> None:

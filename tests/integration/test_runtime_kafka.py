@@ -198,3 +198,44 @@ def test_lone_failing_key_is_parked_after_attempts(stack: StackInfo, tmp_path: P
     parked = _parked(data)
     assert sorted(json.loads(p.value)["payload"]["n"] for p in parked) == list(range(5))
     assert {(p.stage, p.error_class) for p in parked} == {("sink", "TransientStoreError")}
+
+
+def test_rebalance_mid_stream_loses_nothing(fresh_stack: LocalStack, tmp_path: Path) -> None:
+    """A second worker joins mid-stream, so the first has work revoked; after both stop, a third worker
+    finishes from the committed offsets: every event is applied at least once.
+
+    noida-db answers an offset commit sent during a rebalance with IllegalGeneration (Kafka answers
+    RebalanceInProgress), after which aiokafka rejoins as a new member and the group can stall until
+    the rebalance timeout; so this test does not require the two-worker group to drain, only that
+    revocation never acknowledges unfinished work. The broker is restarted before the third worker.
+    """
+    assert fresh_stack.info is not None
+    topic, group = "reb-in", "reb-app"
+    broker = f"kafka://{fresh_stack.info.kafka_bootstrap}"
+    asyncio.run(ensure_topics(broker, {topic: 4}))
+    keys = [f"r{i}" for i in range(16)]
+    env = {"ORDER_TOPIC": topic, "ORDER_APP_ID": group, "ORDER_SLOW_MS": "100"}
+    first = start_worker(APP, tmp_path / "w1", broker, env)
+    second = None
+    try:
+        asyncio.run(produce(broker, topic, _records(keys, 100)))
+        _wait(lambda: len(_applied(tmp_path / "w1" / "applied.db")) >= 200, 60, "first worker progress")
+        second = start_worker(APP, tmp_path / "w2", broker, env)
+        asyncio.run(wait_drained(broker, group, topic, timeout=20))
+    finally:
+        # a member stuck in noida-db's JoinGroup does not stop on SIGINT; it is killed after 30 s
+        stop_worker(first)
+        if second is not None:
+            stop_worker(second)
+    assert "unfinished left to redelivery" in (tmp_path / "w1" / "worker.log").read_text()
+    fresh_stack.restart()
+    third = start_worker(APP, tmp_path / "w3", broker, {**env, "ORDER_SLOW_MS": "0"})
+    try:
+        assert asyncio.run(wait_drained(broker, group, topic, timeout=90))
+    finally:
+        assert stop_worker(third) == 0
+    seen: dict[str, set[int]] = defaultdict(set)
+    for w in ("w1", "w2", "w3"):
+        for k, n in _applied(tmp_path / w / "applied.db"):
+            seen[k].add(n)
+    assert {k: seen[k] for k in keys} == {k: set(range(100)) for k in keys}
