@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     from framework.parking.cli import register as register_dlq
 
     register_dlq(sub)
+    from spark_batch.cli import register as register_spark
+
+    register_spark(sub)
     return parser
 
 

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import faust
 import mode
@@ -23,7 +24,7 @@ import mode
 from framework.delivery.acks import AckFormatError, parse_ack
 from framework.delivery.ledger import DeliveryLedger
 from framework.delivery.model import Ack
-from framework.runtime.failed_events import FailedEvent, FailedEventStore
+from framework.parking import DeadLetterWAL, ParkedRecord
 from stores.errors import TransientStoreError
 
 __all__ = ["AckBatcher", "AckStats", "register_ack_agent"]
@@ -59,7 +60,7 @@ class AckBatcher:
         self,
         ledger: DeliveryLedger,
         *,
-        failed: FailedEventStore | None = None,
+        failed: DeadLetterWAL | None = None,
         retry_delay: float = 0.5,
         max_retry_delay: float = 10.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -76,7 +77,7 @@ class AckBatcher:
         log.warning("bad ack at %s[%s]@%s: %s", raw.topic, raw.partition, raw.offset, exc)
         if self.failed is not None:
             await self.failed.park(
-                FailedEvent(
+                ParkedRecord(
                     pipeline=f"delivery_acks:{self.ledger.config.table}",
                     topic=raw.topic,
                     partition=raw.partition,
@@ -130,7 +131,7 @@ def register_ack_agent(
     *,
     max_batch: int = 500,
     within: float = 0.5,
-    failed: FailedEventStore | None = None,
+    failed: DeadLetterWAL | None = None,
 ) -> AckBatcher:
     """Consume ``topic`` in ``app`` with an agent writing acks to ``ledger``; returns its batcher.
 
@@ -140,7 +141,7 @@ def register_ack_agent(
     batcher = AckBatcher(ledger, failed=failed)
     channel = app.topic(topic, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
 
-    async def consume(stream: faust.StreamT) -> None:
+    async def consume(stream: Any) -> None:
         async for events in stream.noack().noack_take(max_batch, within):
             raws = [
                 RawAck(e.message.tp.topic, e.message.tp.partition, e.message.offset, e.message.value)

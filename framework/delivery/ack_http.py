@@ -16,6 +16,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
+from typing import Any
 
 import faust
 from aiohttp import web
@@ -129,7 +130,8 @@ class AckServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        sockets = site._server.sockets if site._server else []  # noqa: SLF001 - the bound port
+        server: Any = site._server  # noqa: SLF001 - the bound port
+        sockets = server.sockets if server is not None else []
         self.port = sockets[0].getsockname()[1] if sockets else self.port
         return self.port
 
@@ -149,5 +151,6 @@ def mount_on_faust(
     """Serve the endpoint on the worker's web server (call before the worker starts)."""
     _check_exposure(str(app.conf.web_bind), token)
     endpoint = AckEndpoint(ledger, token=token)
-    endpoint.install(app.web.web_app.router, path)
+    web: Any = app.web  # faust's aiohttp driver exposes its aiohttp Application as ``web_app``
+    endpoint.install(web.web_app.router, path)
     return endpoint

@@ -9,7 +9,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -91,13 +91,13 @@ async def _verify(args: argparse.Namespace) -> int:
     from framework.coordination import open_checkpoint_store
     from framework.delivery.kafka_io import RecordFetcher, RecordPublisher
     from framework.delivery.verifier import Verifier, VerifierConfig
-    from framework.runtime.failed_events import FailedEventStore
+    from framework.parking import DeadLetterWAL
 
     ledger = await _open_ledger(args)
     base = _sqlite_path(args.wide_store).parent
     cp_url = args.checkpoints or os.environ.get(_ENV_CHECKPOINTS) or f"sqlite://{base / 'checkpoints.db'}"
     checkpoints = await asyncio.to_thread(open_checkpoint_store, cp_url)
-    failed = FailedEventStore(args.failed_db or base / "delivery-failed.db")
+    failed = DeadLetterWAL(args.dlq_root or base / "delivery-dlq")
     publisher, fetcher = RecordPublisher(args.broker), RecordFetcher(args.broker)
     try:
         config = VerifierConfig(grace_seconds=args.grace_minutes * 60, max_retries=args.max_retries)
@@ -142,7 +142,7 @@ async def _failed(args: argparse.Namespace) -> int:
         )
     finally:
         await ledger.store.close()
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "message_id": m.entry.ref.message_id,
             "source": m.entry.ref.source,
@@ -187,7 +187,9 @@ async def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _runner(fn: Callable[[argparse.Namespace], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
+def _runner(
+    fn: Callable[[argparse.Namespace], Coroutine[Any, Any, int]],
+) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         from framework.delivery.model import DeliveryError
 
@@ -251,7 +253,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     verify.add_argument(
         "--refetch", default=None, help="MODULE:ATTR: async (LedgerEntry) -> Refetched | None"
     )
-    verify.add_argument("--failed-db", type=Path, default=None, help="where given-up messages are parked")
+    verify.add_argument("--dlq-root", type=Path, default=None, help="dead-letter WAL for given-up messages")
     verify.set_defaults(func=_runner(_verify))
 
     failed = actions.add_parser("failed", help="list messages not delivered to at least one consumer")

@@ -30,7 +30,7 @@ from framework.delivery.model import (
     check_message_id,
     check_source,
 )
-from framework.mutations import MAX_VERSION, Upsert
+from framework.mutations import MAX_VERSION, CellValue, Upsert
 from stores.base import WideColumnStore
 from stores.schema import SchemaError, TableSchema
 
@@ -55,7 +55,7 @@ class AckResult:
     unknown: tuple[str, ...]
 
 
-def _location_cells(location: Location | None) -> dict[str, object]:
+def _location_cells(location: Location | None) -> dict[str, CellValue]:
     """The source-location cells of ``location`` (none when it is unknown)."""
     if location is None:
         return {}
@@ -132,12 +132,17 @@ class DeliveryLedger:
         ref = MessageRef(
             self.config.bucket_of(captured), self.config.shard_of(message_id), source, captured, message_id
         )
-        cells: dict[str, object] = {
+        cells: dict[str, CellValue] = {
             "priority": priority, "retry": 0, "origin_bucket": ref.bucket, "expect": ",".join(expect),
             "retries": 0, **_location_cells(location),
         }  # fmt: skip
         ttl = self.config.ttl_seconds
-        index = {"bucket": ref.bucket, "shard": ref.shard, "source": source, "captured_at": captured}
+        index: dict[str, CellValue] = {
+            "bucket": ref.bucket,
+            "shard": ref.shard,
+            "source": source,
+            "captured_at": captured,
+        }
         await self.store.apply([
             Upsert(self.config.table, ref.key(), cells, captured, ttl),
             Upsert(self.config.index_table, {"message_id": message_id}, index, captured, ttl),
@@ -189,7 +194,7 @@ class DeliveryLedger:
         unknown = tuple(i for i in ids if refs[i] is None)
         if unknown and strict:
             raise UnknownMessages(unknown)
-        cells: dict[str, dict[str, object]] = {}
+        cells: dict[str, dict[str, CellValue]] = {}
         for a in wanted:
             if refs[a.message_id] is not None:
                 cells.setdefault(a.message_id, {})[ack_column(a.consumer)] = True

@@ -17,6 +17,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 
+from framework.mutations import CellValue
 from stores.base import Row
 from stores.schema import Column, TableSchema
 
@@ -256,22 +257,31 @@ class LedgerEntry:
         if v.get("retry") is None or v.get("origin_bucket") is None:
             return None
         ref = MessageRef(
-            int(k["bucket"]), int(k["shard"]), str(k["source"]), int(k["captured_at"]), str(k["message_id"])
-        )  # type: ignore[arg-type]
+            _int(k["bucket"]),
+            _int(k["shard"]),
+            str(k["source"]),
+            _int(k["captured_at"]),
+            str(k["message_id"]),
+        )
         loc = None
-        if v.get("src_topic") is not None and v.get("src_partition") is not None:
-            if v.get("src_offset") is not None:
-                loc = Location(str(v["src_topic"]), int(v["src_partition"]), int(v["src_offset"]))  # type: ignore[arg-type]
-        expect = tuple(str(v.get("expect") or ",".join(consumers)).split(","))
+        if all(v.get(c) is not None for c in ("src_topic", "src_partition", "src_offset")):
+            loc = Location(str(v["src_topic"]), _int(v["src_partition"]), _int(v["src_offset"]))
         return cls(
             ref=ref,
-            priority=int(v.get("priority") or 0),  # type: ignore[arg-type]
-            retry=int(v["retry"]),  # type: ignore[arg-type]
-            origin_bucket=int(v["origin_bucket"]),  # type: ignore[arg-type]
-            expect=expect,
+            priority=_int(v.get("priority", 0)),
+            retry=_int(v["retry"]),
+            origin_bucket=_int(v["origin_bucket"]),
+            expect=tuple(str(v.get("expect") or ",".join(consumers)).split(",")),
             location=loc,
-            retries=int(v.get("retries") or 0),  # type: ignore[arg-type]
-            retried_in=None if v.get("retried_in") is None else int(v["retried_in"]),  # type: ignore[arg-type]
+            retries=_int(v.get("retries", 0)),
+            retried_in=None if v.get("retried_in") is None else _int(v["retried_in"]),
             gave_up=None if v.get("gave_up") is None else str(v["gave_up"]),
             acked=frozenset(c for c in consumers if v.get(ack_column(c)) is True),
         )
+
+
+def _int(value: CellValue) -> int:
+    """An integer cell or key value (never None here: absent cells are handled by the caller)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DeliveryError("row", f"expected an integer, got {value!r}")
+    return value

@@ -47,12 +47,13 @@ class MessageStatus:
 
 
 def _window(ledger: DeliveryLedger, since: int | None, until: int | None) -> tuple[int, int]:
-    now = ledger.now_us()
-    lo = now - ledger.config.ttl_seconds * 1_000_000 if since is None else since
-    hi = now + 1 if until is None else until
+    """``[since, until)`` clamped to what the ledger can hold: at most one TTL either side of now."""
+    now, ttl = ledger.now_us(), ledger.config.ttl_seconds * 1_000_000
+    lo = max(now - ttl, 0 if since is None else since)
+    hi = min(now + ttl, now + 1 if until is None else until)
     if lo >= hi:
-        raise DeliveryError("since", f"the time range is empty: [{lo}, {hi})")
-    return max(0, lo), hi
+        raise DeliveryError("since", f"the time range is empty (or outside the TTL window): [{lo}, {hi})")
+    return lo, hi
 
 
 async def messages(
@@ -62,7 +63,7 @@ async def messages(
     until: int | None = None,
     source: str | None = None,
 ) -> AsyncIterator[MessageStatus]:
-    """Every message captured in ``[since, until)`` (microseconds; default: the TTL window), by bucket."""
+    """Every message captured in ``[since, until)`` (microseconds; default and bound: the TTL window)."""
     lo, hi = _window(ledger, since, until)
     cfg = ledger.config
     bucket = cfg.bucket_of(lo)

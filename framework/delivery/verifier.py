@@ -25,14 +25,15 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from framework.coordination.checkpoints import Checkpoint, CheckpointConflict, CheckpointStore
 from framework.delivery.kafka_io import Record, RecordFetcher, RecordPublisher
 from framework.delivery.ledger import DeliveryLedger
 from framework.delivery.model import DeliveryError, LedgerEntry, check_int
-from framework.runtime.failed_events import FailedEvent, FailedEventStore
+from framework.parking import ParkedRecord
 
-__all__ = ["Refetched", "Refetch", "VerifierConfig", "BucketOutcome", "VerifyResult", "Verifier"]
+__all__ = ["Refetched", "Refetch", "Parking", "VerifierConfig", "BucketOutcome", "VerifyResult", "Verifier"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,12 @@ class Refetched:
 
 #: Obtains an event the topic no longer holds (None: gone for good, so the message is given up).
 Refetch = Callable[[LedgerEntry], Awaitable[Refetched | None]]
+
+
+class Parking(Protocol):
+    """Where given-up messages go: ``DeadLetterWAL`` now, the dead-letter WAL through an adapter later."""
+
+    async def park(self, ev: ParkedRecord) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -79,14 +86,28 @@ class VerifierConfig:
 
 @dataclass
 class BucketOutcome:
-    """How the rows of one bucket settled in a run."""
+    """How the rows of one bucket settled in a run; ``open`` lists the unsettled (message id, state)."""
 
     bucket: int
     states: dict[str, int] = field(default_factory=dict)
+    open: list[tuple[str, str]] = field(default_factory=list)
+
+    def add(self, message_id: str, state: str) -> None:
+        self.states[state] = self.states.get(state, 0) + 1
+        if state not in _DONE:
+            self.open.append((message_id, state))
+
+    def settle_late(self, given_up: set[str]) -> None:
+        """Rows waiting on a retry that this same run gave up are settled too."""
+        late = [(m, s) for m, s in self.open if s == "waiting" and m in given_up]
+        for m, s in late:
+            self.open.remove((m, s))
+            self.states[s] -= 1
+            self.states["given_up"] = self.states.get("given_up", 0) + 1
 
     @property
     def complete(self) -> bool:
-        return all(state in _DONE for state in self.states)
+        return not self.open
 
 
 @dataclass
@@ -119,14 +140,15 @@ class Verifier:
         *,
         fetcher: RecordFetcher | None = None,
         refetch: Refetch | None = None,
-        failed: FailedEventStore | None = None,
+        failed: Parking | None = None,
         config: VerifierConfig | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.ledger = ledger
         self.checkpoints = checkpoints
         self.publisher = publisher
-        self.fetcher = fetcher
+        self._own_fetcher = fetcher is None
+        self.fetcher = fetcher or RecordFetcher(publisher.broker)
         self.refetch = refetch
         self.failed = failed
         self.config = config or VerifierConfig()
@@ -147,20 +169,22 @@ class Verifier:
         cutoff = now - self.config.grace_seconds * 1_000_000
         cp = await self.checkpoint()
         before = None if cp is None else self._bucket_value(cp)
-        if before is not None:
-            start = before + lc.bucket_us
-        else:
+        if cp is None:
             lookback = self.config.lookback_seconds or lc.ttl_seconds
-            start = lc.bucket_of(max(0, now - lookback * 1_000_000))
-        result = VerifyResult(before, before)
-        current, bucket, prefix_done, advance_to = lc.bucket_of(now), start, True, None
+            cp = await self._initial(lc.bucket_of(max(0, now - lookback * 1_000_000)) - lc.bucket_us)
+        start = self._bucket_value(cp) + lc.bucket_us
+        result = VerifyResult(before, self._bucket_value(cp))
+        current, bucket = lc.bucket_of(now), start
         while bucket + lc.bucket_us <= cutoff and len(result.buckets) < self.config.max_buckets:
-            outcome = await self._verify_bucket(bucket, current, result)
-            result.buckets.append(outcome)
-            prefix_done = prefix_done and outcome.complete
-            if prefix_done:
-                advance_to = bucket
+            result.buckets.append(await self._verify_bucket(bucket, current, result))
             bucket += lc.bucket_us
+        given_up = {mid for mid, _ in result.given_up}
+        advance_to = None
+        for outcome in result.buckets:
+            outcome.settle_late(given_up)
+            if not outcome.complete:
+                break
+            advance_to = outcome.bucket
         if advance_to is not None:
             result.checkpoint_after = await self._advance(cp, advance_to)
         log.info("delivery verification of %s: %s", lc.table, result.summary())
@@ -172,26 +196,36 @@ class Verifier:
         except ValueError:
             raise DeliveryError("checkpoint", f"{cp.name} holds {cp.value!r}, not a bucket") from None
 
-    async def _advance(self, cp: Checkpoint | None, bucket: int) -> int:
+    async def _initial(self, bucket: int) -> Checkpoint:
+        """Create the checkpoint just before the first bucket ever walked (or read the one a rival made)."""
+        try:
+            return await self.checkpoints.compare_and_set(self.checkpoint_name, str(bucket), None)
+        except CheckpointConflict:
+            found = await self.checkpoint()
+            if found is None:
+                raise
+            return found
+
+    async def _advance(self, cp: Checkpoint, bucket: int) -> int:
         """Compare-and-set the checkpoint to ``bucket`` unless it is already at or past it."""
         for _ in range(10):
-            if cp is not None and self._bucket_value(cp) >= bucket:
+            if self._bucket_value(cp) >= bucket:
                 return self._bucket_value(cp)
             try:
-                done = await self.checkpoints.compare_and_set(
-                    self.checkpoint_name, str(bucket), None if cp is None else cp.version
-                )
-                return int(done.value)
+                done = await self.checkpoints.compare_and_set(self.checkpoint_name, str(bucket), cp.version)
+                return self._bucket_value(done)
             except CheckpointConflict:
-                cp = await self.checkpoint()
-        raise CheckpointConflict(self.checkpoint_name, None if cp is None else cp.version, None)
+                found = await self.checkpoint()
+                if found is None:
+                    raise
+                cp = found
+        raise CheckpointConflict(self.checkpoint_name, cp.version, None)
 
     async def _verify_bucket(self, bucket: int, current: int, result: VerifyResult) -> BucketOutcome:
         outcome = BucketOutcome(bucket)
         entries = sorted(await self.ledger.bucket(bucket), key=lambda e: -e.priority)
         for entry in entries:
-            state = await self._settle(entry, current, result)
-            outcome.states[state] = outcome.states.get(state, 0) + 1
+            outcome.add(entry.ref.message_id, await self._settle(entry, current, result))
         return outcome
 
     async def _settle(self, entry: LedgerEntry, current: int, result: VerifyResult) -> str:
@@ -208,10 +242,10 @@ class Verifier:
         if entry.retried_in is not None:
             return "waiting"
         mid = entry.ref.message_id
-        if entry.retry >= self.config.max_retries:
-            await self._give_up(entry, origin, FAILED_DESPITE_RETRIES, result)
-            return "gave_up_now"
         try:
+            if entry.retry >= self.config.max_retries:
+                await self._give_up(entry, origin, FAILED_DESPITE_RETRIES, result)
+                return "gave_up_now"
             found = await self._fetch(origin)
             if found is None:
                 await self._give_up(entry, origin, UNRETRIEVABLE, result)
@@ -228,10 +262,15 @@ class Verifier:
         result.retried.append((mid, entry.retry + 1))
         return "retried"
 
+    async def close(self) -> None:
+        """Close the record fetcher the verifier created (the caller owns the other clients)."""
+        if self._own_fetcher:
+            await self.fetcher.close()
+
     async def _fetch(self, origin: LedgerEntry) -> tuple[str, Record] | None:
         """The original event and its topic: from Kafka by offset, else through ``refetch``."""
         loc = origin.location
-        if loc is not None and self.fetcher is not None:
+        if loc is not None:
             record = await self.fetcher.fetch(loc)
             if record is not None:
                 return loc.topic, record
@@ -256,7 +295,7 @@ class Verifier:
         if self.failed is not None:
             loc = origin.location
             await self.failed.park(
-                FailedEvent(
+                ParkedRecord(
                     pipeline=f"delivery:{self.ledger.config.table}",
                     topic=loc.topic if loc else "",
                     partition=loc.partition if loc else -1,

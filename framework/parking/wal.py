@@ -238,6 +238,12 @@ class DeadLetterWAL:
         """Index rows matching ``flt``."""
         return self.store.segments(flt)
 
+    def records(self) -> list[ParkedRecord]:
+        """Every record parked under this root, in write order (reads the files, like the CLI)."""
+        from framework.parking.store import ParkingStore
+
+        return [e.record for e in ParkingStore(self.root).ordered()]
+
     def close(self) -> None:
         """Seal every open segment and release the writer lock."""
         with self._mutex:

@@ -1,0 +1,80 @@
+"""A worker app for delivery tests: an agent acking as ``search``, acks topic and HTTP, the verifier timer.
+
+Configured by environment (set by the test that spawns it): DELIVERY_TOPIC,
+DELIVERY_ACKS_TOPIC, DELIVERY_APP_ID, DELIVERY_TOKEN, DELIVERY_WEB_PORT,
+CONVERGE_WIDE_STORE (``sqlite:///PATH``, shared with the test), CONVERGE_BROKER
+and CONVERGE_DATA_DIR.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import ClassVar
+
+import faust
+
+from framework.app import AppSettings, create_app
+from framework.coordination.sqlite import SqliteCheckpointStore
+from framework.delivery.ack_agent import register_ack_agent
+from framework.delivery.ack_http import mount_on_faust
+from framework.delivery.acks import delivery_sinks
+from framework.delivery.kafka_io import RecordFetcher, RecordPublisher
+from framework.delivery.ledger import DeliveryLedger
+from framework.delivery.model import LedgerConfig
+from framework.delivery.timer import register_verifier_timer
+from framework.delivery.verifier import Verifier, VerifierConfig
+from framework.events import Event
+from framework.mutations import Mutation, Upsert
+from framework.parking import DeadLetterWAL
+from framework.runtime.agent import KeyedAgent
+from framework.runtime.binding import AgentRuntime
+from framework.runtime.sinks import WideColumnSink
+from stores.schema import Column, TableSchema
+from stores.sqlite import SqliteStore
+
+HUB = TableSchema("probe_hub", (Column("id", "text"),), (Column("n", "bigint"),))
+#: One-second buckets, so the in-worker verifier timer has complete buckets to walk within the test.
+CONFIG = LedgerConfig(consumers=("search", "timeline"), bucket_seconds=1)
+
+
+class ProbeAgent(KeyedAgent):
+    """Writes one hub row per event; declares itself the ``search`` consumer of the ledger."""
+
+    name = "delivery_probe"
+    topic = os.environ.get("DELIVERY_TOPIC", "delivery-probe")
+    tables = (HUB,)
+    delivery_consumer: ClassVar[str] = "search"
+
+    def handle(self, event: Event) -> Iterable[Mutation]:
+        return [
+            Upsert("probe_hub", {"id": event.event_id}, {"n": int(event.payload.get("n", 0))}, event.version)
+        ]
+
+
+def build() -> faust.App:
+    settings = AppSettings(
+        app_id=os.environ.get("DELIVERY_APP_ID", "delivery-probe"),
+        web_port=int(os.environ["DELIVERY_WEB_PORT"]),
+    )
+    app = create_app(settings)
+    store = SqliteStore(settings.resolved_wide_store().partition("://")[2])
+    for schema in (HUB, CONFIG.ledger_schema(), CONFIG.index_schema()):
+        store.engine.ensure_table(schema)  # idle store: safe to use the engine directly
+    ledger = DeliveryLedger(store, CONFIG)
+    failed = DeadLetterWAL(settings.resolved_data_dir() / "dlq")
+    agent = ProbeAgent()
+    AgentRuntime(app, agent, [WideColumnSink(store), *delivery_sinks(agent, ledger)], failed)
+    register_ack_agent(app, ledger, os.environ["DELIVERY_ACKS_TOPIC"], within=0.2, failed=failed)
+    mount_on_faust(app, ledger, token=os.environ["DELIVERY_TOKEN"])
+    broker = settings.resolved_broker()
+    verifier = Verifier(
+        ledger,
+        SqliteCheckpointStore(settings.resolved_data_dir() / "checkpoints.db"),
+        RecordPublisher(broker),
+        fetcher=RecordFetcher(broker),
+        failed=failed,
+        config=VerifierConfig(grace_seconds=2, max_retries=2, lookback_seconds=60),
+    )
+    register_verifier_timer(app, verifier, interval=0.5)
+    return app
