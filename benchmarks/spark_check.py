@@ -1,0 +1,253 @@
+"""Spark convergence check throughput at growing sizes (hub rows per second).
+
+Synthetic hub rows (a record, insights on every third, 0-2 engagement log rows
+each) and their projections, with a known 0.4 % of divergence (missing,
+stale, content, orphans). Two input paths:
+
+- ``live``: the rows applied to a SQLite store and the documents bulk-written
+  into noida-db's Elasticsearch endpoint (the reindex build job), then
+  ``check`` scans both (shards, slices) and compares;
+- ``parquet``: the same rows and documents written as Parquet by Spark (the
+  ``read_store_rows`` / ``read_index`` export format) and checked from there,
+  for sizes the embedded index cannot hold.
+
+    python -m benchmarks.spark_check --sizes 100000 1000000 --live-max 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from agents import INDEX_MAPPINGS, TABLES
+from agents.schemas import ACTIVITY_HUB, ENGAGEMENT_LOG
+from framework.mutations import LogState, Mutation, Upsert
+from spark_batch.codec import canonical_json, row_to_record
+from spark_batch.convergence import check
+from spark_batch.io import DOC_SCHEMA, ROW_SCHEMA, WriteOptions, open_index
+from spark_batch.projection import document
+from spark_batch.reindex import build_task
+from spark_batch.session import spark_session
+from stores.base import Row
+from stores.cells import Cell
+from stores.sqlite_engine import SqliteEngine
+
+BASE = 1_700_000_000_000_000
+STATES = ("sent", "opened", "clicked")
+#: Per 1,000 hub rows: which are damaged in the index, and how.
+DAMAGE = {7: "missing", 13: "stale", 17: "content", 23: "orphaned"}
+
+
+def synth(i: int) -> list[Mutation]:
+    """The mutations of hub row ``i`` (deterministic)."""
+    hub, v = f"hub-{i:09d}", BASE + i * 10
+    ident = {"org_id": f"org-{i % 97}", "source": "bench", "external_id": f"x{i}"}
+    record = {
+        **ident,
+        "kind": "email",
+        "subject": f"Quarterly review {i}",
+        "status": "sent",
+        "body_preview": "Thanks for the call today, here are the notes " * 2,
+        "starts_at": v,
+        "participants": f"a{i % 13}@example.com,b{i % 7}@example.com",
+    }
+    out: list[Mutation] = [Upsert(ACTIVITY_HUB.name, {"hub_id": hub}, record, v)]
+    if i % 3 == 0:
+        insight = {**ident, "sentiment": "positive", "topic": "pricing", "score": (i % 100) / 100}
+        out.append(Upsert(ACTIVITY_HUB.name, {"hub_id": hub}, insight, v + 5))
+    for j in range(i % 3):
+        out.append(
+            LogState(
+                ENGAGEMENT_LOG.name,
+                {"hub_id": hub},
+                STATES[j],
+                at=v + j,
+                event_id=f"e{i}-{j}",
+                version=v + j + 1,
+                attrs={"actor": f"a{i % 13}@example.com"},
+            )
+        )
+    return out
+
+
+def synth_rows(i: int) -> tuple[Row, list[Row]]:
+    """The hub row and log rows a store holds after applying ``synth(i)``."""
+    cells: dict[str, Cell] = {}
+    log: list[Row] = []
+    for m in synth(i):
+        if isinstance(m, LogState):
+            u = m.as_upsert()
+            log.append(Row(dict(u.key), {n: Cell(val, u.version) for n, val in u.cells.items()}))
+        else:
+            cells.update({n: Cell(val, m.version) for n, val in m.cells.items()})
+    return Row({"hub_id": f"hub-{i:09d}"}, cells), log
+
+
+def damaged_docs(i: int) -> list[tuple[str, int, str]]:
+    """Index documents of hub row ``i`` as the benchmark's index holds them (with damage)."""
+    doc_id, doc, version = document(*synth_rows(i))  # type: ignore[misc]
+    kind = DAMAGE.get(i % 1000)
+    if kind == "missing":
+        return []
+    if kind == "stale":
+        version -= 1
+    if kind == "content":
+        doc = {**doc, "subject": "tampered"}
+    out = [(doc_id, version, canonical_json(doc))]
+    if kind == "orphaned":
+        out.append((f"orphan-{i}", version, canonical_json({"hub_id": f"orphan-{i}", "has_record": False})))
+    return out
+
+
+def _row_records(part: Iterable[Any]) -> Iterator[tuple[str, str, str, str]]:
+    for r in part:
+        hub, log = synth_rows(r.id)
+        yield row_to_record(ACTIVITY_HUB, hub)
+        yield from (row_to_record(ENGAGEMENT_LOG, x) for x in log)
+
+
+def _doc_records(part: Iterable[Any]) -> Iterator[tuple[str, int, str]]:
+    for r in part:
+        yield from damaged_docs(r.id)
+
+
+def expected_counts(n: int) -> dict[str, int]:
+    per = {k: sum(1 for i in range(n) if i % 1000 == r) for r, k in DAMAGE.items()}
+    return {
+        "missing": per["missing"],
+        "stale": per["stale"],
+        "orphaned": per["orphaned"],
+        "content": per["content"],
+        "ahead": 0,
+    }
+
+
+def write_parquet_inputs(spark: Any, n: int, work: Path, partitions: int) -> tuple[str, str]:
+    ids = spark.range(0, n, numPartitions=partitions)
+    rows, docs = str(work / f"rows-{n}"), str(work / f"docs-{n}")
+    spark.createDataFrame(ids.rdd.mapPartitions(_row_records), ROW_SCHEMA).write.parquet(rows)
+    spark.createDataFrame(ids.rdd.mapPartitions(_doc_records), DOC_SCHEMA).write.parquet(docs)
+    return rows, docs
+
+
+def populate_live(spark: Any, n: int, work: Path, es_url: str, alias: str, shards: int) -> tuple[str, float]:
+    """The rows in a SQLite store, the (damaged) documents in the index; (store URL, load seconds)."""
+    started = time.perf_counter()
+    path = work / f"wide-{n}.db"
+    engine = SqliteEngine(path)
+    for t in TABLES:
+        engine.ensure_table(t)
+    batch: list[Mutation] = []
+    for i in range(n):
+        batch += synth(i)
+        if len(batch) >= 20_000:
+            engine.apply(batch)
+            batch = []
+    engine.apply(batch)
+    engine.close()
+    url = f"sqlite:///{path}"
+
+    async def damage() -> str:
+        index = open_index(es_url, "document")
+        try:
+            name = await index.ensure_index(alias, INDEX_MAPPINGS)
+            for i in range(n):
+                kind = DAMAGE.get(i % 1000)
+                if kind is None:
+                    continue
+                doc_id = f"hub-{i:09d}"
+                await index.client.delete(index=name, id=doc_id)
+                for d_id, version, source in damaged_docs(i):
+                    await index.index(alias, d_id, json.loads(source), version)
+            await index.refresh(alias)
+            return name
+        finally:
+            await index.close()
+
+    target = asyncio.run(_create(es_url, alias))
+    task = functools.partial(
+        build_task, url, es_url, "document", target, shards, WriteOptions(batch_size=1000)
+    )
+    spark.sparkContext.parallelize(range(shards), shards).mapPartitions(task).collect()
+    asyncio.run(damage())
+    return url, time.perf_counter() - started
+
+
+async def _create(es_url: str, alias: str) -> str:
+    index = open_index(es_url, "document")
+    try:
+        return await index.ensure_index(alias, INDEX_MAPPINGS)
+    finally:
+        await index.close()
+
+
+def measure(spark: Any, n: int, mode: str, shards: int, **sources: str) -> dict[str, Any]:
+    started = time.perf_counter()
+    run = check(spark, alias=f"bench-{n}", shards=shards, slices=shards, tombstones="document", **sources)
+    seconds = time.perf_counter() - started
+    run.release()
+    assert run.report.counts == expected_counts(n), (run.report.counts, expected_counts(n))
+    return {
+        "mode": mode,
+        "rows": n,
+        "documents": run.report.index_docs,
+        "seconds": round(seconds, 1),
+        "rows_per_s": round(n / seconds),
+        "divergent": run.report.divergent,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    ap.add_argument("--live-max", type=int, default=100_000, help="largest size also checked live")
+    ap.add_argument("--es-url", default=None, help="Elasticsearch URL (default: start noida-db)")
+    ap.add_argument("--shards", type=int, default=4)
+    ap.add_argument("--master", default=None)
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--json", type=Path, default=None, help="append results as JSON lines")
+    args = ap.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="converge-spark-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    spark = spark_session("converge-bench-check", args.master)
+    results: list[dict[str, Any]] = []
+    stack = None
+    try:
+        es_url = args.es_url
+        if es_url is None and any(n <= args.live_max for n in args.sizes):
+            from framework.local_stack import LocalStack
+
+            stack = LocalStack(work / "stack")
+            es_url = stack.start().es_url
+        for n in args.sizes:
+            rows, docs = write_parquet_inputs(spark, n, work, args.shards)
+            results.append(measure(spark, n, "parquet", args.shards, store_parquet=rows, index_parquet=docs))
+            print(json.dumps(results[-1]), flush=True)
+            if n <= args.live_max and es_url is not None:
+                url, load = populate_live(spark, n, work, es_url, f"bench-{n}", args.shards)
+                print(json.dumps({"mode": "live-load", "rows": n, "seconds": round(load, 1)}), flush=True)
+                results.append(measure(spark, n, "live", args.shards, store_url=url, es_url=es_url))
+                print(json.dumps(results[-1]), flush=True)
+    finally:
+        if stack is not None:
+            stack.stop()
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        with args.json.open("a") as f:
+            f.writelines(json.dumps(r) + "\n" for r in results)
+    print("| mode | hub rows | index documents | seconds | rows/s |\n|---|---:|---:|---:|---:|")
+    for r in results:
+        print(f"| {r['mode']} | {r['rows']:,} | {r['documents']:,} | {r['seconds']} | {r['rows_per_s']:,} |")
+
+
+if __name__ == "__main__":
+    main()

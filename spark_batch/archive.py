@@ -1,0 +1,96 @@
+"""Archived events: JSON lines or Parquet files, as the backfill reads them.
+
+JSON lines hold one event per line (``Event.to_json``), optionally
+compressed; they are read as text so each payload stays exactly as archived
+(schema inference would add null fields, which mean "clear this cell" to the
+agents). Parquet files have the columns ``event_id``, ``ordering_key``,
+``version``, ``occurred_at``, ``type`` and ``payload``, the payload being its
+JSON text for the same reason.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark import RDD
+from pyspark.sql import SparkSession
+
+from framework.events import Event
+
+__all__ = ["ArchiveFormat", "PARQUET_SCHEMA", "detect_format", "read_archive", "write_jsonl", "write_parquet"]
+
+ArchiveFormat = Literal["auto", "jsonl", "parquet"]
+_COLUMNS = ("event_id", "ordering_key", "version", "occurred_at", "type", "payload")
+#: The Parquet layout of archived events.
+PARQUET_SCHEMA = pa.schema(
+    [
+        ("event_id", pa.string()),
+        ("ordering_key", pa.string()),
+        ("version", pa.int64()),
+        ("occurred_at", pa.int64()),
+        ("type", pa.string()),
+        ("payload", pa.string()),
+    ]
+)
+
+
+def detect_format(paths: Sequence[str]) -> Literal["jsonl", "parquet"]:
+    """``parquet`` when the first path is a Parquet file or a directory of them, else ``jsonl``."""
+    first = Path(paths[0])
+    if first.suffix == ".parquet" or (first.is_dir() and any(first.rglob("*.parquet"))):
+        return "parquet"
+    return "jsonl"
+
+
+def _from_parquet(row: Any) -> dict[str, Any]:
+    d = row.asDict()
+    payload = d.get("payload")
+    d["payload"] = json.loads(payload) if isinstance(payload, str) else payload
+    return d
+
+
+def read_archive(
+    spark: SparkSession, paths: Sequence[str], fmt: ArchiveFormat = "auto", partitions: int | None = None
+) -> RDD:
+    """An RDD of raw events (JSON text or decoded mappings) for ``parse_event``.
+
+    ``partitions`` repartitions the input (default: as the files split).
+    """
+    if not paths:
+        raise ValueError("no input paths")
+    kind = detect_format(paths) if fmt == "auto" else fmt
+    if kind == "parquet":
+        rdd = spark.read.parquet(*paths).select(*_COLUMNS).rdd.map(_from_parquet)
+    elif kind == "jsonl":
+        rdd = spark.read.text(list(paths)).rdd.map(lambda r: r[0]).filter(lambda line: bool(line.strip()))
+    else:
+        raise ValueError(f"unknown archive format {fmt!r}")
+    return rdd.repartition(partitions) if partitions else rdd
+
+
+def write_jsonl(events: Iterable[Event], path: str | Path) -> int:
+    """Write ``events`` as JSON lines (gzip when ``path`` ends in ``.gz``); returns the count."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    n = 0
+    with opener(path, "wb") as f:  # type: ignore[operator]
+        for e in events:
+            f.write(e.to_json() + b"\n")
+            n += 1
+    return n
+
+
+def write_parquet(events: Iterable[Event], path: str | Path) -> int:
+    """Write ``events`` as one Parquet file; returns the count."""
+    rows = [e.to_dict() for e in events]
+    for r in rows:
+        r["payload"] = json.dumps(r["payload"], separators=(",", ":"), sort_keys=True)
+    table = pa.Table.from_pylist(rows, schema=PARQUET_SCHEMA)
+    pq.write_table(table, str(path))
+    return len(rows)

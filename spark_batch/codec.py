@@ -1,0 +1,75 @@
+"""Rows and documents as plain records that Spark can carry (and Parquet can store).
+
+A store row becomes ``(table, pk, key, cells)``: ``pk`` is the canonical JSON
+of its partition key (rows of different tables with the same partition key
+share it, so they can be grouped), ``key`` the JSON of its whole primary key
+and ``cells`` the JSON of ``{column: [value, writetime]}``. Blob values are
+``{"$b64": ...}``. A document's content is compared by the digest of its
+canonical JSON (sorted keys, no spaces), which both sides compute the same way.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from framework.mutations import CellValue
+from stores.base import Row
+from stores.cells import Cell
+from stores.schema import TableSchema
+
+__all__ = [
+    "ROW_FIELDS",
+    "canonical_json",
+    "digest",
+    "row_to_record",
+    "record_to_row",
+    "partition_json",
+]
+
+#: Field names of a row record, in order.
+ROW_FIELDS = ("table", "pk", "key", "cells")
+
+
+def _plain(value: CellValue) -> Any:
+    if isinstance(value, bytes):
+        return {"$b64": base64.b64encode(value).decode("ascii")}
+    return value
+
+
+def _cell_value(raw: Any) -> CellValue:
+    if isinstance(raw, dict):
+        return base64.b64decode(raw["$b64"])
+    return raw  # type: ignore[no-any-return]
+
+
+def canonical_json(obj: Any) -> str:
+    """The canonical JSON text of ``obj`` (sorted keys, compact separators)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest(doc: Mapping[str, Any]) -> str:
+    """A content digest of a document (hex SHA-1 of its canonical JSON)."""
+    return hashlib.sha1(canonical_json(doc).encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+def partition_json(schema: TableSchema, key: Mapping[str, CellValue]) -> str:
+    """The canonical JSON of the partition-key part of ``key``."""
+    return canonical_json({c.name: _plain(key[c.name]) for c in schema.partition_key})
+
+
+def row_to_record(schema: TableSchema, row: Row) -> tuple[str, str, str, str]:
+    """``(table, pk, key, cells)`` of a row of ``schema``."""
+    key = canonical_json({name: _plain(v) for name, v in row.key.items()})
+    cells = canonical_json({name: [_plain(c.value), c.writetime] for name, c in row.cells.items()})
+    return schema.name, partition_json(schema, row.key), key, cells
+
+
+def record_to_row(key: str, cells: str) -> Row:
+    """The row a record's ``key`` and ``cells`` describe (live cells, no expiry)."""
+    k = {name: _cell_value(v) for name, v in json.loads(key).items()}
+    c = {name: Cell(_cell_value(v), int(wt)) for name, (v, wt) in json.loads(cells).items()}
+    return Row(k, c)

@@ -1,0 +1,212 @@
+"""Zero-downtime reindex: build ``{alias}-v(N+1)`` from the wide-column rows and swap the alias.
+
+1. Create the next generation (new mappings allowed) beside the one the alias
+   serves; the stream keeps writing through the alias into the old index.
+2. Build: every scan shard projects its hub rows and bulk-writes the documents
+   with their external versions into the new index.
+3. Catch-up: a convergence check of the store against the new index, then a
+   repair of what it finds. Rows changed since the build read them carry
+   *source* versions, not arrival times, so no version filter can find them:
+   the comparison can.
+4. Swap the alias atomically; from now on the stream writes into the new index.
+5. Catch-up again, now through the alias: this closes the window between the
+   first catch-up and the swap (a change whose index write went to the old
+   index is in the store before the swap, so this scan sees it). External
+   versions make the build, the catch-ups and the stream commute.
+
+The old index is kept for rollback (swap the alias back) unless ``drop_old``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import re
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from framework.sync import run_sync
+from spark_batch.convergence import check, repair
+from spark_batch.io import WriteOptions, bulk_batched, open_index
+from spark_batch.progress import JobProgress
+from spark_batch.projection import shard_documents
+from stores.base import IndexOp
+from stores.open import open_wide_store
+
+__all__ = ["ReindexReport", "reindex", "next_generation", "build_task"]
+
+_GENERATION = re.compile(r"-v([0-9]+)$")
+
+
+@dataclass
+class ReindexReport:
+    """What a reindex did: indices, documents written per phase, duration."""
+
+    alias: str
+    old_indices: list[str]
+    new_index: str
+    built: dict[str, int] = field(default_factory=dict)
+    catch_up: list[dict[str, Any]] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "alias": self.alias,
+            "old_indices": self.old_indices,
+            "new_index": self.new_index,
+            "built": self.built,
+            "catch_up": self.catch_up,
+            "dropped": self.dropped,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+async def next_generation(es_url: str, tombstones: str, alias: str) -> tuple[list[str], int]:
+    """The indices ``alias`` serves and the first unused generation above them."""
+    index = open_index(es_url, tombstones)
+    try:
+        current = await index.alias_indices(alias)
+        gens = [int(m.group(1)) for name in current if (m := _GENERATION.search(name))]
+        gen = max(gens, default=0) + 1
+        while await index.client.indices.exists(index=f"{alias}-v{gen}"):
+            gen += 1
+        return current, gen
+    finally:
+        await index.close()
+
+
+def build_task(
+    store_url: str,
+    es_url: str,
+    tombstones: str,
+    target: str,
+    shards: int,
+    opts: WriteOptions,
+    part: Iterable[int],
+) -> Iterator[tuple[str, int]]:
+    """Executor: project the hub rows of the given shards and bulk-write them into ``target``."""
+
+    async def run(shard: int) -> Counter[str]:
+        store = await open_wide_store(store_url)
+        index = open_index(es_url, tombstones)
+        try:
+            docs = shard_documents(store, shard, shards)
+            ops = (IndexOp(doc_id, version, doc) async for doc_id, doc, version in docs)
+            return await bulk_batched(index, target, ops, opts)
+        finally:
+            await index.close()
+            await store.close()
+
+    counts: Counter[str] = Counter()
+    for shard in part:
+        counts.update(asyncio.run(run(shard)))
+    yield from counts.items()
+
+
+async def _create(es_url: str, tombstones: str, alias: str, mappings: Mapping[str, Any], gen: int) -> str:
+    index = open_index(es_url, tombstones)
+    try:
+        return await index.ensure_index(alias, mappings, generation=gen)
+    finally:
+        await index.close()
+
+
+async def _swap(
+    es_url: str, tombstones: str, alias: str, new: str, drop: bool
+) -> tuple[list[str], list[str]]:
+    index = open_index(es_url, tombstones)
+    try:
+        left = await index.swap_alias(alias, new)
+        dropped = []
+        if drop:
+            for old in left:
+                await index.client.indices.delete(index=old)
+                dropped.append(old)
+        return dropped
+    finally:
+        await index.close()
+
+
+@dataclass(frozen=True)
+class _Sources:
+    """Where a reindex reads and writes, and how."""
+
+    store_url: str
+    es_url: str
+    tombstones: str
+    shards: int
+    opts: WriteOptions
+    progress: JobProgress | None
+
+
+def _catch_up(spark: SparkSession, src: _Sources, target: str, phase: str) -> dict[str, Any]:
+    """Check the store against ``target`` and repair what differs; the check's report."""
+    run = check(
+        spark,
+        alias=target,
+        store_url=src.store_url,
+        es_url=src.es_url,
+        tombstones=src.tombstones,
+        shards=src.shards,
+        slices=src.shards,
+        progress=src.progress,
+    )
+    try:
+        if not run.report.clean:
+            repair(
+                spark,
+                run,
+                store_url=src.store_url,
+                es_url=src.es_url,
+                tombstones=src.tombstones,
+                partitions=src.shards,
+                opts=src.opts,
+                progress=src.progress,
+            )
+    finally:
+        run.release()
+    return {"phase": phase, **run.report.to_dict()}
+
+
+def reindex(
+    spark: SparkSession,
+    *,
+    store_url: str,
+    es_url: str,
+    alias: str,
+    mappings: Mapping[str, Any],
+    tombstones: str = "native",
+    shards: int = 4,
+    drop_old: bool = False,
+    opts: WriteOptions | None = None,
+    progress: JobProgress | None = None,
+) -> ReindexReport:
+    """Rebuild the index behind ``alias`` from the store and swap the alias to it."""
+    started = time.monotonic()
+    opts = opts or WriteOptions()
+    old, gen = run_sync(next_generation(es_url, tombstones, alias))
+    if not old:
+        raise ValueError(f"alias {alias!r} does not exist: nothing to reindex (create it with ensure_index)")
+    new = run_sync(_create(es_url, tombstones, alias, mappings, gen))
+    report = ReindexReport(alias, old, new)
+    if progress is not None:
+        progress.phase(f"building {new}")
+    task = functools.partial(build_task, store_url, es_url, tombstones, new, shards, opts)
+    built: Counter[str] = Counter()
+    for outcome, n in spark.sparkContext.parallelize(range(shards), shards).mapPartitions(task).collect():
+        built[outcome] += n
+    report.built = dict(built)
+    src = _Sources(store_url, es_url, tombstones, shards, opts, progress)
+    report.catch_up.append(_catch_up(spark, src, new, "before swap"))
+    if progress is not None:
+        progress.phase(f"swapping {alias} -> {new}")
+    report.dropped = run_sync(_swap(es_url, tombstones, alias, new, drop_old))
+    report.catch_up.append(_catch_up(spark, src, alias, "after swap"))
+    report.seconds = time.monotonic() - started
+    return report

@@ -1,0 +1,72 @@
+"""The Spark session factory of the batch layer.
+
+The master comes from the argument, else ``CONVERGE_SPARK_MASTER``, else
+``local[2]``. Local masters get small-machine defaults (few shuffle
+partitions, no UI, no console progress bar: the jobs draw their own). The
+executors' Python is the driver's interpreter unless ``PYSPARK_PYTHON`` is
+set, and the project root is put on their ``PYTHONPATH`` so the functions
+shipped to them import the same modules (on a cluster, install the project on
+the executors instead).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+__all__ = ["spark_session", "default_master", "parallelism", "PROJECT_ROOT"]
+
+#: The directory holding the ``spark_batch`` package.
+PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
+
+_LOCAL_DEFAULTS: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "1g",
+    "spark.python.worker.reuse": "true",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def default_master() -> str:
+    """``CONVERGE_SPARK_MASTER`` or ``local[2]``."""
+    return os.environ.get("CONVERGE_SPARK_MASTER") or "local[2]"
+
+
+def _python_env() -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if PROJECT_ROOT not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([PROJECT_ROOT, *paths])
+
+
+def spark_session(
+    app_name: str = "converge", master: str | None = None, conf: Mapping[str, str] | None = None
+) -> SparkSession:
+    """A (possibly existing) session on ``master``; ``conf`` overrides the defaults."""
+    _python_env()
+    master = master or default_master()
+    builder = SparkSession.builder.appName(app_name).master(master)
+    settings = dict(_LOCAL_DEFAULTS) if master.startswith("local") else {}
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("CONVERGE_SPARK_LOG_LEVEL", "WARN"))
+    return spark
+
+
+def parallelism(spark: SparkSession, requested: int | None = None) -> int:
+    """``requested`` when given, else the default parallelism (scan shards, index slices)."""
+    if requested is not None:
+        if requested < 1:
+            raise ValueError(f"partitions must be positive, got {requested}")
+        return requested
+    return max(1, spark.sparkContext.defaultParallelism)
