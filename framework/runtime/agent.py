@@ -19,13 +19,17 @@ class KeyedAgent(abc.ABC):
     Subclasses set ``name`` and ``topic``, declare the ``tables`` they write,
     and implement ``handle``. ``handle`` must do no I/O: the same function runs
     in the stream and in Spark backfills. ``projected_tables`` names tables
-    whose changed rows are announced to the projection topic (for indexers).
+    whose changed rows are announced to the projection topic (for indexers);
+    ``delivery_consumer`` names this agent in the delivery ledger.
     """
 
     name: ClassVar[str]
     topic: ClassVar[str]
     tables: ClassVar[tuple[TableSchema, ...]] = ()
     projected_tables: ClassVar[tuple[str, ...]] = ()
+    #: When set, the runtime acknowledges each event for this consumer in the
+    #: delivery ledger once all of the event's writes are durable.
+    delivery_consumer: ClassVar[str | None] = None
 
     @abc.abstractmethod
     def handle(self, event: Event) -> Iterable[Mutation]:

@@ -52,7 +52,14 @@ class AgentRuntime:
         sinks: Sequence[Sink],
         parking: DeadLetterWAL,
         config: RuntimeConfig | None = None,
+        delivery: Any | None = None,
     ) -> None:
+        """``delivery`` (a ``framework.delivery.DeliveryLedger``) adds the ledger ack sink
+        after ``sinks`` when the agent declares ``delivery_consumer``."""
+        if delivery is not None:
+            from framework.delivery.acks import delivery_sinks
+
+            sinks = [*sinks, *delivery_sinks(agent, delivery)]
         self.app = app
         self.agent = agent
         self.config = config or RuntimeConfig()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import ClassVar
 
 import faust
 
@@ -18,7 +17,6 @@ from framework.app import AppSettings, create_app
 from framework.coordination.sqlite import SqliteCheckpointStore
 from framework.delivery.ack_agent import register_ack_agent
 from framework.delivery.ack_http import mount_on_faust
-from framework.delivery.acks import delivery_sinks
 from framework.delivery.kafka_io import RecordFetcher, RecordPublisher
 from framework.delivery.ledger import DeliveryLedger
 from framework.delivery.model import LedgerConfig
@@ -44,7 +42,7 @@ class ProbeAgent(KeyedAgent):
     name = "delivery_probe"
     topic = os.environ.get("DELIVERY_TOPIC", "delivery-probe")
     tables = (HUB,)
-    delivery_consumer: ClassVar[str] = "search"
+    delivery_consumer = "search"
 
     def handle(self, event: Event) -> Iterable[Mutation]:
         return [
@@ -64,7 +62,7 @@ def build() -> faust.App:
     ledger = DeliveryLedger(store, CONFIG)
     failed = DeadLetterWAL(settings.resolved_data_dir() / "dlq")
     agent = ProbeAgent()
-    AgentRuntime(app, agent, [WideColumnSink(store), *delivery_sinks(agent, ledger)], failed)
+    AgentRuntime(app, agent, [WideColumnSink(store)], failed, delivery=ledger)
     register_ack_agent(app, ledger, os.environ["DELIVERY_ACKS_TOPIC"], within=0.2, failed=failed)
     mount_on_faust(app, ledger, token=os.environ["DELIVERY_TOKEN"])
     broker = settings.resolved_broker()
