@@ -2,9 +2,10 @@
 
 Every engine call runs on one dedicated worker thread (a single writer), so
 concurrent coroutines never block the event loop and never interleave inside
-a transaction. Concurrent ``apply`` calls are group-committed: each is
-validated on its own first, then all that wait together share one durable
-transaction (one fsync), and each returns once that commit is on disk.
+a transaction. Concurrent ``apply`` calls are group-committed: all that wait
+together share one durable transaction (one fsync), and each returns once that
+commit is on disk. When one batch of a group is invalid, nothing of the group
+is written and each batch is applied on its own, so only the bad one fails.
 SQLite errors become ``TransientStoreError`` (locked, I/O) or
 ``PermanentStoreError``; schema and mutation errors pass through unchanged.
 """
@@ -21,7 +22,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from framework.mutations import CellValue, Mutation
+from framework.mutations import CellValue, Mutation, MutationError
 from stores.base import Row, WideColumnStore
 from stores.errors import PermanentStoreError, StoreError, TransientStoreError
 from stores.schema import TableSchema
@@ -96,7 +97,6 @@ class SqliteStore(WideColumnStore):
         batch = list(mutations)
         if self._closed:
             raise StoreError("the SQLite store is closed")
-        self._engine.check(batch)  # a bad batch fails alone, before it joins a group
         if not batch:
             return
         loop = asyncio.get_running_loop()
@@ -116,17 +116,27 @@ class SqliteStore(WideColumnStore):
             self._flush_queued = False
         if not group:
             return
-        error: BaseException | None = None
         try:
             self._engine.apply([m for batch, _, _ in group for m in batch])
-        except sqlite3.OperationalError as exc:
-            error = TransientStoreError(f"sqlite: {exc}")
-        except sqlite3.Error as exc:
-            error = PermanentStoreError(f"sqlite: {exc}")
+        except MutationError:
+            # a bad batch in the group (nothing was written): apply each on its own so it fails alone
+            for batch, fut, loop in group:
+                loop.call_soon_threadsafe(_settle, fut, self._apply_one(batch))
+            return
         except BaseException as exc:  # noqa: BLE001 - handed to every waiting caller
-            error = exc
+            error = _store_error(exc)
+            for _, fut, loop in group:
+                loop.call_soon_threadsafe(_settle, fut, error)
+            return
         for _, fut, loop in group:
-            loop.call_soon_threadsafe(_settle, fut, error)
+            loop.call_soon_threadsafe(_settle, fut, None)
+
+    def _apply_one(self, batch: list[Mutation]) -> BaseException | None:
+        try:
+            self._engine.apply(batch)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            return _store_error(exc)
+        return None
 
     async def read_row(self, table: str, key: Mapping[str, CellValue]) -> Row | None:
         return await self._call(self._engine.read_row, table, key)
@@ -177,6 +187,14 @@ class SqliteStore(WideColumnStore):
             await loop.run_in_executor(self._executor, self._engine.close)
         finally:
             self._executor.shutdown(wait=False)
+
+
+def _store_error(exc: BaseException) -> BaseException:
+    if isinstance(exc, sqlite3.OperationalError):
+        return TransientStoreError(f"sqlite: {exc}")
+    if isinstance(exc, sqlite3.Error):
+        return PermanentStoreError(f"sqlite: {exc}")
+    return exc
 
 
 def _settle(fut: asyncio.Future[None], error: BaseException | None) -> None:

@@ -181,13 +181,6 @@ class SqliteEngine:
                 for (table, pk, ck), plan in plans.items():
                     self._write_row(table, pk, ck, plan)
 
-    def check(self, mutations: Sequence[Mutation]) -> None:
-        """Validate mutations against the declared schemas without writing (raises SchemaError).
-
-        Reads only the schemas, so it does not wait for a running transaction.
-        """
-        self._plan(mutations, now=0)
-
     def _plan(
         self, mutations: Sequence[Mutation], now: int | None = None
     ) -> dict[tuple[str, bytes, bytes], _RowPlan]:
