@@ -210,7 +210,7 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--live-max", type=int, default=100_000, help="largest size also checked live")
     ap.add_argument("--es-url", default=None, help="Elasticsearch URL (default: start noida-db)")
-    ap.add_argument("--shards", type=int, default=4)
+    ap.add_argument("--shards", type=int, default=4, help="store shards and index slices (default 4)")
     ap.add_argument("--master", default=None)
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="append results as JSON lines")
@@ -227,6 +227,8 @@ def main() -> None:
 
             stack = LocalStack(work / "stack")
             es_url = stack.start().es_url
+        rows, docs = write_parquet_inputs(spark, 5_000, work, args.shards)  # warm-up: JVM, Python workers
+        measure(spark, 5_000, "warm-up", args.shards, store_parquet=rows, index_parquet=docs)
         for n in args.sizes:
             rows, docs = write_parquet_inputs(spark, n, work, args.shards)
             results.append(measure(spark, n, "parquet", args.shards, store_parquet=rows, index_parquet=docs))

@@ -5,7 +5,8 @@ agent of its topic, maps it with the agent's pure ``handle`` and applies the
 mutations with their versions through the store adapter (batches, bounded
 concurrency, transient errors retried). Because every write is versioned, a
 backfill converges to the same state in any split and order, while the stream
-is live, and a re-run changes nothing; a Spark task retry is therefore safe.
+is live, and a re-run changes nothing; a Spark task retry (or a recomputed
+partition of the cached task output) therefore only repeats writes.
 
 Writes go through ``io.apply_batched`` with one event's mutations as a unit:
 a batch that fails permanently is applied again event by event, so one bad

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -136,22 +138,25 @@ def _reindex(args: argparse.Namespace) -> int:
     mappings = json.loads(Path(args.mappings).read_text()) if args.mappings else INDEX_MAPPINGS
     spark = _setup(args, "reindex")
     with JobProgress(spark.sparkContext, "reindex") as progress:
-        report = reindex(
-            spark,
-            store_url=absolute_store_url(args.store),
-            es_url=args.es_url,
-            alias=args.alias,
-            mappings=mappings,
-            tombstones=args.tombstones,
-            shards=parallelism(spark, args.shards),
-            drop_old=args.drop_old,
-            opts=_opts(args),
-            progress=progress,
-        )
+        try:
+            report = reindex(
+                spark,
+                store_url=absolute_store_url(args.store),
+                es_url=args.es_url,
+                alias=args.alias,
+                mappings=mappings,
+                tombstones=args.tombstones,
+                shards=parallelism(spark, args.shards),
+                drop_old=args.drop_old,
+                opts=_opts(args),
+                progress=progress,
+            )
+        except ValueError as exc:  # no alias to reindex
+            raise SystemExit(f"converge spark reindex: {exc}") from None
     print_reindex(console(), report)
     if args.report:
         write_json(args.report, report.to_dict())
-    return 0 if report.catch_up[-1]["clean"] else 1
+    return 0
 
 
 def _common() -> argparse.ArgumentParser:
@@ -175,6 +180,21 @@ def _common() -> argparse.ArgumentParser:
     return p
 
 
+def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``fn`` with store failures (unreachable index or store) as a one-line exit message."""
+
+    @functools.wraps(fn)
+    def run(args: argparse.Namespace) -> int:
+        from stores.errors import StoreError
+
+        try:
+            return fn(args)
+        except StoreError as exc:
+            raise SystemExit(f"converge spark {args.spark_command}: {exc}") from None
+
+    return run
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``spark`` command group to the ``converge`` subparsers."""
     common = _common()
@@ -194,7 +214,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--agents", default="agents:reference_agents", help="MODULE:FACTORY of the agents")
     p.add_argument("--router", default="agents.event_types:topic_of", help="MODULE:FUNC event type -> topic")
     p.add_argument("--project", action="store_true", help="then project the touched rows into --es-url")
-    p.set_defaults(func=_backfill)
+    p.set_defaults(func=_guarded(_backfill))
 
     p = cmds.add_parser("check", parents=[common], help="compare rows with their index documents")
     p.add_argument("--store", default=os.environ.get(_ENV_STORE), help=store_help)
@@ -206,7 +226,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--sample", type=int, default=10, help="sample keys per category (default 10)")
     p.add_argument("--keys-out", default=None, help="write every divergent key to this Parquet directory")
     p.add_argument("--repair", action="store_true", help="re-project divergent rows, then check again")
-    p.set_defaults(func=_check)
+    p.set_defaults(func=_guarded(_check))
 
     p = cmds.add_parser("reindex", parents=[common], help="build the next index generation, swap the alias")
     p.add_argument(
@@ -217,4 +237,4 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--shards", type=int, default=None, help="store scan shards (default: parallelism)")
     p.add_argument("--drop-old", action="store_true", help="delete the old index after the swap")
-    p.set_defaults(func=_reindex)
+    p.set_defaults(func=_guarded(_reindex))
