@@ -2,7 +2,8 @@
 
 (a) raw aiokafka consume + JSON decode; (b1) a plain Faust agent, no writes;
 (b2) a naive Faust agent awaiting each store write in turn; (c) the
-KeyedAgent runtime. The sink is the embedded SQLite store with an injected
+KeyedAgent runtime; (c0) the runtime with a no-op sink, to separate its own
+cost from the store's. The sink is the embedded SQLite store with an injected
 latency per write (0 ms and 2 ms by default).
 
     python -m benchmarks.agent_throughput --events 20000 --keys 1000 --latency-ms 0 2
@@ -55,11 +56,14 @@ async def raw_consume(bootstrap: str, topic: str, n: int) -> float:
         await consumer.stop()
 
 
-def faust_variant(variant: str, broker: str, topic: str, n: int, latency_ms: float, work: Path) -> float:
+def faust_variant(
+    variant: str, broker: str, topic: str, n: int, latency_ms: float, work: Path, noop: bool = False
+) -> float:
     group = f"bench-{variant}-{uuid.uuid4().hex[:6]}"
     data = work / group
     env = {"BENCH_VARIANT": variant, "BENCH_GROUP": group, "BENCH_TOPIC": topic,
-           "BENCH_EVENTS": str(n), "BENCH_LATENCY_MS": str(latency_ms)}  # fmt: skip
+           "BENCH_EVENTS": str(n), "BENCH_LATENCY_MS": str(latency_ms),
+           "BENCH_NOOP_SINK": "1" if noop else "0"}  # fmt: skip
     proc = start_worker("benchmarks.bench_apps:build", data, broker, env)
     result = data / "bench-result.json"
     deadline = time.monotonic() + 900
@@ -90,6 +94,8 @@ def main() -> None:
         print(f"{args.events} events over {args.keys} keys, 4 partitions, one worker per variant")
         raw = asyncio.run(raw_consume(stack.info.kafka_bootstrap, topic, args.events))
         print(f"(a)  raw aiokafka + JSON decode      {raw:10.0f} ev/s")
+        c0 = faust_variant("keyed", broker, topic, args.events, 0, Path(tmp), noop=True)
+        print(f"(c0) KeyedAgent runtime, no-op sink  {c0:10.0f} ev/s   (the runtime without the store)")
         for latency in args.latency_ms:
             b1 = faust_variant("plain", broker, topic, args.events, latency, Path(tmp))
             b2 = faust_variant("naive", broker, topic, args.events, latency, Path(tmp))

@@ -25,6 +25,7 @@ from framework.mutations import Mutation, Upsert
 from framework.parking import DeadLetterWAL
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.binding import AgentRuntime, RuntimeConfig
+from framework.runtime.scheduler import SchedulerConfig
 from framework.runtime.sinks import WideColumnSink
 from stores.schema import Column, TableSchema
 from stores.sqlite import SqliteStore
@@ -65,11 +66,13 @@ class LatencyStoreSink(WideColumnSink):
     def __init__(self, store: SqliteStore, latency_s: float, meter: Meter | None = None) -> None:
         super().__init__(store)
         self.latency_s, self.meter = latency_s, meter
+        self.noop = os.environ.get("BENCH_NOOP_SINK") == "1"  # isolates the runtime from the store
 
     async def write(self, event: Event, mutations: Sequence[Mutation]) -> None:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
-        await super().write(event, mutations)
+        if not self.noop:
+            await super().write(event, mutations)
         if self.meter is not None:
             self.meter.tick()
 
@@ -86,7 +89,9 @@ def build() -> faust.App:
     agent = BenchAgent()
     if variant == "keyed":
         sinks = [LatencyStoreSink(store, latency, meter)]
-        AgentRuntime(app, agent, sinks, DeadLetterWAL(data / "dlq"), RuntimeConfig())
+        scheduler = SchedulerConfig(max_concurrency=int(os.environ.get("BENCH_CONCURRENCY", "64")))
+        config = RuntimeConfig(max_batch=int(os.environ.get("BENCH_MAX_BATCH", "500")), scheduler=scheduler)
+        AgentRuntime(app, agent, sinks, DeadLetterWAL(data / "dlq"), config)
         return app
     topic = app.topic(agent.topic, key_type=bytes, value_type=bytes, key_serializer="raw",
                       value_serializer="raw")  # fmt: skip
