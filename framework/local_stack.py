@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
-__all__ = ["LocalStack", "LocalStackError", "StackInfo", "free_port", "default_binary"]
+__all__ = ["LocalStack", "LocalStackError", "StackInfo", "free_port", "default_binary", "die_with_parent"]
 
 _PR_SET_PDEATHSIG = 1
 _STATE_FILE = "converge-stack.json"
@@ -73,7 +73,8 @@ def _port_free(host: str, port: int) -> bool:
         return True
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+def die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """Child ``preexec_fn``: own session, and SIGINT from the kernel when the parent dies."""
     os.setsid()
     with contextlib.suppress(Exception):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -144,7 +145,7 @@ class LocalStack:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=os.setsid if self.detach else _die_with_parent,  # noqa: PLW1509
+                preexec_fn=os.setsid if self.detach else die_with_parent,  # noqa: PLW1509
                 close_fds=True,
             )
         self.info = StackInfo(self._proc.pid, self.host, kafka_port, es_port, str(self.data_dir))

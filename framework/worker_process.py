@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from framework.local_stack import die_with_parent
+
 
 def start_worker(
     app: str, data_dir: Path, broker: str, env: dict[str, str] | None = None
@@ -22,7 +24,7 @@ def start_worker(
         env=full_env,
         stdout=log,
         stderr=subprocess.STDOUT,
-        start_new_session=True,
+        preexec_fn=die_with_parent,  # noqa: PLW1509 - no orphan worker when the caller dies
     )
 
 
