@@ -5,7 +5,9 @@
 - ``keyed``: the KeyedAgent runtime with the same mapping and store (c).
 
 Each writes ``bench-result.json`` (first and last event times) to its data dir
-once BENCH_EVENTS events are done.
+once BENCH_EVENTS events are done. For diagnosis, BENCH_NOOP_SINK=1 skips the
+store write, and BENCH_CONCURRENCY, BENCH_MAX_BATCH and BENCH_MAX_PENDING set
+the runtime's bounds.
 """
 
 from __future__ import annotations
@@ -89,7 +91,10 @@ def build() -> faust.App:
     agent = BenchAgent()
     if variant == "keyed":
         sinks = [LatencyStoreSink(store, latency, meter)]
-        scheduler = SchedulerConfig(max_concurrency=int(os.environ.get("BENCH_CONCURRENCY", "64")))
+        scheduler = SchedulerConfig(
+            max_concurrency=int(os.environ.get("BENCH_CONCURRENCY", "64")),
+            max_pending_per_partition=int(os.environ.get("BENCH_MAX_PENDING", "2000")),
+        )
         config = RuntimeConfig(max_batch=int(os.environ.get("BENCH_MAX_BATCH", "500")), scheduler=scheduler)
         AgentRuntime(app, agent, sinks, DeadLetterWAL(data / "dlq"), config)
         return app
