@@ -25,5 +25,8 @@ def load_app(spec: str) -> faust.App:
 def run_worker(app: faust.App, loglevel: str = "warning") -> NoReturn:
     """Run ``app`` until SIGINT/SIGTERM or a crash; exits the process with the worker's code."""
     worker = faust.Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
+    # Faust's terminal spinner sets the root logger to DEBUG (so every debug call in aiokafka
+    # builds a record); a worker writes to a log, not a terminal.
+    worker.spinner = None
     worker.execute_from_commandline()
     raise SystemExit(0)  # pragma: no cover - execute_from_commandline exits
