@@ -60,6 +60,7 @@ def _backfill(args: argparse.Namespace) -> int:
             tombstones=args.tombstones,
             opts=_opts(args),
             progress=progress,
+            dlq_root=args.dlq_root,
         )
     print_backfill(console(), report)
     if args.report:
@@ -214,6 +215,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--agents", default="agents:reference_agents", help="MODULE:FACTORY of the agents")
     p.add_argument("--router", default="agents.event_types:topic_of", help="MODULE:FUNC event type -> topic")
     p.add_argument("--project", action="store_true", help="then project the touched rows into --es-url")
+    p.add_argument(
+        "--dlq-root",
+        type=Path,
+        default=Path(os.environ.get("CONVERGE_DLQ_ROOT", ".converge/dlq")),
+        help="dead-letter WAL for rejected events (env CONVERGE_DLQ_ROOT, default .converge/dlq)",
+    )
     p.set_defaults(func=_guarded(_backfill))
 
     p = cmds.add_parser("check", parents=[common], help="compare rows with their index documents")

@@ -40,6 +40,8 @@ def print_backfill(con: Console, r: BackfillReport) -> None:
     con.print(t)
     rate = r.events / r.seconds if r.seconds else 0.0
     con.print(f"events read {r.events:,}, applied {r.applied:,} in {r.seconds:.1f} s ({rate:,.0f} events/s)")
+    if r.parked:
+        con.print(f"[red]{r.parked:,} rejected events parked in the dead-letter WAL[/] (converge dlq list)")
     if r.projected is not None:
         con.print("projected: " + ", ".join(f"{k} {v:,}" for k, v in sorted(r.projected.items())))
     for s in r.samples[:10]:

@@ -19,6 +19,7 @@ from examples.activity_platform.history import History
 from examples.activity_platform.oracle import Expected, compare_documents, compare_rows
 from framework.cli import main
 from framework.local_stack import StackInfo
+from framework.parking import ParkingStore
 from spark_batch.archive import write_jsonl, write_parquet
 from spark_batch.backfill import backfill
 from tests.spark.support import (
@@ -158,7 +159,20 @@ def test_cli_backfill_reports_counts_and_exits_1_on_rejects(
     assert main([*args, "--report", str(tmp_path / "ok.json")]) == 0
     report = json.loads((tmp_path / "ok.json").read_text())
     assert report["events"] == report["applied"] == 200 and report["rejected"] == {}
-    (tmp_path / "bad.jsonl").write_text("{}\n")
+    good = events[0].to_json().decode()
+    bad_payload = json.loads(good)
+    bad_payload["payload"] = {"unexpected": 1}
+    lines = ["{}", "not json", json.dumps(bad_payload)]
+    (tmp_path / "bad.jsonl").write_text("\n".join([*lines, good]) + "\n")
+    dlq = tmp_path / "dlq"
     bad = ["spark", "backfill", str(tmp_path / "bad.jsonl"), "--store", url, "--quiet"]
+    bad += ["--dlq-root", str(dlq)]
     assert main([*bad, "--report", str(tmp_path / "bad.json")]) == 1
-    assert json.loads((tmp_path / "bad.json").read_text())["rejected"] == {"-": {"EventError": 1}}
+    bad_report = json.loads((tmp_path / "bad.json").read_text())
+    assert bad_report["rejected"]["-"] == {"EventError": 2} and bad_report["parked"] == 3
+    # rejected events are parked with their exact text, never dropped
+    parked = [e.record for e in ParkingStore(dlq).ordered()]
+    assert sorted(r.value.decode() for r in parked) == sorted(lines)  # type: ignore[union-attr]
+    assert {(r.stage, r.error_class) for r in parked if r.value == b"{}"} == {("parse", "EventError")}
+    (mapped,) = [r for r in parked if r.stage == "map"]
+    assert mapped.pipeline.startswith("backfill:") and mapped.key == events[0].ordering_key.encode()
