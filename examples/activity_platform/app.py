@@ -37,6 +37,7 @@ async def _open_stores(settings: AppSettings) -> tuple[WideColumnStore, Elastics
     index = ElasticsearchIndex.from_url(es_url, tombstones=tombstones)  # type: ignore[arg-type]
     await index.ensure_index(INDEX_ALIAS, INDEX_MAPPINGS)
     await index.close()
+    # a fresh client for the worker: this one belonged to run_sync's short-lived loop
     return store, ElasticsearchIndex.from_url(es_url, tombstones=tombstones)  # type: ignore[arg-type]
 
 

@@ -106,6 +106,14 @@ def _names() -> dict[str, str]:
     return {HUB: unique("conv_hub"), LOG: unique("conv_log")}
 
 
+def _check(cql_server: CqlServer, cql_session: Any, check: Any, case: Case) -> None:
+    """Run one property check through the server, restoring its clock afterwards."""
+    try:
+        asyncio.run(check(_factory(cql_server, cql_session), case, _names()))
+    finally:
+        cql_server.clock = time.time
+
+
 _SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -114,10 +122,7 @@ _SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check
 def test_any_delivery_of_a_history_converges_to_the_oracle(
     cql_server: CqlServer, cql_session: Any, case: Case
 ) -> None:
-    try:
-        asyncio.run(check_history(_factory(cql_server, cql_session), case, _names()))
-    finally:
-        cql_server.clock = time.time
+    _check(cql_server, cql_session, check_history, case)
 
 
 @_SETTINGS
@@ -125,10 +130,7 @@ def test_any_delivery_of_a_history_converges_to_the_oracle(
 def test_current_state_of_a_shuffled_log_matches_the_oracle(
     cql_server: CqlServer, cql_session: Any, case: Case
 ) -> None:
-    try:
-        asyncio.run(check_current_state(_factory(cql_server, cql_session), case, _names()))
-    finally:
-        cql_server.clock = time.time
+    _check(cql_server, cql_session, check_current_state, case)
 
 
 @_SETTINGS
@@ -137,7 +139,4 @@ def test_any_delivery_of_one_row_history_converges_to_the_oracle(
     cql_server: CqlServer, cql_session: Any, case: Case
 ) -> None:
     """All writes on one row: ties, tombstones and batch splits collide as often as possible."""
-    try:
-        asyncio.run(check_history(_factory(cql_server, cql_session), case, _names()))
-    finally:
-        cql_server.clock = time.time
+    _check(cql_server, cql_session, check_history, case)
