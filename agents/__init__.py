@@ -6,9 +6,9 @@ from agents.activities import ActivitiesAgent
 from agents.engagement import EngagementAgent, current_engagement
 from agents.event_types import TOPIC_ACTIVITIES, TOPIC_ENGAGEMENT, TOPIC_INSIGHTS
 from agents.insights import InsightsAgent
-from agents.projection import INDEX_ALIAS, INDEX_MAPPINGS, project
+from agents.projection import INDEX_ALIAS, INDEX_MAPPINGS, ActivityProjection
 from agents.schemas import TABLES
-from framework.runtime.agent import KeyedAgent
+from framework import KeyedAgent
 
 __all__ = [
     "ActivitiesAgent",
@@ -22,7 +22,7 @@ __all__ = [
     "TOPIC_INSIGHTS",
     "INDEX_ALIAS",
     "INDEX_MAPPINGS",
-    "project",
+    "ActivityProjection",
     "current_engagement",
 ]
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from agents.event_types import TOPIC_ACTIVITIES, validate
+from agents.event_types import TOPIC_ACTIVITIES, types_of, validate
 from agents.schemas import ACTIVITY_HUB, join_addresses
-from framework.events import Event
-from framework.mutations import CellValue, Delete, Mutation, Upsert
-from framework.runtime.agent import KeyedAgent
-from stores.schema import TableSchema
+from framework import KeyedAgent
+from framework.core.events import Event
+from framework.core.mutations import CellValue, Delete, Mutation, Upsert
+from framework.core.schema import TableSchema
 
 __all__ = ["ActivitiesAgent"]
 
@@ -37,8 +37,8 @@ class ActivitiesAgent(KeyedAgent):
 
     name: ClassVar[str] = "activities"
     topic: ClassVar[str] = TOPIC_ACTIVITIES
+    event_types: ClassVar[tuple[str, ...]] = types_of(TOPIC_ACTIVITIES)
     tables: ClassVar[tuple[TableSchema, ...]] = (ACTIVITY_HUB,)
-    projected_tables: ClassVar[tuple[str, ...]] = (ACTIVITY_HUB.name,)
 
     def handle(self, event: Event) -> Iterable[Mutation]:
         valid = validate(event, self.topic)

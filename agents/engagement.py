@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar, NamedTuple
 
-from agents.event_types import ENGAGEMENT_STATES, TOPIC_ENGAGEMENT, validate
+from agents.event_types import ENGAGEMENT_STATES, TOPIC_ENGAGEMENT, types_of, validate
 from agents.schemas import ENGAGEMENT_LOG
-from framework.events import Event
-from framework.mutations import LogState, Mutation
-from framework.runtime.agent import KeyedAgent
-from framework.state_log import current_state
-from stores.base import Row
-from stores.schema import TableSchema
+from framework import KeyedAgent
+from framework.core.events import Event
+from framework.core.mutations import LogState, Mutation
+from framework.core.rows import Row
+from framework.core.schema import TableSchema
+from framework.core.state_log import current_state
 
 __all__ = ["EngagementAgent", "Engagement", "ENGAGEMENT_PRECEDENCE", "current_engagement"]
 
@@ -33,8 +33,8 @@ class EngagementAgent(KeyedAgent):
 
     name: ClassVar[str] = "engagement"
     topic: ClassVar[str] = TOPIC_ENGAGEMENT
+    event_types: ClassVar[tuple[str, ...]] = types_of(TOPIC_ENGAGEMENT)
     tables: ClassVar[tuple[TableSchema, ...]] = (ENGAGEMENT_LOG,)
-    projected_tables: ClassVar[tuple[str, ...]] = (ENGAGEMENT_LOG.name,)
 
     def handle(self, event: Event) -> Iterable[Mutation]:
         valid = validate(event, self.topic)
@@ -61,7 +61,7 @@ class Engagement(NamedTuple):
 def current_engagement(log: Iterable[Row]) -> Engagement | None:
     """The current state of one hub row's engagement log rows; None for an empty log.
 
-    The state is ``framework.state_log.current_state`` under the engagement
+    The state is ``framework.core.state_log.current_state`` under the engagement
     precedence; the version is the highest write time of any live log row.
     """
     rows = list(log)

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.identity import ActivityRef
-from framework.events import Event, EventError
-from framework.mutations import MAX_VERSION
+from framework.core.events import Event, EventError
+from framework.core.mutations import MAX_VERSION
 
 __all__ = [
     "TOPIC_ACTIVITIES",
@@ -25,6 +25,7 @@ __all__ = [
     "ENGAGEMENT_STATES",
     "SENTIMENTS",
     "SPECS",
+    "types_of",
     "EventSpec",
     "PayloadError",
     "Validated",
@@ -159,6 +160,11 @@ def _specs() -> dict[str, EventSpec]:
 
 #: Every event type of the platform, by name.
 SPECS: Mapping[str, EventSpec] = _specs()
+
+
+def types_of(topic: str) -> tuple[str, ...]:
+    """The event types published on ``topic``."""
+    return tuple(t for t, spec in SPECS.items() if spec.topic == topic)
 
 
 def topic_of(event_type: str) -> str:

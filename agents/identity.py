@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from framework.keys import natural_key
+from framework.core.keys import natural_key
 
 __all__ = ["HUB_NAMESPACE", "ActivityRef", "hub_id", "ordering_key"]
 

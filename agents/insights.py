@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from agents.event_types import TOPIC_INSIGHTS, validate
+from agents.event_types import TOPIC_INSIGHTS, types_of, validate
 from agents.schemas import ACTIVITY_HUB, join_addresses
-from framework.events import Event
-from framework.mutations import CellValue, Mutation, Upsert
-from framework.runtime.agent import KeyedAgent
-from stores.schema import TableSchema
+from framework import KeyedAgent
+from framework.core.events import Event
+from framework.core.mutations import CellValue, Mutation, Upsert
+from framework.core.schema import TableSchema
 
 __all__ = ["InsightsAgent"]
 
@@ -27,8 +27,8 @@ class InsightsAgent(KeyedAgent):
 
     name: ClassVar[str] = "insights"
     topic: ClassVar[str] = TOPIC_INSIGHTS
+    event_types: ClassVar[tuple[str, ...]] = types_of(TOPIC_INSIGHTS)
     tables: ClassVar[tuple[TableSchema, ...]] = (ACTIVITY_HUB,)
-    projected_tables: ClassVar[tuple[str, ...]] = (ACTIVITY_HUB.name,)
 
     def handle(self, event: Event) -> Iterable[Mutation]:
         valid = validate(event, self.topic)

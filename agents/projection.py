@@ -1,27 +1,26 @@
-"""The search projection of a hub row: the whole document the indexer writes.
+"""The search projection of the activity platform: one document per hub row.
 
 The document is built from the *merged* hub row (never from one event), plus
-the current engagement state derived from the row's engagement log. Its
-external version is the highest write time that contributed to it: the row's
-highest live cell write time and, when engagement is included, the log's
-highest write time. Every later read of the same row therefore yields a
-version at least as high, so ``version_type=external_gte`` accepts it.
+the current engagement state derived from the row's engagement log; both
+tables are partitioned by ``hub_id``. The framework writes it at the
+partition's version mark (see ``framework.Projection``).
 
 Only live cells appear (absent fields are omitted, never null). A row with
 live cells but no main record (insights that arrived first, or survived a
 cancellation) is indexed with ``has_record: false``; timelines filter on it.
-A hub row with no live cell has no document: the indexer deletes it.
+A hub row with no live cell has no document, whatever its log holds.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
-from agents.engagement import Engagement
-from agents.schemas import split_addresses
-from stores.base import Row
+from agents.engagement import current_engagement
+from agents.schemas import ACTIVITY_HUB, ENGAGEMENT_LOG, split_addresses
+from framework import Projection, Row, TableSchema
 
-__all__ = ["INDEX_ALIAS", "INDEX_MAPPINGS", "project"]
+__all__ = ["INDEX_ALIAS", "INDEX_MAPPINGS", "ActivityProjection"]
 
 #: Alias the activity documents are indexed under.
 INDEX_ALIAS = "activities"
@@ -54,24 +53,25 @@ INDEX_MAPPINGS: dict[str, Any] = {
 _LISTS = ("participants", "shared_with")
 
 
-def project(row: Row, engagement: Engagement | None = None) -> tuple[str, dict[str, Any], int]:
-    """``(doc_id, document, version)`` of a live hub row and its current engagement.
+class ActivityProjection(Projection):
+    """Hub row + current engagement -> the activity document, id ``hub_id``."""
 
-    ``engagement`` is ``agents.engagement.current_engagement`` of the row's
-    log (None when the log is empty). Raises ValueError for a row without
-    live cells, which has no document.
-    """
-    if not row.cells:
-        raise ValueError("project: a row without live cells has no document (delete it)")
-    hub = str(row.key["hub_id"])
-    doc: dict[str, Any] = {"hub_id": hub}
-    for name, cell in sorted(row.cells.items()):
-        if cell.value is None:
-            continue
-        doc[name] = split_addresses(cell.value) if name in _LISTS else cell.value  # type: ignore[arg-type]
-    doc["has_record"] = "kind" in doc
-    version = row.version
-    if engagement is not None:
-        doc["engagement_state"] = engagement.state
-        version = max(version, engagement.version)
-    return hub, doc, version
+    name: ClassVar[str] = "activities"
+    alias: ClassVar[str] = INDEX_ALIAS
+    mappings: ClassVar[Mapping[str, Any]] = INDEX_MAPPINGS
+    tables: ClassVar[tuple[TableSchema, ...]] = (ACTIVITY_HUB, ENGAGEMENT_LOG)
+
+    def build(self, key: Mapping[str, Any], rows: Mapping[str, Sequence[Row]]) -> dict[str, Any] | None:
+        hub = [r for r in rows[ACTIVITY_HUB.name] if r.cells]
+        if not hub:
+            return None
+        doc: dict[str, Any] = {"hub_id": str(key["hub_id"])}
+        for name, cell in sorted(hub[0].cells.items()):
+            if cell.value is None:
+                continue
+            doc[name] = split_addresses(cell.value) if name in _LISTS else cell.value  # type: ignore[arg-type]
+        doc["has_record"] = "kind" in doc
+        engagement = current_engagement(rows[ENGAGEMENT_LOG.name])
+        if engagement is not None:
+            doc["engagement_state"] = engagement.state
+        return doc

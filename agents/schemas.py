@@ -8,7 +8,7 @@ state log of recipient engagement, one partition per hub row.
 
 from __future__ import annotations
 
-from stores.schema import Column, TableSchema, state_log_schema
+from framework.core.schema import Column, TableSchema, state_log_schema
 
 __all__ = [
     "ACTIVITY_HUB",

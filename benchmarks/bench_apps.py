@@ -22,15 +22,15 @@ from pathlib import Path
 import faust
 
 from framework.app import AppSettings, create_app
-from framework.events import Event, parse_event
-from framework.mutations import Mutation, Upsert
+from framework.core.events import Event, parse_event
+from framework.core.mutations import Mutation, Upsert
+from framework.core.schema import Column, TableSchema
 from framework.parking import DeadLetterWAL
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.binding import AgentRuntime, RuntimeConfig
 from framework.runtime.scheduler import SchedulerConfig
 from framework.runtime.sinks import WideColumnSink
-from stores.schema import Column, TableSchema
-from stores.sqlite import SqliteStore
+from stores.sqlite.store import SqliteStore
 
 BENCH_TABLE = TableSchema(
     "bench", partition_key=(Column("k", "text"),), columns=(Column("n", "bigint"), Column("body", "text"))

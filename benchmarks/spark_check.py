@@ -29,16 +29,16 @@ from typing import Any
 
 from agents import INDEX_MAPPINGS, TABLES
 from agents.schemas import ACTIVITY_HUB, ENGAGEMENT_LOG
-from framework.mutations import LogState, Mutation, Upsert
+from framework.core.cells import Cell
+from framework.core.mutations import LogState, Mutation, Upsert
+from framework.core.rows import Row
 from spark_batch.codec import canonical_json, row_to_record
 from spark_batch.convergence import check
 from spark_batch.io import DOC_SCHEMA, ROW_SCHEMA, WriteOptions, open_index
 from spark_batch.projection import document
 from spark_batch.reindex import build_task
 from spark_batch.session import spark_session
-from stores.base import Row
-from stores.cells import Cell
-from stores.sqlite_engine import SqliteEngine
+from stores.sqlite.engine import SqliteEngine
 
 BASE = 1_700_000_000_000_000
 STATES = ("sent", "opened", "clicked")

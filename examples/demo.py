@@ -24,9 +24,8 @@ from rich.progress import Progress
 from rich.table import Table
 
 from agents import INDEX_ALIAS, TOPIC_ACTIVITIES, TOPIC_ENGAGEMENT, TOPIC_INSIGHTS, current_engagement
-from agents.indexer import TOPIC_CHANGES
 from agents.schemas import ACTIVITY_HUB, ENGAGEMENT_LOG
-from examples.activity_platform.app import APP_ID
+from examples.activity_platform.app import app
 from examples.activity_platform.generator import generate_history
 from examples.activity_platform.history import History
 from examples.activity_platform.oracle import (
@@ -42,13 +41,14 @@ from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack
 from framework.parking import ParkingStore
 from framework.worker_process import start_worker, stop_worker
-from stores.elasticsearch import ElasticsearchIndex
+from stores.elasticsearch.index import ElasticsearchIndex
 from stores.open import open_wide_store
 
 __all__ = ["run_demo", "DemoResult", "check_convergence"]
 
 INPUT_TOPICS = (TOPIC_ACTIVITIES, TOPIC_ENGAGEMENT, TOPIC_INSIGHTS)
 PARTITIONS = 4
+APP_ID = app.name
 
 
 @dataclass
@@ -137,10 +137,12 @@ def run_demo(
         history = generate_history(seed, events)
         result.events, result.distinct = len(history.events), history.stats.distinct
         result.duplicates_absorbed = history.stats.duplicates + history.stats.replayed
-        asyncio.run(ensure_topics(broker, {t: PARTITIONS for t in (*INPUT_TOPICS, TOPIC_CHANGES)}))
+        topics = tuple(app.topics())
+        asyncio.run(ensure_topics(broker, {t: PARTITIONS for t in topics}))
         env = {"CONVERGE_WIDE_STORE": store_url, "CONVERGE_ES_URL": stack.info.es_url,
-               "CONVERGE_ES_TOMBSTONES": "document", "CONVERGE_APP_ID": APP_ID}  # fmt: skip
-        worker = start_worker("examples.activity_platform.app:build", work / "worker", broker, env)
+               "CONVERGE_ES_TOMBSTONES": "document", "CONVERGE_APP_ID": APP_ID,
+               "CONVERGE_PARTITIONS": str(PARTITIONS)}  # fmt: skip
+        worker = start_worker("examples.activity_platform.app:app", work / "worker", broker, env)
         try:
             started = time.perf_counter()
             by_topic = history.by_topic()
@@ -152,8 +154,8 @@ def run_demo(
                         records = [(e.ordering_key.encode(), e.to_json()) for e in chunk]
                         asyncio.run(produce(broker, topic, records))
                         progress.advance(task, len(chunk))
-                drain = progress.add_task("draining", total=len(INPUT_TOPICS) + 1)
-                for topic in (*INPUT_TOPICS, TOPIC_CHANGES):
+                drain = progress.add_task("draining", total=len(topics))
+                for topic in topics:
                     if not asyncio.run(wait_drained(broker, APP_ID, topic, drain_timeout)):
                         console.print(f"[red]timed out draining {topic}[/]")
                         return 2

@@ -1,1 +1,91 @@
-"""converge: framework."""
+"""converge: ordered, at-least-once, convergent stream processing for mutable activity data.
+
+The public API an app team writes against. Names load on first use, so
+importing a submodule (``framework.core.mutations``) never pulls in the
+runtime.
+
+- ``App``: an app's agents and projections; ``App.worker()`` is its Faust worker.
+- ``Settings``: where workers and jobs connect (flags, ``CONVERGE_*`` environment, defaults).
+- ``KeyedAgent``: subclass it; ``handle(event)`` maps one event to mutations, purely.
+- ``Event``: the envelope: ``event_id``, ``ordering_key``, ``version``, ``occurred_at``,
+  ``type``, ``payload``.
+- ``Upsert``, ``Delete``, ``LogState``: the mutations, written at their ``version``.
+- ``TableSchema``, ``Column``, ``state_log_schema``: declared tables.
+- ``natural_key``: deterministic row ids from stable source fields.
+- ``Row``, ``current_state``: reading rows and state logs (in projections and tests).
+- ``Projection``: a search document built from one partition of its source tables.
+- ``BadMessage``, ``Transient``: raise them to park an event, or to have it retried.
+- ``RuntimeConfig``: micro-batching, timeouts and back-off of the runtime.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "App",
+    "Settings",
+    "KeyedAgent",
+    "Event",
+    "Upsert",
+    "Delete",
+    "LogState",
+    "TableSchema",
+    "Column",
+    "state_log_schema",
+    "natural_key",
+    "Row",
+    "current_state",
+    "Projection",
+    "BadMessage",
+    "Transient",
+    "RuntimeConfig",
+]
+
+_WHERE = {
+    "App": "framework.app",
+    "Settings": "framework.settings",
+    "KeyedAgent": "framework.runtime.agent",
+    "Event": "framework.core.events",
+    "Upsert": "framework.core.mutations",
+    "Delete": "framework.core.mutations",
+    "LogState": "framework.core.mutations",
+    "TableSchema": "framework.core.schema",
+    "Column": "framework.core.schema",
+    "state_log_schema": "framework.core.schema",
+    "natural_key": "framework.core.keys",
+    "Row": "framework.core.rows",
+    "current_state": "framework.core.state_log",
+    "Projection": "framework.core.projection",
+    "BadMessage": "framework.core.errors",
+    "Transient": "framework.core.errors",
+    "RuntimeConfig": "framework.runtime.binding",
+}
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
+    from framework.app import App
+    from framework.core.errors import BadMessage, Transient
+    from framework.core.events import Event
+    from framework.core.keys import natural_key
+    from framework.core.mutations import Delete, LogState, Upsert
+    from framework.core.projection import Projection
+    from framework.core.rows import Row
+    from framework.core.schema import Column, TableSchema, state_log_schema
+    from framework.core.state_log import current_state
+    from framework.runtime.agent import KeyedAgent
+    from framework.runtime.binding import RuntimeConfig
+    from framework.settings import Settings
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'framework' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

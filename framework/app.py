@@ -1,62 +1,190 @@
-"""The Faust app factory, with settings that serve at-least-once processing."""
+"""``App``: an app's declarations (agents, projections) and the worker the framework wires from them."""
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
-from pathlib import Path
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import faust
 
-__all__ = ["create_app", "AppSettings"]
+from framework.core.events import Event, EventError
+from framework.core.projection import Projection
+from framework.core.schema import SchemaError, TableSchema
+from framework.runtime.agent import KeyedAgent
+from framework.runtime.binding import RuntimeConfig
+from framework.settings import Settings
+
+__all__ = ["App", "create_faust_app"]
+
+log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class AppSettings:
-    """Where a worker connects and keeps its local state.
+class App:
+    """What an app team declares: a name, its agents and its projections.
 
-    Each field falls back to an environment variable: CONVERGE_BROKER
-    (``kafka://127.0.0.1:9092``), CONVERGE_DATA_DIR (``./var/<app id>``),
-    CONVERGE_WIDE_STORE (``sqlite:///<data dir>/wide.db``), CONVERGE_ES_URL.
+    The framework derives the rest: the tables to ensure (every agent's
+    ``tables``, every projection's source tables and version table), the
+    topics to create (each agent's topic, one change topic per projection),
+    each agent's sinks (the store, then the change feed of every projection
+    that reads a table it writes, then the delivery-ledger ack when the agent
+    declares ``delivery_consumer`` and the app has a ``delivery`` config),
+    and one projector per projection. ``worker(settings)`` builds the Faust
+    app; the store, the index and the dead-letter WAL open when the worker
+    starts and close when it stops.
     """
 
-    app_id: str
-    broker: str | None = None
-    data_dir: str | None = None
-    wide_store: str | None = None
-    es_url: str | None = None
-    partitions: int = 4
-    web_port: int | None = None
+    def __init__(
+        self,
+        name: str,
+        *,
+        agents: Sequence[KeyedAgent],
+        projections: Sequence[Projection] = (),
+        runtime: RuntimeConfig | None = None,
+        delivery: Any | None = None,
+    ) -> None:
+        """``delivery``: a ``framework.delivery.LedgerConfig`` for agents that declare a
+        ``delivery_consumer``. Raises SchemaError/ValueError for inconsistent declarations."""
+        if not name or not isinstance(name, str):
+            raise ValueError("App: name must be a non-empty string")
+        self.name = name
+        self.agents: tuple[KeyedAgent, ...] = tuple(agents)
+        self.projections: tuple[Projection, ...] = tuple(projections)
+        self.runtime = runtime or RuntimeConfig()
+        self.delivery = delivery
+        self._check()
 
-    def resolved_broker(self) -> str:
-        b = self.broker or os.environ.get("CONVERGE_BROKER", "kafka://127.0.0.1:9092")
-        return b if "://" in b else f"kafka://{b}"
+    # -- declarations -------------------------------------------------------
+    def _check(self) -> None:
+        if not self.agents:
+            raise ValueError(f"App {self.name}: declares no agent")
+        _unique((a.name for a in self.agents), "agent name")
+        _unique((p.name for p in self.projections), "projection name")
+        _unique((p.alias for p in self.projections), "projection alias")
+        _unique((a.topic for a in self.agents), "agent topic")
+        owner: dict[str, str] = {}
+        for agent in self.agents:
+            for t in agent.event_types:
+                if t in owner:
+                    raise ValueError(f"App {self.name}: event type {t!r} in {owner[t]} and {agent.name}")
+                owner[t] = agent.name
+        for p in self.projections:
+            p.partition_key  # noqa: B018 - raises SchemaError when the source tables disagree
+        self.tables  # noqa: B018 - raises SchemaError for two different schemas of one table
 
-    def resolved_data_dir(self) -> Path:
-        return Path(self.data_dir or os.environ.get("CONVERGE_DATA_DIR") or Path("var") / self.app_id)
+    @property
+    def tables(self) -> tuple[TableSchema, ...]:
+        """Every table the app writes or reads, once each."""
+        found: dict[str, TableSchema] = {}
+        declared = [t for a in self.agents for t in a.tables]
+        declared += [t for p in self.projections for t in (*p.tables, p.version_table)]
+        for schema in declared:
+            seen = found.setdefault(schema.name, schema)
+            if seen != schema:
+                raise SchemaError("tables", f"App {self.name}: {schema.name} is declared twice, differently")
+        return tuple(found.values())
 
-    def resolved_wide_store(self) -> str:
-        return self.wide_store or os.environ.get("CONVERGE_WIDE_STORE") or (
-            f"sqlite:///{self.resolved_data_dir() / 'wide.db'}"
-        )
+    def agent(self, name: str) -> KeyedAgent:
+        """The agent called ``name``; KeyError naming the known ones."""
+        for a in self.agents:
+            if a.name == name:
+                return a
+        raise KeyError(f"App {self.name} has no agent {name!r} (agents: {[a.name for a in self.agents]})")
 
-    def resolved_es_url(self) -> str | None:
-        return self.es_url or os.environ.get("CONVERGE_ES_URL")
+    def projection(self, name: str) -> Projection:
+        """The projection called ``name`` (or with that alias); KeyError naming the known ones."""
+        for p in self.projections:
+            if name in (p.name, p.alias):
+                return p
+        known = [p.name for p in self.projections]
+        raise KeyError(f"App {self.name} has no projection {name!r} (projections: {known})")
+
+    def route(self, event: Event, topic: str | None = None) -> KeyedAgent:
+        """The agent that handles ``event``: the one consuming ``topic`` when given, else the one
+        declaring its type in ``event_types``, else the only agent. EventError when none fits."""
+        if topic is not None:
+            for a in self.agents:
+                if a.topic == topic:
+                    return a
+            raise EventError("topic", f"no agent of {self.name} consumes {topic!r}")
+        for a in self.agents:
+            if event.type in a.event_types:
+                return a
+        if len(self.agents) == 1 and not self.agents[0].event_types:
+            return self.agents[0]
+        raise EventError("type", f"no agent of {self.name} declares event type {event.type!r}")
+
+    def projections_of(self, agent: KeyedAgent) -> tuple[Projection, ...]:
+        """The projections reading a table ``agent`` declares it writes."""
+        written = {t.name for t in agent.tables}
+        return tuple(p for p in self.projections if p.source_names & written)
+
+    def change_topic(self, projection: Projection) -> str:
+        """The change topic of ``projection``: ``<app>.<projection>.changes``."""
+        return f"{self.name}.{projection.name}.changes"
+
+    def topics(self) -> dict[str, str]:
+        """Every topic the worker consumes, mapped to what consumes it."""
+        out = {a.topic: a.name for a in self.agents}
+        out.update({self.change_topic(p): f"project.{p.name}" for p in self.projections})
+        return out
+
+    # -- the worker ---------------------------------------------------------
+    def worker(self, settings: Settings | None = None) -> faust.App:
+        """The Faust app that runs every agent and projector of this app (settings from the
+        environment when not given)."""
+        from framework.wiring import wire
+
+        settings = settings or Settings.resolve(self.name)
+        faust_app = create_faust_app(settings)
+        wire(self, faust_app, settings)
+        return faust_app
 
 
-def create_app(settings: AppSettings, **overrides: object) -> faust.App:
+def _unique(names: Iterable[str], what: str) -> None:
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise ValueError(f"duplicate {what} {n!r}")
+        seen.add(n)
+
+
+class ConvergeFaustApp(faust.App):
+    """A ``faust.App`` with hooks: ``starting`` runs before the consumer and agents start,
+    ``stopped`` after they stopped."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.starting: list[Any] = []
+        self.stopped: list[Any] = []
+
+    async def on_start(self) -> None:
+        await super().on_start()
+        for hook in self.starting:
+            await hook()
+
+    async def on_shutdown(self) -> None:
+        for hook in reversed(self.stopped):
+            try:
+                await hook()
+            except Exception:  # noqa: BLE001 - shutting down: log and go on closing the rest
+                log.exception("error while closing %r", hook)
+        await super().on_shutdown()
+
+
+def create_faust_app(settings: Settings, **overrides: object) -> ConvergeFaustApp:
     """A ``faust.App`` configured for manual, ordered acknowledgement.
 
     - commits every second from acks the runtime gives in offset order;
     - ``stream_wait_empty`` off: shutdown and revocation never wait on a
       blocked key; unacknowledged work is redelivered from the last commit;
-    - tables in RocksDB (rocksdict) under a per-worker data dir;
+    - tables in RocksDB (rocksdict) under the worker's own data dir;
     - the web server off unless ``web_port`` is set (then bound to 127.0.0.1).
     """
-    data_dir = settings.resolved_data_dir()
+    data_dir = settings.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     conf: dict[str, object] = {
-        "broker": settings.resolved_broker(),
+        "broker": settings.broker,
         "datadir": str(data_dir / "faust"),
         "store": "rocksdb://",
         "topic_partitions": settings.partitions,
@@ -76,4 +204,5 @@ def create_app(settings: AppSettings, **overrides: object) -> faust.App:
         "web_bind": "127.0.0.1",
     }
     conf.update(overrides)
-    return faust.App(settings.app_id, **conf)  # type: ignore[arg-type]
+    return ConvergeFaustApp(settings.app_id, **conf)  # type: ignore[arg-type]
+

@@ -264,7 +264,7 @@ def kafka_ready(bootstrap: str, timeout: float = 5.0) -> None:
 
     from aiokafka import AIOKafkaClient
 
-    from framework.sync import run_sync
+    from framework.core.sync import run_sync
 
     async def probe() -> None:
         client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))

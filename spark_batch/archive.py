@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from pyspark import RDD
 from pyspark.sql import SparkSession
 
-from framework.events import Event
+from framework.core.events import Event
 
 __all__ = ["ArchiveFormat", "PARQUET_SCHEMA", "detect_format", "read_archive", "write_jsonl", "write_parquet"]
 

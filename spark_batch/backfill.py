@@ -33,9 +33,9 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 
-from framework.events import Event, EventError, parse_event
+from framework.core.events import Event, EventError, parse_event
+from framework.core.sync import run_sync
 from framework.runtime.agent import KeyedAgent
-from framework.sync import run_sync
 from spark_batch.archive import ArchiveFormat, read_archive
 from spark_batch.io import Unit, WriteOptions, apply_batched, open_index
 from spark_batch.progress import JobProgress

@@ -16,10 +16,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from framework.mutations import CellValue
-from stores.base import Row
-from stores.cells import Cell
-from stores.schema import TableSchema
+from framework.core.cells import Cell
+from framework.core.mutations import CellValue
+from framework.core.rows import Row
+from framework.core.schema import TableSchema
 
 __all__ = [
     "ROW_FIELDS",

@@ -32,7 +32,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from framework.sync import run_sync
+from framework.core.sync import run_sync
 from spark_batch.io import WriteOptions, open_index, read_index
 from spark_batch.progress import JobProgress
 from spark_batch.projection import expected_task, records_expected_task

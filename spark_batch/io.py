@@ -29,10 +29,10 @@ from typing import TypeVar
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from framework.mutations import Mutation
+from framework.core.mutations import Mutation
 from spark_batch.codec import canonical_json, row_to_record
 from stores.base import IndexOp, WideColumnStore
-from stores.elasticsearch import ElasticsearchIndex
+from stores.elasticsearch.index import ElasticsearchIndex
 from stores.errors import PermanentStoreError, TransientStoreError
 from stores.open import open_wide_store
 

@@ -19,10 +19,11 @@ from typing import Any
 from agents.engagement import Engagement, current_engagement
 from agents.projection import project
 from agents.schemas import ACTIVITY_HUB, ENGAGEMENT_LOG
-from framework.mutations import Mutation
+from framework.core.mutations import Mutation
+from framework.core.rows import Row
 from spark_batch.codec import digest, record_to_row
 from spark_batch.io import iterate_async, pages
-from stores.base import Row, WideColumnStore
+from stores.base import WideColumnStore
 from stores.open import open_wide_store
 
 __all__ = [

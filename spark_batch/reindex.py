@@ -30,7 +30,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from framework.sync import run_sync
+from framework.core.sync import run_sync
 from spark_batch.convergence import check, repair
 from spark_batch.io import WriteOptions, bulk_batched, open_index
 from spark_batch.progress import JobProgress

@@ -1,7 +1,7 @@
 """The store contracts: a wide-column store and a search index.
 
 The runtime talks to stores only through these interfaces (async). The batch
-layer wraps them with ``framework.sync.run_sync`` where it needs blocking calls.
+layer wraps them with ``framework.core.sync.run_sync`` where it needs blocking calls.
 """
 
 from __future__ import annotations
@@ -11,12 +11,11 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from framework.mutations import CellValue, Mutation
-from stores.cells import Cell
-from stores.schema import TableSchema
+from framework.core.mutations import CellValue, Mutation
+from framework.core.rows import Row
+from framework.core.schema import TableSchema
 
 __all__ = [
-    "Row",
     "WideColumnStore",
     "SearchIndex",
     "IndexOp",
@@ -24,27 +23,6 @@ __all__ = [
     "BulkResult",
     "SearchHit",
 ]
-
-
-@dataclass(frozen=True)
-class Row:
-    """A row as read: its key columns and its live cells with their write times."""
-
-    key: Mapping[str, CellValue]
-    cells: Mapping[str, Cell]
-
-    def values(self) -> dict[str, CellValue]:
-        """Cell values by column name (live cells only)."""
-        return {name: c.value for name, c in self.cells.items()}
-
-    @property
-    def version(self) -> int:
-        """The highest write time among the live cells."""
-        return max(c.writetime for c in self.cells.values())
-
-    def writetime(self, column: str) -> int | None:
-        c = self.cells.get(column)
-        return None if c is None else c.writetime
 
 
 class WideColumnStore(abc.ABC):

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from framework.core.errors import BadMessage, ConvergeError, Transient
+
 __all__ = ["StoreError", "TransientStoreError", "PermanentStoreError"]
 
 
-class StoreError(Exception):
+class StoreError(ConvergeError):
     """A store operation failed."""
 
 
-class TransientStoreError(StoreError):
+class TransientStoreError(StoreError, Transient):
     """Retry later: timeout, unavailable, overloaded, 5xx, 429."""
 
 
-class PermanentStoreError(StoreError):
+class PermanentStoreError(StoreError, BadMessage):
     """Retrying the same write will fail again: the message is bad (4xx, schema)."""

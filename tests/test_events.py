@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.events import MAX_EVENT_BYTES, Event, EventError, parse_event
-from framework.mutations import MAX_VERSION
+from framework.core.events import MAX_EVENT_BYTES, Event, EventError, parse_event
+from framework.core.mutations import MAX_VERSION
 
 GOOD = {"event_id": "e1", "ordering_key": "org:1", "version": 10, "occurred_at": 5, "type": "email.sent"}
 

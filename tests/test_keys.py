@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.keys import natural_key
+from framework.core.keys import natural_key
 
 
 def test_same_inputs_give_the_same_uuid5_in_another_process() -> None:
     here = natural_key("email", "gmail", "msg-42")
-    code = "from framework.keys import natural_key; print(natural_key('email', 'gmail', 'msg-42'))"
+    code = "from framework.core.keys import natural_key; print(natural_key('email', 'gmail', 'msg-42'))"
     there = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()

@@ -6,7 +6,7 @@ import decimal
 
 import pytest
 
-from framework.mutations import (
+from framework.core.mutations import (
     MAX_TEXT_BYTES,
     MAX_VERSION,
     Delete,
@@ -16,7 +16,7 @@ from framework.mutations import (
     check_identifier,
     check_version,
 )
-from stores.schema import Column, SchemaError
+from framework.core.schema import Column, SchemaError
 
 K = {"id": "a"}
 

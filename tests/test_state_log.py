@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.mutations import Delete, LogState
-from framework.state_log import StateEntry, current_state, read_current_state
-from stores.base import Row
-from stores.cells import Cell
-from stores.schema import Column, state_log_schema
-from stores.sqlite import SqliteStore
+from framework.core.cells import Cell
+from framework.core.mutations import Delete, LogState
+from framework.core.rows import Row
+from framework.core.schema import Column, state_log_schema
+from framework.core.state_log import StateEntry, current_state
+from stores.sqlite.store import SqliteStore
 
 PRECEDENCE = ("sent", "opened", "clicked", "replied")
 
@@ -85,9 +85,9 @@ async def test_read_current_state_from_a_store() -> None:
             [LogState("mail_log", e, "clicked", 20, "ev3", 3), LogState("mail_log", e, "sent", 10, "ev1", 1)]
         )
         await store.apply([LogState("mail_log", e, "opened", 20, "ev2", 2)])
-        got = await read_current_state(store, "mail_log", e, PRECEDENCE)
+        got = current_state(await store.read_partition("mail_log", e), PRECEDENCE)
         assert got is not None and (got.state, got.event_id) == ("clicked", "ev3")
         await store.apply([Delete("mail_log", {**e, "at": 20, "event_id": "ev3"}, 5)])  # erased
-        got = await read_current_state(store, "mail_log", e, PRECEDENCE)
+        got = current_state(await store.read_partition("mail_log", e), PRECEDENCE)
         assert got is not None and (got.state, got.event_id) == ("opened", "ev2")
-        assert await read_current_state(store, "mail_log", {"entity": "none"}, PRECEDENCE) is None
+        assert current_state(await store.read_partition("mail_log", {"entity": "none"}), PRECEDENCE) is None

@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
-from framework.mutations import Upsert
-from framework.sync import run_sync
-from stores.schema import Column, TableSchema
-from stores.sqlite import SqliteStore
+from framework.core.mutations import Upsert
+from framework.core.schema import Column, TableSchema
+from framework.core.sync import run_sync
+from stores.sqlite.store import SqliteStore
 
 
 async def _whoami(fail: bool = False) -> int:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from agents.event_types import TOPIC_ACTIVITIES, TOPIC_ENGAGEMENT, TOPIC_INSIGHTS, topic_of
 from examples.activity_platform.lives import DAY, HOUR, MIN, SEC
-from framework.events import Event
+from framework.core.events import Event
 
 __all__ = ["DeliveryPlan", "deliver"]
 

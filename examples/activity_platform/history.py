@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from agents.event_types import TOPIC_ACTIVITIES, TOPIC_INSIGHTS, topic_of
 from examples.activity_platform.truth import Truth
-from framework.events import Event
+from framework.core.events import Event
 
 __all__ = ["History", "HistoryStats", "measure"]
 

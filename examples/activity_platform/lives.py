@@ -18,7 +18,7 @@ from agents.identity import ActivityRef
 from examples.activity_platform import content
 from examples.activity_platform.content import Org
 from examples.activity_platform.truth import Effect, EngagementFact, InsightWrite, RecordCancel, RecordWrite
-from framework.events import Event
+from framework.core.events import Event
 
 __all__ = ["Planned", "LifePlanner", "SEC", "MIN", "HOUR", "DAY"]
 

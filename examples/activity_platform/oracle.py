@@ -11,7 +11,9 @@
 - every engagement log row, and the current engagement state per hub row
   (the last engagement in occurrence order) with the log's version;
 - the index documents: one per hub row with a live cell, built from those
-  cells as the projection does, versioned by the highest contributing write.
+  cells as the projection does, versioned by the highest version of any
+  write to the hub row or its log (record, insight, cancellation, engagement):
+  the projection's version mark.
 
 The ``compare_*`` functions are pure: they take plain mappings (convert store
 reads with ``row_cells`` / ``hit_document``) and return every divergence.
@@ -24,8 +26,9 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
 from examples.activity_platform.truth import ActivityTruth, Truth
-from framework.mutations import CellValue
-from stores.base import Row, SearchHit
+from framework.core.mutations import CellValue
+from framework.core.rows import Row
+from stores.base import SearchHit
 
 __all__ = [
     "CellState",
@@ -101,17 +104,23 @@ def _hub_cells(t: ActivityTruth) -> dict[str, CellState]:
 
 
 def _document(
-    hub: str, cells: Mapping[str, CellState], engagement: tuple[str, int] | None
+    hub: str, cells: Mapping[str, CellState], engagement: tuple[str, int] | None, version: int
 ) -> tuple[dict, int]:
     doc: dict[str, Any] = {"hub_id": hub}
     for column, (value, _) in cells.items():
         doc[column] = str(value).split(",") if column in _LISTS else value
     doc["has_record"] = "kind" in cells
-    version = max(w for _, w in cells.values())
     if engagement is not None:
         doc["engagement_state"] = engagement[0]
-        version = max(version, engagement[1])
     return doc, version
+
+
+def _mark(t: ActivityTruth) -> int:
+    """The highest version written to a hub row or its log: the document's version."""
+    writes = [*t.record_versions, *t.insight_versions, *(g.version for g in t.engagement)]
+    if t.cancelled_at is not None:
+        writes.append(t.cancelled_at)
+    return max(writes)
 
 
 def expected_state(truth: Truth) -> Expected:
@@ -132,7 +141,7 @@ def expected_state(truth: Truth) -> Expected:
         cells = _hub_cells(t)
         if cells:
             rows[hub] = cells
-            docs[hub] = _document(hub, cells, engagement.get(hub))
+            docs[hub] = _document(hub, cells, engagement.get(hub), _mark(t))
     return Expected(rows, logs, engagement, docs)
 
 

@@ -14,10 +14,10 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from framework.core.events import Event
+from framework.core.mutations import Mutation
 from framework.delivery.ledger import DeliveryLedger
 from framework.delivery.model import Ack, DeliveryError, check_consumer
-from framework.events import Event
-from framework.mutations import Mutation
 
 __all__ = [
     "AckFormatError",

@@ -46,10 +46,10 @@ def _sqlite_path(url: str) -> Path:
 
 
 async def _open_ledger(args: argparse.Namespace) -> Any:
+    from framework.core.schema import SchemaError
     from framework.delivery.ledger import DeliveryLedger
     from framework.delivery.model import LedgerConfig
-    from stores.schema import SchemaError
-    from stores.sqlite import SqliteStore
+    from stores.sqlite.store import SqliteStore
 
     path = _sqlite_path(args.wide_store)
     if not path.exists():

@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from framework.core.mutations import MAX_VERSION, CellValue, Upsert
+from framework.core.schema import SchemaError, TableSchema
 from framework.delivery.model import (
     Ack,
     DeliveryError,
@@ -30,9 +32,7 @@ from framework.delivery.model import (
     check_message_id,
     check_source,
 )
-from framework.mutations import MAX_VERSION, CellValue, Upsert
 from stores.base import WideColumnStore
-from stores.schema import SchemaError, TableSchema
 
 __all__ = ["DeliveryLedger", "AckResult", "UnknownMessages"]
 

@@ -17,9 +17,9 @@ import re
 import zlib
 from dataclasses import dataclass, field
 
-from framework.mutations import CellValue
-from stores.base import Row
-from stores.schema import Column, TableSchema
+from framework.core.mutations import CellValue
+from framework.core.rows import Row
+from framework.core.schema import Column, TableSchema
 
 __all__ = [
     "Ack",

@@ -6,9 +6,9 @@ import abc
 from collections.abc import Iterable
 from typing import ClassVar
 
-from framework.events import Event
-from framework.mutations import Mutation
-from stores.schema import TableSchema
+from framework.core.events import Event
+from framework.core.mutations import Mutation
+from framework.core.schema import TableSchema
 
 __all__ = ["KeyedAgent"]
 
@@ -16,24 +16,29 @@ __all__ = ["KeyedAgent"]
 class KeyedAgent(abc.ABC):
     """A pure mapping from events of one topic to mutations.
 
-    Subclasses set ``name`` and ``topic``, declare the ``tables`` they write,
-    and implement ``handle``. ``handle`` must do no I/O: the same function runs
-    in the stream and in Spark backfills. ``projected_tables`` names tables
-    whose changed rows are announced to the projection topic (for indexers);
-    ``delivery_consumer`` names this agent in the delivery ledger.
+    Subclasses set ``name`` and ``topic``, declare the ``tables`` they write
+    and the ``event_types`` they handle (the backfill routes archived events
+    by type), and implement ``handle``. ``handle`` must do no I/O: the same
+    function runs in the stream and in Spark backfills. ``delivery_consumer``
+    names this agent in the delivery ledger.
     """
 
     name: ClassVar[str]
     topic: ClassVar[str]
     tables: ClassVar[tuple[TableSchema, ...]] = ()
-    projected_tables: ClassVar[tuple[str, ...]] = ()
+    event_types: ClassVar[tuple[str, ...]] = ()
     #: When set, the runtime acknowledges each event for this consumer in the
     #: delivery ledger once all of the event's writes are durable.
     delivery_consumer: ClassVar[str | None] = None
 
     @abc.abstractmethod
     def handle(self, event: Event) -> Iterable[Mutation]:
-        """The mutations this event implies; raise ValueError subclasses for bad events."""
+        """The mutations this event implies.
+
+        Whatever it raises makes the event a bad message: the stream and the
+        backfill both park it (stage ``map``) and go on. Raise
+        ``framework.BadMessage`` (or a subclass) with a clear text.
+        """
 
     def relation_key(self, event: Event) -> str:
         """Events with the same relation key are processed in order, and a failing one

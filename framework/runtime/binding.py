@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,12 +14,11 @@ import mode
 from aiokafka import TopicPartition
 
 from framework.parking import DeadLetterWAL, ParkedRecord
-from framework.runtime.agent import KeyedAgent
 from framework.runtime.counters import Counters
 from framework.runtime.errors import error_class, stage_of
-from framework.runtime.processor import AgentProcessor
-from framework.runtime.scheduler import KeyedScheduler, SchedulerConfig, Work
-from framework.runtime.sinks import Sink
+from framework.runtime.processor import Processor
+from framework.runtime.scheduler import KeyedScheduler, SchedulerConfig
+from framework.runtime.work import Work
 
 __all__ = ["RuntimeConfig", "AgentRuntime", "register_parking"]
 
@@ -48,26 +47,27 @@ class AgentRuntime:
     def __init__(
         self,
         app: faust.App,
-        agent: KeyedAgent,
-        sinks: Sequence[Sink],
-        parking: DeadLetterWAL,
+        topic: str,
+        processor: Processor | None = None,
+        parking: DeadLetterWAL | None = None,
         config: RuntimeConfig | None = None,
-        delivery: Any | None = None,
+        *,
+        name: str | None = None,
     ) -> None:
-        """``delivery`` (a ``framework.delivery.DeliveryLedger``) adds the ledger ack sink
-        after ``sinks`` when the agent declares ``delivery_consumer``."""
-        if delivery is not None:
-            from framework.delivery.acks import delivery_sinks
-
-            sinks = [*sinks, *delivery_sinks(agent, delivery)]
+        """Consume ``topic`` with ``processor``; bad messages park in ``parking`` under
+        ``name`` (default the processor's). Both may be attached later (``attach``),
+        before the worker starts consuming."""
+        if name is None and processor is None:
+            raise TypeError("AgentRuntime needs a processor or a name")
         self.app = app
-        self.agent = agent
+        self.name: str = name or processor.name  # type: ignore[union-attr]
         self.config = config or RuntimeConfig()
-        self.parking = parking
         self.counters = Counters()
-        self.processor = AgentProcessor(agent, sinks, self.config.sink_timeout)
+        self.processor: Processor | None = processor
+        self.parking: DeadLetterWAL | None = parking
+        self.topic_name = topic
         self.topic = app.topic(
-            agent.topic,
+            topic,
             key_type=bytes,
             value_type=bytes,
             key_serializer="raw",
@@ -76,17 +76,22 @@ class AgentRuntime:
         self.scheduler: KeyedScheduler | None = None
         self.faust_agent = app.agent(
             self.topic,
-            name=f"converge.{agent.name}",
+            name=f"converge.{self.name}",
             supervisor_strategy=mode.CrashingSupervisor,
         )(self._consume)
         app.on_partitions_revoked.connect(self._on_revoked)
 
+    def attach(self, processor: Processor, parking: DeadLetterWAL) -> None:
+        """Set the processor and the dead-letter WAL (when they open with the worker)."""
+        self.processor, self.parking = processor, parking
+
     # -- scheduler callbacks --------------------------------------------------
     async def _park(self, work: Work, exc: BaseException) -> None:
         tp: Any = work.tp
+        assert self.parking is not None
         await self.parking.park(
             ParkedRecord(
-                pipeline=self.agent.name,
+                pipeline=self.name,
                 topic=tp.topic,
                 partition=tp.partition,
                 offset=work.offset,
@@ -137,15 +142,18 @@ class AgentRuntime:
 
     def _on_revoked(self, sender: Any, revoked: set[Any], **kwargs: Any) -> None:
         if self.scheduler is not None:
-            mine = {tp for tp in revoked if tp.topic == self.agent.topic}
+            mine = {tp for tp in revoked if tp.topic == self.topic_name}
             dropped = self.scheduler.revoke(mine)
             if dropped:
                 log.warning("revoked %d partitions; %d unfinished left to redelivery", len(mine), dropped)
 
     # -- the agent body -------------------------------------------------------
     async def _consume(self, stream: faust.StreamT) -> None:
+        processor = self.processor
+        if processor is None or self.parking is None:
+            raise RuntimeError(f"{self.name}: no processor attached before the worker started")
         sched = self.scheduler = KeyedScheduler(
-            self.processor,
+            processor,
             self._park,
             config=self.config.scheduler,
             pause=self._pause,
@@ -162,7 +170,7 @@ class AgentRuntime:
                 for event in batch:
                     msg = event.message
                     work = Work(msg.tp, msg.offset, msg.key, msg.value, ack=event.ack)
-                    self.processor.prepare(work)
+                    processor.prepare(work)
                     sched.submit(work)
                     last[msg.tp] = msg.offset
                 self.counters.lag = sum(
@@ -175,9 +183,15 @@ class AgentRuntime:
             await sched.close()
 
 
-def register_parking(app: faust.App, parking: DeadLetterWAL, rotate_every: float = 60.0) -> None:
-    """Seal idle dead-letter segments periodically so they become replayable."""
+def register_parking(
+    app: faust.App, parking: DeadLetterWAL | Callable[[], DeadLetterWAL | None], rotate_every: float = 60.0
+) -> None:
+    """Seal idle dead-letter segments periodically so they become replayable.
+
+    ``parking`` is the WAL, or a callable returning it (None while it is not open)."""
 
     @app.timer(rotate_every, name="converge.parking.rotate")
     async def rotate() -> None:
-        await parking.rotate()
+        wal = parking() if callable(parking) else parking
+        if wal is not None:
+            await wal.rotate()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from framework.events import EventError
-from framework.mutations import MutationError
+from framework.core.events import EventError
+from framework.core.mutations import MutationError
 from stores.errors import PermanentStoreError
 
 __all__ = ["MessageError", "SinkFailure", "is_transient", "error_class", "stage_of"]

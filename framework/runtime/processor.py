@@ -3,63 +3,90 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
+from typing import Protocol, TypeVar
 
-from framework.events import Event, EventError, parse_event
+from framework.core.events import Event, EventError, parse_event
+from framework.core.projection import Projection
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.errors import MessageError, SinkFailure, is_transient
-from framework.runtime.scheduler import Work
+from framework.runtime.mapping import map_event
 from framework.runtime.sinks import Sink
+from framework.runtime.work import Work
 from stores.errors import TransientStoreError
 
-__all__ = ["AgentProcessor"]
+__all__ = ["Processor", "AgentProcessor", "parse_work", "bounded"]
+
+T = TypeVar("T")
+
+
+class Processor(Protocol):
+    """What the runtime runs for each message: ``prepare`` ahead, then one call per attempt."""
+
+    name: str
+
+    def prepare(self, work: Work) -> None:
+        """Parse ahead of scheduling so the work joins its relation key's lane."""
+
+    async def __call__(self, work: Work) -> None:
+        """One attempt; raises MessageError (park) or a transient error (retry)."""
+
+
+def parse_work(work: Work) -> Event:
+    """The event of ``work``; MessageError at stage ``parse`` when it is not one."""
+    if work.value is None:
+        raise MessageError("parse", EventError("event", "empty message"))
+    try:
+        return parse_event(work.value)
+    except EventError as exc:
+        raise MessageError("parse", exc) from exc
+
+
+async def bounded(sink: str, timeout: float, call: Awaitable[T]) -> T:
+    """Await one sink call within ``timeout``; classify its failure.
+
+    A timeout or a transient error raises SinkFailure (retry, counted against
+    ``sink`` for back-off); any other error is the message's (MessageError,
+    stage ``sink``).
+    """
+    try:
+        async with asyncio.timeout(timeout):  # no extra task, unlike wait_for
+            return await call
+    except TimeoutError as exc:
+        raise SinkFailure(sink, TransientStoreError(f"no answer within {timeout}s")) from exc
+    except Exception as exc:  # noqa: BLE001 - classified: transient unless message-level
+        if is_transient(exc):
+            raise SinkFailure(sink, exc) from exc
+        raise MessageError("sink", exc) from exc
 
 
 class AgentProcessor:
-    """Turns a Work into durable writes; raises MessageError for bad messages.
+    """Turns a Work into durable writes through ``map_event`` and every sink in order."""
 
-    Each sink call is bounded by ``sink_timeout``; a timeout is transient.
-    """
-
-    def __init__(self, agent: KeyedAgent, sinks: Sequence[Sink], sink_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        agent: KeyedAgent,
+        sinks: Sequence[Sink],
+        sink_timeout: float = 10.0,
+        projections: Sequence[Projection] = (),
+    ) -> None:
         self.agent = agent
+        self.name = agent.name
         self.sinks = tuple(sinks)
         self.sink_timeout = sink_timeout
-
-    def parse(self, work: Work) -> Event:
-        if work.value is None:
-            raise MessageError("parse", EventError("event", "empty message"))
-        try:
-            return parse_event(work.value)
-        except EventError as exc:
-            raise MessageError("parse", exc) from exc
+        self.projections = tuple(projections)
 
     def prepare(self, work: Work) -> None:
-        """Parse ahead of scheduling so the work joins its relation key's lane.
-
-        A message that does not parse keeps its Kafka key as relation and is
-        parked when its turn comes.
-        """
+        """Parse ahead; a message that does not parse keeps its Kafka key as relation and is
+        parked when its turn comes."""
         try:
-            work.event = self.parse(work)
+            work.event = parse_work(work)
             work.relation = self.agent.relation_key(work.event)
         except Exception:  # noqa: BLE001 - reported by __call__ when the work runs
             work.event = None
 
     async def __call__(self, work: Work) -> None:
-        event = work.event if work.event is not None else self.parse(work)
-        try:
-            mutations = list(self.agent.handle(event))
-        except Exception as exc:  # noqa: BLE001 - any mapping failure is the message's
-            raise MessageError("map", exc) from exc
+        event = work.event if work.event is not None else parse_work(work)
+        mutations = map_event(self.agent, event, self.projections)
         for sink in self.sinks:
-            try:
-                async with asyncio.timeout(self.sink_timeout):  # no extra task, unlike wait_for
-                    await sink.write(event, mutations)
-            except TimeoutError as exc:
-                timeout = TransientStoreError(f"no answer within {self.sink_timeout}s")
-                raise SinkFailure(sink.name, timeout) from exc
-            except Exception as exc:  # noqa: BLE001 - classified: transient unless message-level
-                if is_transient(exc):
-                    raise SinkFailure(sink.name, exc) from exc
-                raise MessageError("sink", exc) from exc
+            await bounded(sink.name, self.sink_timeout, sink.write(event, mutations))

@@ -20,28 +20,11 @@ from framework.runtime.counters import Counters
 from framework.runtime.errors import SinkFailure, is_transient
 from framework.runtime.failures import BlockedKey, FailureBook
 from framework.runtime.offsets import OffsetTracker
+from framework.runtime.work import Work
 
-__all__ = ["Work", "KeyedScheduler", "SchedulerConfig"]
+__all__ = ["KeyedScheduler", "SchedulerConfig"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class Work:
-    """One received message: where it came from, its key and raw value, and how to ack it."""
-
-    tp: Hashable
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    ack: Callable[[], Any] = field(repr=False, default=lambda: None)
-    attempts: int = 0
-    relation: Hashable = None
-    event: Any = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.relation is None:
-            self.relation = self.key
 
 
 @dataclass(frozen=True)

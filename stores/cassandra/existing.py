@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from framework.core.schema import Column, SchemaError, TableSchema
 from stores.cassandra.statements import COLUMN_ORDER_PREFIX
-from stores.schema import Column, SchemaError, TableSchema
 
 __all__ = ["schema_drift", "table_metadata", "schema_from_metadata"]
 

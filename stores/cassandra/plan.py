@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from framework.mutations import CellValue, Delete, LogState, Mutation, Upsert
-from stores.base import Row
+from framework.core.cells import Cell
+from framework.core.mutations import CellValue, Delete, LogState, Mutation, Upsert
+from framework.core.rows import Row
+from framework.core.schema import SchemaError, TableSchema
 from stores.cassandra import statements as cql
-from stores.cells import Cell
-from stores.schema import SchemaError, TableSchema
 
 __all__ = ["Planned", "plan_mutation", "plan_read_row", "plan_partition", "plan_scan", "decode_row"]
 

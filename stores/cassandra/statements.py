@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from framework.mutations import check_identifier
-from stores.schema import SchemaError, TableSchema
+from framework.core.mutations import check_identifier
+from framework.core.schema import SchemaError, TableSchema
 
 __all__ = [
     "Cql",

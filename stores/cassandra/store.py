@@ -17,8 +17,10 @@ from typing import Any
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
 
-from framework.mutations import CellValue, Mutation
-from stores.base import Row, WideColumnStore
+from framework.core.mutations import CellValue, Mutation
+from framework.core.rows import Row
+from framework.core.schema import SchemaError, TableSchema
+from stores.base import WideColumnStore
 from stores.cassandra import statements as cql
 from stores.cassandra.bridge import Page, execute
 from stores.cassandra.errors import reraise
@@ -27,7 +29,6 @@ from stores.cassandra.plan import Planned, decode_row, plan_mutation, plan_parti
 from stores.cassandra.tokens import shard_range
 from stores.cassandra.url import parse_url
 from stores.errors import PermanentStoreError, StoreError
-from stores.schema import SchemaError, TableSchema
 
 __all__ = ["CassandraStore"]
 

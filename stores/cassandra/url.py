@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from cassandra import ConsistencyLevel
 
-from framework.mutations import check_identifier
+from framework.core.mutations import check_identifier
 
 __all__ = ["parse_url"]
 

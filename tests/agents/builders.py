@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.identity import ActivityRef
-from framework.events import Event
+from framework.core.events import Event
 
 REF = ActivityRef("org-1", "gcal", "evt-1")
 HUB = REF.hub_id

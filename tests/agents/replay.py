@@ -19,9 +19,9 @@ from examples.activity_platform.oracle import (
     compare_rows,
     row_cells,
 )
-from framework.events import Event
-from framework.mutations import Mutation
-from stores.sqlite_engine import SqliteEngine
+from framework.core.events import Event
+from framework.core.mutations import Mutation
+from stores.sqlite.engine import SqliteEngine
 
 AGENTS = {a.topic: a for a in reference_agents()}
 

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from examples.activity_platform.generator import generate_history
 from examples.activity_platform.history import History
 from examples.activity_platform.oracle import compare_rows, expected_state, row_cells
-from framework.events import Event
-from framework.mutations import Upsert
+from framework.core.events import Event
+from framework.core.mutations import Upsert
 from tests.agents.replay import apply_all, divergences, fresh_store, mutations
 
 

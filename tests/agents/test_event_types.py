@@ -16,7 +16,7 @@ from agents.event_types import (
     validate,
 )
 from agents.identity import ActivityRef, hub_id, ordering_key
-from framework.events import EventError, parse_event
+from framework.core.events import EventError, parse_event
 from tests.agents.builders import EMAIL, MEETING, REF, event
 
 

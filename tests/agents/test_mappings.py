@@ -7,8 +7,8 @@ import pytest
 from agents import REFERENCE_AGENTS, ActivitiesAgent, EngagementAgent, InsightsAgent, reference_agents
 from agents.event_types import SPECS, PayloadError
 from agents.schemas import ACTIVITY_HUB, ENGAGEMENT_LOG
-from framework.events import EventError
-from framework.mutations import Delete, LogState, Upsert
+from framework.core.events import EventError
+from framework.core.mutations import Delete, LogState, Upsert
 from tests.agents.builders import EMAIL, HUB, MEETING, REF, event
 
 IDENTITY = {"org_id": "org-1", "source": "gcal", "external_id": "evt-1"}

@@ -20,8 +20,9 @@ from examples.activity_platform.truth import (
     RecordWrite,
     Truth,
 )
-from stores.base import Row, SearchHit
-from stores.cells import Cell
+from framework.core.cells import Cell
+from framework.core.rows import Row
+from stores.base import SearchHit
 
 CREATED = {"subject": "S", "body_preview": "", "participants": ("B@x", "a@x", "b@x"), "status": "scheduled"}
 

@@ -9,8 +9,8 @@ import pytest
 from agents.engagement import Engagement, current_engagement
 from agents.projection import INDEX_MAPPINGS, project
 from agents.schemas import ACTIVITY_HUB
-from stores.base import Row
-from stores.cells import Cell
+from framework.core.cells import Cell
+from framework.core.rows import Row
 
 
 def _row(**cells: tuple[Any, int]) -> Row:

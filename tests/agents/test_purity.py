@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from agents import reference_agents
 from agents.event_types import topic_of
 from examples.activity_platform.generator import generate_history
-from framework.events import parse_event
+from framework.core.events import parse_event
 
 AGENTS = {a.topic: a for a in reference_agents()}
 EVENTS = generate_history(seed=11, n_events=600).distinct()

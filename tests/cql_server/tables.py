@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from framework.core.schema import TableSchema
 from stores.cassandra import statements as cql
-from stores.schema import TableSchema
 from tests.stores.harness import timeline_schema, unique
 from tests.support.cql_server.fixtures import KEYSPACE
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from cassandra.query import UNSET_VALUE
 
-from framework.mutations import Delete, Upsert
+from framework.core.mutations import Delete, Upsert
 from stores.cassandra import CassandraStore
 from stores.cassandra import statements as cql
 from tests.cql_server.tables import qualified, timeline

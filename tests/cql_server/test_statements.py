@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from framework.core.schema import TableSchema
 from stores.cassandra import statements as cql
-from stores.schema import TableSchema
 from tests.stores.harness import hub_schema, log_schema, timeline_schema
 from tests.support.cql_server.analyze import analyze
 from tests.support.cql_server.ast import CreateKeyspace

@@ -9,7 +9,7 @@ import pytest
 
 from framework.delivery.ledger import DeliveryLedger
 from framework.delivery.model import LedgerConfig
-from stores.sqlite import SqliteStore
+from stores.sqlite.store import SqliteStore
 from tests.support.zookeeper import zookeeper_server
 
 __all__ = ["zookeeper_server", "Clock", "T0", "MIN", "snapshot"]

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from framework.core.events import Event, parse_event
 from framework.delivery.acks import DeliveryAckSink
 from framework.delivery.verifier import RETRY_HEADER
-from framework.events import Event, parse_event
 
 
 def event_bytes(message_id: str, n: int) -> bytes:

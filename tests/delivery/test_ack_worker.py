@@ -20,7 +20,7 @@ from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import StackInfo, free_port
 from framework.parking import DeadLetterWAL
 from framework.worker_process import start_worker, stop_worker
-from stores.sqlite import SqliteStore
+from stores.sqlite.store import SqliteStore
 from tests.delivery.kafka_consumers import event_bytes
 from tests.delivery.worker_app import CONFIG
 

@@ -9,6 +9,8 @@ from typing import ClassVar
 
 import pytest
 
+from framework.core.events import Event
+from framework.core.mutations import Mutation, Upsert
 from framework.delivery.ack_agent import AckBatcher, RawAck
 from framework.delivery.acks import (
     AckFormatError,
@@ -20,12 +22,10 @@ from framework.delivery.acks import (
 )
 from framework.delivery.ledger import DeliveryLedger
 from framework.delivery.model import Ack, DeliveryError
-from framework.events import Event
-from framework.mutations import Mutation, Upsert
 from framework.parking import DeadLetterWAL
 from framework.runtime.sinks import WideColumnSink
 from stores.errors import TransientStoreError
-from stores.sqlite import SqliteStore
+from stores.sqlite.store import SqliteStore
 from tests.delivery.conftest import snapshot
 
 
@@ -174,7 +174,7 @@ async def test_batcher_retries_transient_store_errors_until_durable(tmp_path: Pa
 
 
 def _hub_schema():  # type: ignore[no-untyped-def]
-    from stores.schema import Column, TableSchema
+    from framework.core.schema import Column, TableSchema
 
     return TableSchema("hub", (Column("id", "text"),), (Column("n", "int"),))
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from framework.delivery import ledger as ledger_module
 from framework.delivery.ledger import DeliveryLedger, UnknownMessages
 from framework.delivery.model import Ack, DeliveryError, LedgerConfig, Location, MessageRef
-from stores.sqlite import SqliteStore
+from stores.sqlite.store import SqliteStore
 from tests.delivery.conftest import MIN, T0, Clock, snapshot
 
 LOC = Location("activity-events", 3, 41)

@@ -19,7 +19,7 @@ from framework.delivery.queries import failed_messages, messages
 from framework.delivery.report import build_report, render_text, write_chart
 from framework.kafka_admin import ensure_topics
 from framework.local_stack import StackInfo
-from stores.sqlite import SqliteStore
+from stores.sqlite.store import SqliteStore
 from tests.delivery.conftest import MIN, T0, Clock
 from tests.delivery.kafka_consumers import event_bytes
 

@@ -25,7 +25,7 @@ from framework.delivery.report import build_report
 from framework.delivery.verifier import Refetched, Verifier, VerifierConfig
 from framework.kafka_admin import end_offsets, ensure_topics
 from framework.local_stack import StackInfo
-from stores.sqlite import SqliteStore
+from stores.sqlite.store import SqliteStore
 from tests.delivery.conftest import MIN, T0, Clock, snapshot
 
 CONSUMERS = ("search", "timeline")

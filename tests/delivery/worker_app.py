@@ -15,6 +15,9 @@ import faust
 
 from framework.app import AppSettings, create_app
 from framework.coordination.sqlite import SqliteCheckpointStore
+from framework.core.events import Event
+from framework.core.mutations import Mutation, Upsert
+from framework.core.schema import Column, TableSchema
 from framework.delivery.ack_agent import register_ack_agent
 from framework.delivery.ack_http import mount_on_faust
 from framework.delivery.kafka_io import RecordFetcher, RecordPublisher
@@ -22,14 +25,11 @@ from framework.delivery.ledger import DeliveryLedger
 from framework.delivery.model import LedgerConfig
 from framework.delivery.timer import register_verifier_timer
 from framework.delivery.verifier import Verifier, VerifierConfig
-from framework.events import Event
-from framework.mutations import Mutation, Upsert
 from framework.parking import DeadLetterWAL
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.binding import AgentRuntime
 from framework.runtime.sinks import WideColumnSink
-from stores.schema import Column, TableSchema
-from stores.sqlite import SqliteStore
+from stores.sqlite.store import SqliteStore
 
 HUB = TableSchema("probe_hub", (Column("id", "text"),), (Column("n", "bigint"),))
 #: One-second buckets, so the in-worker verifier timer has complete buckets to walk within the test.

@@ -16,7 +16,7 @@ from examples.activity_platform.generator import generate_history
 from examples.activity_platform.oracle import expected_state
 from examples.demo import check_convergence
 from framework.local_stack import LocalStack
-from stores.elasticsearch import ElasticsearchIndex
+from stores.elasticsearch.index import ElasticsearchIndex
 from stores.open import open_wide_store
 
 pytestmark = pytest.mark.slow

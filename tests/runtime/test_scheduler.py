@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from framework.runtime.backoff import BackoffConfig
 from framework.runtime.errors import MessageError
-from framework.runtime.scheduler import KeyedScheduler, SchedulerConfig, Work
+from framework.runtime.scheduler import KeyedScheduler, SchedulerConfig
+from framework.runtime.work import Work
 from stores.errors import TransientStoreError
 
 FAST = BackoffConfig(

@@ -13,8 +13,8 @@ from agents.event_types import topic_of
 from agents.indexer import project_hub
 from agents.schemas import ACTIVITY_HUB, ENGAGEMENT_LOG
 from examples.activity_platform.oracle import CellState, hit_document, row_cells
-from framework.events import Event
-from framework.mutations import Mutation
+from framework.core.events import Event
+from framework.core.mutations import Mutation
 from spark_batch.io import open_index
 from stores.open import open_wide_store
 

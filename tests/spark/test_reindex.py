@@ -15,8 +15,8 @@ from agents.schemas import ACTIVITY_HUB
 from examples.activity_platform.history import History
 from examples.activity_platform.oracle import Expected
 from framework.cli import main
+from framework.core.mutations import Upsert
 from framework.local_stack import StackInfo
-from framework.mutations import Upsert
 from spark_batch.convergence import check
 from spark_batch.io import open_index
 from spark_batch.reindex import reindex

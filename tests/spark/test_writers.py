@@ -8,12 +8,12 @@ from pathlib import Path
 
 from agents import INDEX_MAPPINGS
 from agents.schemas import ACTIVITY_HUB
+from framework.core.mutations import Mutation, Upsert
 from framework.local_stack import StackInfo
-from framework.mutations import Mutation, Upsert
 from spark_batch.io import Unit, WriteOptions, apply_batched, bulk_batched, open_index
 from stores.base import IndexOp
 from stores.errors import TransientStoreError
-from stores.sqlite import SqliteStore
+from stores.sqlite.store import SqliteStore
 from tests.spark.support import TOMBSTONES, unique_alias
 
 FAST = WriteOptions(batch_size=10, concurrency=3, retries=5, backoff=0.001)

@@ -37,7 +37,7 @@ from cassandra.protocol import (
 )
 from cassandra.query import PreparedStatement, named_tuple_factory
 
-from stores.schema import TableSchema
+from framework.core.schema import TableSchema
 
 CQL_TYPES: dict[str, type] = {
     "text": cqltypes.UTF8Type,

@@ -12,10 +12,11 @@ import math
 
 import pytest
 
-from framework.mutations import Delete, LogState, Upsert
-from stores.base import Row, WideColumnStore
-from stores.cells import Cell
-from stores.schema import SchemaError
+from framework.core.cells import Cell
+from framework.core.mutations import Delete, LogState, Upsert
+from framework.core.rows import Row
+from framework.core.schema import SchemaError
+from stores.base import WideColumnStore
 from tests.stores.harness import WideStoreHarness, hub_schema, log_schema, timeline_schema, unique
 
 K = {"org": "acme", "id": 7}

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from framework.mutations import Delete, LogState, Mutation, Upsert
-from framework.state_log import current_state
+from framework.core.mutations import Delete, LogState, Mutation, Upsert
+from framework.core.schema import Column, TableSchema, state_log_schema
+from framework.core.state_log import current_state
 from stores.base import WideColumnStore
-from stores.schema import Column, TableSchema, state_log_schema
 from tests.stores import oracle
 from tests.stores.harness import ManualClock
 

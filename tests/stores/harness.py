@@ -7,8 +7,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from framework.core.schema import Column, TableSchema, state_log_schema
 from stores.base import WideColumnStore
-from stores.schema import Column, TableSchema, state_log_schema
 
 __all__ = ["ManualClock", "WideStoreHarness", "hub_schema", "timeline_schema", "log_schema"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from framework.mutations import Delete, LogState, Mutation, Upsert
-from stores.cells import order_bytes
+from framework.core.cells import order_bytes
+from framework.core.mutations import Delete, LogState, Mutation, Upsert
 
 RowKey = tuple[str, tuple[tuple[str, object], ...]]  # (table, sorted key items)
 

@@ -24,7 +24,7 @@ from cassandra.cluster import NoHostAvailable
 from cassandra.connection import ConnectionException
 from cassandra.policies import RetryPolicy
 
-from framework.mutations import CellValue, Upsert
+from framework.core.mutations import CellValue, Upsert
 from stores.cassandra import CassandraStore, bridge
 from stores.cassandra.url import parse_url
 from stores.errors import PermanentStoreError, StoreError, TransientStoreError

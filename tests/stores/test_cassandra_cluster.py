@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from framework.mutations import Upsert
+from framework.core.mutations import Upsert
 from stores.cassandra import CassandraStore
 from tests.stores.harness import WideStoreHarness, hub_schema, unique
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from framework.mutations import Upsert
+from framework.core.mutations import Upsert
 from stores.base import WideColumnStore
 from stores.cassandra import CassandraStore
 from tests.stores.contract import WideColumnContract

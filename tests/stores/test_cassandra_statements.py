@@ -18,11 +18,11 @@ from cassandra import ConsistencyLevel
 from cassandra.metadata import ColumnMetadata, KeyspaceMetadata, TableMetadata
 from cassandra.query import BoundStatement, dict_factory
 
-from framework.mutations import CellValue, Delete, LogState, MutationError, Upsert
+from framework.core.cells import Cell
+from framework.core.mutations import CellValue, Delete, LogState, MutationError, Upsert
+from framework.core.schema import SchemaError, TableSchema
 from stores.cassandra import CassandraStore
 from stores.cassandra import statements as cql
-from stores.cells import Cell
-from stores.schema import SchemaError, TableSchema
 from tests.stores.cassandra_fakes import Call, FakeSession, bind_metadata, decode, rows_result
 from tests.stores.harness import hub_schema, log_schema, timeline_schema
 

@@ -16,7 +16,7 @@ from cassandra.murmur3 import murmur3 as pure_python_murmur3
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framework.mutations import CellValue, Upsert
+from framework.core.mutations import CellValue, Upsert
 from stores.cassandra import CassandraStore
 from stores.cassandra.tokens import (
     MAX_TOKEN,

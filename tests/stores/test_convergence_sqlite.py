@@ -7,7 +7,7 @@ import asyncio
 from hypothesis import given, settings
 
 from stores.base import WideColumnStore
-from stores.sqlite import SqliteStore
+from stores.sqlite.store import SqliteStore
 from tests.stores.convergence import Case, cases, check_current_state, check_history
 from tests.stores.harness import ManualClock
 

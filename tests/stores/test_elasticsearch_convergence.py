@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from framework.local_stack import StackInfo
 from stores.base import IndexOp
-from stores.elasticsearch import ElasticsearchIndex
+from stores.elasticsearch.index import ElasticsearchIndex
 
 EXAMPLES_PER_MODE = 250
 MAPPINGS = {"dynamic": "strict", "properties": {"v": {"type": "long"}, "tag": {"type": "keyword"}}}

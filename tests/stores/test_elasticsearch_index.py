@@ -17,7 +17,7 @@ import pytest
 
 from framework.local_stack import StackInfo, free_port
 from stores.base import IndexOp
-from stores.elasticsearch import TOMBSTONE_FIELD, DocumentError, ElasticsearchIndex
+from stores.elasticsearch.index import TOMBSTONE_FIELD, DocumentError, ElasticsearchIndex
 from stores.errors import PermanentStoreError, TransientStoreError
 from tests.stores.es_fake_server import FakeElasticsearch, Reply, error_body
 

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.mutations import Delete, Upsert
+from framework.core.mutations import Delete, Upsert
+from framework.core.schema import Column, SchemaError, TableSchema
 from stores.errors import StoreError
-from stores.keycodec import decode_key, encode_key, prefix_end
-from stores.schema import Column, SchemaError, TableSchema
-from stores.sqlite_engine import SqliteEngine
+from stores.sqlite.engine import SqliteEngine
+from stores.sqlite.keycodec import decode_key, encode_key, prefix_end
 from tests.stores.harness import ManualClock, hub_schema, timeline_schema
 
 K = {"org": "acme", "id": 7}

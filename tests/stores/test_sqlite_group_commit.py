@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from framework.mutations import Upsert
-from stores.schema import Column, SchemaError, TableSchema
-from stores.sqlite import SqliteStore
+from framework.core.mutations import Upsert
+from framework.core.schema import Column, SchemaError, TableSchema
+from stores.sqlite.store import SqliteStore
 
 T = TableSchema("g", partition_key=(Column("k", "text"),), columns=(Column("n", "bigint"),))
 

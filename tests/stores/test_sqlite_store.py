@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from framework.mutations import Upsert
+from framework.core.mutations import Upsert
 from stores.errors import StoreError
-from stores.sqlite import SqliteStore
+from stores.sqlite.store import SqliteStore
 from tests.stores.contract import WideColumnContract
 from tests.stores.harness import ManualClock, WideStoreHarness, hub_schema, timeline_schema
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import faust
 
 from framework.app import AppSettings, create_app
-from framework.events import Event
-from framework.mutations import Mutation, Upsert
+from framework.core.events import Event
+from framework.core.mutations import Mutation, Upsert
 from framework.parking import DeadLetterWAL
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.backoff import BackoffConfig

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from cassandra import cqltypes
 
-from framework.mutations import CellValue
+from framework.core.mutations import CellValue
 from tests.support.cql_server import ast
 from tests.support.cql_server.catalog import Catalog, ColumnSpec, TableDef
 from tests.support.cql_server.cursor import unsupported

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from cassandra import cqltypes
 
-from framework.mutations import MutationError, check_identifier
-from stores.schema import Column, TableSchema
+from framework.core.mutations import MutationError, check_identifier
+from framework.core.schema import Column, TableSchema
 from tests.support.cql_server import ast
 from tests.support.cql_server.errors import AlreadyExists, ConfigurationError, InvalidRequest
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from cassandra import cqltypes
 
-from framework.mutations import CellValue
-from stores.base import Row
-from stores.keycodec import encode_key
+from framework.core.mutations import CellValue
+from framework.core.rows import Row
+from stores.sqlite.keycodec import encode_key
 from tests.support.cql_server import ast
 from tests.support.cql_server.catalog import MAX_TTL, TableDef
 from tests.support.cql_server.errors import InvalidRequest

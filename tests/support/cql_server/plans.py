@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from framework.mutations import CellValue
+from framework.core.mutations import CellValue
 from tests.support.cql_server import ast
 from tests.support.cql_server.catalog import ColumnSpec, TableDef
 from tests.support.cql_server.system_tables import SystemTable

@@ -2,7 +2,7 @@
 
 The engine has no partition tombstones, so ``DELETE FROM t WHERE <partition key>``
 is kept here: it becomes row tombstones for the partition's current rows, and
-later writes at or below its timestamp are dropped (``stores.cells.shadowed``),
+later writes at or below its timestamp are dropped (``framework.core.cells.shadowed``),
 which is what a partition tombstone does.
 """
 
@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from framework.mutations import CellValue, Delete, Mutation, MutationError, Upsert
-from stores.base import Row
-from stores.cells import Cell, shadowed
-from stores.keycodec import encode_key
-from stores.sqlite_engine import SqliteEngine
+from framework.core.cells import Cell, shadowed
+from framework.core.mutations import CellValue, Delete, Mutation, MutationError, Upsert
+from framework.core.rows import Row
+from stores.sqlite.engine import SqliteEngine
+from stores.sqlite.keycodec import encode_key
 from tests.support.cql_server import ast
 from tests.support.cql_server.catalog import Catalog, TableDef
 from tests.support.cql_server.errors import InvalidRequest

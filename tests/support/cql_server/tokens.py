@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from cassandra.murmur3 import murmur3
 
-from framework.mutations import CellValue
+from framework.core.mutations import CellValue
 from tests.support.cql_server.catalog import TableDef
 
 __all__ = ["routing_key", "token", "MIN_TOKEN", "MAX_TOKEN"]

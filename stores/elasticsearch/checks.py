@@ -16,7 +16,7 @@ from elasticsearch import ApiError, ConnectionTimeout, SerializationError, Trans
 from elasticsearch import ConnectionError as EsConnectionError
 from elasticsearch.serializer import JsonSerializer
 
-from framework.mutations import MutationError, check_version
+from framework.core.mutations import MutationError, check_version
 from stores.base import BulkItem
 from stores.errors import PermanentStoreError, StoreError, TransientStoreError
 

@@ -22,11 +22,12 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from framework.mutations import CellValue, Mutation, MutationError
-from stores.base import Row, WideColumnStore
+from framework.core.mutations import CellValue, Mutation, MutationError
+from framework.core.rows import Row
+from framework.core.schema import TableSchema
+from stores.base import WideColumnStore
 from stores.errors import PermanentStoreError, StoreError, TransientStoreError
-from stores.schema import TableSchema
-from stores.sqlite_engine import ScanCursor, SqliteEngine
+from stores.sqlite.engine import ScanCursor, SqliteEngine
 
 __all__ = ["SqliteStore"]
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, TypeAlias
 
+from framework.core.errors import BadMessage
+
 __all__ = [
     "Upsert",
     "Delete",
@@ -38,7 +40,7 @@ MAX_TEXT_BYTES = 1 << 20
 _MAX_INT = 2**63 - 1
 
 
-class MutationError(ValueError):
+class MutationError(BadMessage):
     """A mutation is malformed; ``field`` names the offending part."""
 
     def __init__(self, field: str, message: str) -> None:
@@ -168,7 +170,7 @@ class LogState:
 
     The row's clustering key is ``(at, event_id)``, so replaying the event
     rewrites the same row. Readers derive the current state from the whole log
-    (see ``framework.state_log``); a transition is never stored.
+    (see ``framework.core.state_log``); a transition is never stored.
     """
 
     table: str

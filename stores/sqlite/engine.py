@@ -3,9 +3,9 @@
 Layout: one EAV table ``converge_cells`` keyed by (table, encoded partition
 key, encoded clustering key, column). A row tombstone is stored in the same
 table under the column name ``''`` (never a valid identifier), so one ordered
-query returns it before the cells of its row. Keys use ``stores.keycodec``, so
+query returns it before the cells of its row. Keys use ``stores.sqlite.keycodec``, so
 SQL can order, range and page rows of a partition by memcmp. Cell conflicts are
-resolved in Python with ``stores.cells.reconcile`` inside one write
+resolved in Python with ``framework.core.cells.reconcile`` inside one write
 transaction, which is the single source of the rules.
 
 Durability: WAL journal with ``synchronous=FULL``, so a returned ``apply`` has
@@ -24,12 +24,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from framework.mutations import CellValue, Delete, LogState, Mutation, Upsert
-from stores.base import Row
-from stores.cells import Cell, is_live, reconcile, shadowed
+from framework.core.cells import Cell, is_live, reconcile, shadowed
+from framework.core.mutations import CellValue, Delete, LogState, Mutation, Upsert
+from framework.core.rows import Row
+from framework.core.schema import Column, SchemaError, TableSchema
 from stores.errors import StoreError
-from stores.keycodec import decode_key, encode_key, normalize, partition_hash, prefix_end
-from stores.schema import Column, SchemaError, TableSchema
+from stores.sqlite.keycodec import decode_key, encode_key, normalize, partition_hash, prefix_end
 
 __all__ = ["SqliteEngine", "ScanCursor", "schema_to_json", "schema_from_json"]
 

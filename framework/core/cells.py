@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from framework.mutations import CellValue
+from framework.core.mutations import CellValue
 
 __all__ = ["Cell", "order_bytes", "reconcile", "is_live", "shadowed"]
 

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from framework.mutations import MAX_VERSION
+from framework.core.errors import BadMessage
+from framework.core.mutations import MAX_VERSION
 
 __all__ = ["Event", "EventError", "parse_event", "MAX_EVENT_BYTES"]
 
@@ -15,7 +16,7 @@ __all__ = ["Event", "EventError", "parse_event", "MAX_EVENT_BYTES"]
 MAX_EVENT_BYTES = 1 << 20
 
 
-class EventError(ValueError):
+class EventError(BadMessage):
     """An event could not be parsed or validated; ``field`` names the bad part."""
 
     def __init__(self, field: str, message: str) -> None:

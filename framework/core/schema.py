@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from framework.mutations import MutationError, check_identifier
+from framework.core.mutations import MutationError, check_identifier
 
 __all__ = ["Column", "TableSchema", "ColumnType", "SchemaError", "state_log_schema"]
 

@@ -41,8 +41,7 @@ from typing import Any, Literal
 from elasticsearch import ApiError, AsyncElasticsearch, ConflictError, NotFoundError, TransportError
 
 from stores.base import BulkItem, BulkResult, IndexOp, SearchHit, SearchIndex
-from stores.errors import PermanentStoreError
-from stores.es_checks import (
+from stores.elasticsearch.checks import (
     DEFAULT_MAX_DOC_BYTES,
     DocumentError,
     bulk_item,
@@ -53,6 +52,7 @@ from stores.es_checks import (
     error_summary,
     store_error,
 )
+from stores.errors import PermanentStoreError
 
 __all__ = ["ElasticsearchIndex", "DocumentError", "TOMBSTONE_FIELD"]
 

@@ -1,6 +1,6 @@
 """Reading state logs: the current state of an entity is derived, never stored.
 
-A state log row (see ``stores.schema.state_log_schema``) has the clustering
+A state log row (see ``framework.core.schema.state_log_schema``) has the clustering
 key ``(at, event_id)`` and the cells ``state`` plus attributes. The current
 state is the row with the latest ``at``; rows at the same ``at`` are ordered
 by the declared precedence of their states (later in the list wins; states
@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from framework.mutations import CellValue
-from stores.base import Row, WideColumnStore
+from framework.core.mutations import CellValue
+from framework.core.rows import Row
 
-__all__ = ["StateEntry", "current_state", "read_current_state"]
+__all__ = ["StateEntry", "current_state"]
 
 
 @dataclass(frozen=True)
@@ -57,12 +57,3 @@ def current_state(rows: Iterable[Row], precedence: Sequence[str]) -> StateEntry 
             best, best_key = entry, key
     return best
 
-
-async def read_current_state(
-    store: WideColumnStore,
-    table: str,
-    partition_key: Mapping[str, CellValue],
-    precedence: Sequence[str],
-) -> StateEntry | None:
-    """Read the whole log partition of one entity and derive its current state."""
-    return current_state(await store.read_partition(table, partition_key), precedence)

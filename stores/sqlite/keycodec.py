@@ -12,8 +12,8 @@ import hashlib
 import struct
 from collections.abc import Sequence
 
-from framework.mutations import CellValue
-from stores.schema import Column, SchemaError
+from framework.core.mutations import CellValue
+from framework.core.schema import Column, SchemaError
 
 __all__ = ["encode_key", "decode_key", "prefix_end", "partition_hash", "normalize"]
 

@@ -1,0 +1,138 @@
+"""Projections: search documents built from the merged rows of one partition.
+
+An app declares a projection with its index ``alias`` and ``mappings``, the
+source ``tables`` it reads (all sharing one partition key) and ``build``,
+which turns the live rows of one partition into a document. The framework
+runs it in the stream (after every write to a source table), in backfills,
+convergence checks, repairs and reindexes.
+
+The document's version is not computed by ``build``: deletes leave no live
+cell to read, so the live rows cannot tell how recent a partition is. Every
+mutation of a source table also raises a per-partition mark in the
+projection's version table (``<name>_version``: the partition key and one
+``version`` cell written at the mutation's version, so the store keeps the
+highest). A document is written at that mark: the highest version of any
+write, delete or state log entry that ever touched its partition. The mark
+never goes down, so a later projection of the same partition is never
+older than an earlier one and ``external_gte`` accepts it. A partition
+whose rows have no live cell (or whose ``build`` returns None) has no
+document and is deleted at the mark.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from framework.core.mutations import CellValue, Mutation, Upsert, check_identifier
+from framework.core.rows import Row
+from framework.core.schema import Column, SchemaError, TableSchema
+
+__all__ = ["Projection", "Document", "PartitionKey"]
+
+#: The partition key of a document's source rows, by column name.
+PartitionKey = Mapping[str, CellValue]
+#: ``(doc_id, document, version)``; ``document`` None means "no document: delete it".
+Document = tuple[str, Mapping[str, Any] | None, int]
+
+_VERSION_COLUMN = "version"
+
+
+class Projection(abc.ABC):
+    """A search projection an app declares; subclass and implement ``build``.
+
+    ``name`` (an identifier) names its version table and change topic;
+    ``alias`` is the index alias; ``tables`` are the source tables, which
+    must share their partition key (checked when the class is first used).
+    """
+
+    name: ClassVar[str]
+    alias: ClassVar[str]
+    tables: ClassVar[tuple[TableSchema, ...]]
+    mappings: ClassVar[Mapping[str, Any]] = {}
+
+    @abc.abstractmethod
+    def build(self, key: PartitionKey, rows: Mapping[str, Sequence[Row]]) -> Mapping[str, Any] | None:
+        """The document of one partition from the live rows of each source table (by table
+        name; a table without rows maps to an empty list), or None for no document.
+
+        Pure: no I/O, no clock. Include only what the rows say, so any
+        replay of the same writes builds the same document.
+        """
+
+    def document_id(self, key: PartitionKey) -> str:
+        """The document id of a partition (default: its key values joined by ``:``)."""
+        return ":".join(str(key[c.name]) for c in self.partition_key)
+
+    # -- derived, framework side ---------------------------------------------
+    @property
+    def partition_key(self) -> tuple[Column, ...]:
+        """The partition key every source table shares; SchemaError when they differ."""
+        tables = tuple(self.tables)
+        check_identifier(self.name, "projection")
+        if not tables:
+            raise SchemaError("tables", f"projection {self.name}: declares no source table")
+        first = tables[0].partition_key
+        for t in tables[1:]:
+            if t.partition_key != first:
+                raise SchemaError(
+                    "tables",
+                    f"projection {self.name}: {t.name} is partitioned by "
+                    f"{[c.name for c in t.partition_key]}, {tables[0].name} by {[c.name for c in first]}",
+                )
+        return first
+
+    @property
+    def source_names(self) -> frozenset[str]:
+        return frozenset(t.name for t in self.tables)
+
+    @property
+    def version_table(self) -> TableSchema:
+        """``<name>_version``: the partition key and the partition's highest write version."""
+        return TableSchema(
+            name=f"{self.name}_version",
+            partition_key=self.partition_key,
+            columns=(Column(_VERSION_COLUMN, "bigint"),),
+        )
+
+    def key_of(self, mutation: Mutation) -> PartitionKey | None:
+        """The partition ``mutation`` changes, or None when it is not a source table's."""
+        if mutation.table not in self.source_names:
+            return None
+        try:
+            return {c.name: mutation.key[c.name] for c in self.partition_key}
+        except KeyError as exc:
+            raise SchemaError("key", f"{mutation.table}: partition key column {exc} missing") from None
+
+    def touched(self, mutations: Iterable[Mutation]) -> dict[str, tuple[PartitionKey, int]]:
+        """Partitions ``mutations`` change, by document id, with the highest version of each."""
+        out: dict[str, tuple[PartitionKey, int]] = {}
+        for m in mutations:
+            key = self.key_of(m)
+            if key is None:
+                continue
+            doc_id = self.document_id(key)
+            seen = out.get(doc_id)
+            if seen is None or m.version > seen[1]:
+                out[doc_id] = (key, m.version)
+        return out
+
+    def version_marks(self, mutations: Iterable[Mutation]) -> list[Upsert]:
+        """One version-table write per partition ``mutations`` change, at its highest version."""
+        name = self.version_table.name
+        return [
+            Upsert(name, dict(key), {_VERSION_COLUMN: version}, version)
+            for key, version in self.touched(mutations).values()
+        ]
+
+    def document(self, key: PartitionKey, rows: Mapping[str, Sequence[Row]], mark: Row | None) -> Document:
+        """The document of a partition at its version: the mark, or, for partitions written
+        before marks existed, the highest live cell; ``None`` document when there is none."""
+        complete = {t.name: list(rows.get(t.name, ())) for t in self.tables}
+        live = [r for rs in complete.values() for r in rs if r.cells]
+        version = max((r.version for r in live), default=0)
+        if mark is not None and (cell := mark.cells.get(_VERSION_COLUMN)) is not None:
+            version = max(version, cell.writetime)
+        doc = self.build(key, complete) if live else None
+        return self.document_id(key), doc, version

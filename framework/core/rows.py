@@ -1,0 +1,32 @@
+"""A row as the stores return it: key columns and live cells with their write times."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from framework.core.cells import Cell
+from framework.core.mutations import CellValue
+
+__all__ = ["Row"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row as read: its key columns and its live cells with their write times."""
+
+    key: Mapping[str, CellValue]
+    cells: Mapping[str, Cell]
+
+    def values(self) -> dict[str, CellValue]:
+        """Cell values by column name (live cells only)."""
+        return {name: c.value for name, c in self.cells.items()}
+
+    @property
+    def version(self) -> int:
+        """The highest write time among the live cells."""
+        return max(c.writetime for c in self.cells.values())
+
+    def writetime(self, column: str) -> int | None:
+        c = self.cells.get(column)
+        return None if c is None else c.writetime

@@ -1,0 +1,34 @@
+"""``map_event``: one event through an agent's pure mapping, as the stream and the backfill run it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from framework.core.events import Event
+from framework.core.mutations import Delete, LogState, Mutation, Upsert
+from framework.core.projection import Projection
+from framework.runtime.agent import KeyedAgent
+from framework.runtime.errors import MessageError
+
+__all__ = ["map_event"]
+
+_MUTATIONS = (Upsert, Delete, LogState)
+
+
+def map_event(agent: KeyedAgent, event: Event, projections: Sequence[Projection] = ()) -> list[Mutation]:
+    """The agent's mutations for ``event``, then the version marks of ``projections`` they touch.
+
+    Anything ``handle`` raises, and anything it returns that is not a
+    mutation, makes the event a bad message: ``MessageError`` at stage
+    ``map``, which the stream parks and the backfill parks too. ``handle`` is
+    pure, so a retry would fail the same way.
+    """
+    try:
+        mutations = list(agent.handle(event))
+        for m in mutations:
+            if not isinstance(m, _MUTATIONS):
+                raise TypeError(f"{agent.name}.handle returned {type(m).__name__}, not a mutation")
+        marks = [mark for p in projections for mark in p.version_marks(mutations)]
+    except Exception as exc:  # noqa: BLE001 - any failure of a pure mapping is the message's
+        raise MessageError("map", exc) from exc
+    return mutations + marks

@@ -1,0 +1,80 @@
+"""The projection step: read a partition's source rows, build its document, write it to the index.
+
+The stream's projector runs it for every change event; the batch jobs run
+the same functions for backfill, repair and reindex.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from framework.core.projection import Document, PartitionKey, Projection
+from framework.runtime.change_feed import changed_partition
+from framework.runtime.errors import MessageError
+from framework.runtime.processor import bounded, parse_work
+from framework.runtime.work import Work
+from stores.base import SearchIndex, WideColumnStore
+
+__all__ = ["read_document", "write_document", "project_partition", "ProjectionProcessor"]
+
+Action = Literal["index", "delete", "stale"]
+
+
+async def read_document(store: WideColumnStore, projection: Projection, key: PartitionKey) -> Document:
+    """The current document of one partition, read from every source table and the version mark."""
+    rows = {t.name: await store.read_partition(t.name, key) for t in projection.tables}
+    mark = await store.read_row(projection.version_table.name, key)
+    return projection.document(key, rows, mark)
+
+
+async def write_document(
+    index: SearchIndex, alias: str, document: Document, floor: int = 0
+) -> tuple[Action, int]:
+    """Index the document at its version, or delete it when it is None; ``floor`` raises a
+    delete's version (to remove a document the index holds at a higher one)."""
+    doc_id, doc, version = document
+    if doc is None:
+        version = max(version, floor)
+        return ("delete" if await index.delete(alias, doc_id, version) else "stale"), version
+    return ("index" if await index.index(alias, doc_id, doc, version) else "stale"), version
+
+
+async def project_partition(
+    store: WideColumnStore,
+    index: SearchIndex,
+    projection: Projection,
+    key: PartitionKey,
+    *,
+    alias: str | None = None,
+    floor: int = 0,
+) -> tuple[Action, int]:
+    """Read and write one partition's document now (into ``alias``, default the projection's)."""
+    document = await read_document(store, projection, key)
+    return await write_document(index, alias or projection.alias, document, floor)
+
+
+class ProjectionProcessor:
+    """Runs a projection for each change event; one document's changes are serial."""
+
+    def __init__(
+        self, projection: Projection, store: WideColumnStore, index: SearchIndex, sink_timeout: float = 10.0
+    ) -> None:
+        self.projection = projection
+        self.name = f"project.{projection.name}"
+        self.store, self.index, self.sink_timeout = store, index, sink_timeout
+
+    def prepare(self, work: Work) -> None:
+        try:
+            work.event = parse_work(work)
+        except Exception:  # noqa: BLE001 - reported by __call__ when the work runs
+            work.event = None
+
+    async def __call__(self, work: Work) -> None:
+        event = work.event if work.event is not None else parse_work(work)
+        try:
+            key = changed_partition(event, self.projection)
+        except Exception as exc:  # noqa: BLE001 - a malformed change is the message's
+            raise MessageError("map", exc) from exc
+        read = read_document(self.store, self.projection, key)
+        document = await bounded("wide_column", self.sink_timeout, read)
+        await bounded("index", self.sink_timeout, write_document(self.index, self.projection.alias, document))

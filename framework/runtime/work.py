@@ -1,0 +1,27 @@
+"""``Work``: one received message as the scheduler and the processors see it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Work"]
+
+
+@dataclass(slots=True)
+class Work:
+    """One received message: where it came from, its key and raw value, and how to ack it."""
+
+    tp: Hashable
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    ack: Callable[[], Any] = field(repr=False, default=lambda: None)
+    attempts: int = 0
+    relation: Hashable = None
+    event: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.relation is None:
+            self.relation = self.key

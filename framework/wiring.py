@@ -1,0 +1,61 @@
+"""Wires an ``App`` into a Faust app: topics, runtimes, sinks, change feeds and projectors."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from framework.kafka_admin import ensure_topics
+from framework.resources import Resources
+from framework.runtime.binding import AgentRuntime, register_parking
+from framework.runtime.change_feed import ChangeFeedSink
+from framework.runtime.processor import AgentProcessor
+from framework.runtime.projector import ProjectionProcessor
+from framework.runtime.sinks import Sink, WideColumnSink
+from framework.settings import Settings
+
+if TYPE_CHECKING:
+    from framework.app import App, ConvergeFaustApp
+
+__all__ = ["wire"]
+
+
+def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Resources:
+    """Register one runtime per agent and per projection on ``worker``; open the resources
+    and attach the processors when the worker starts, close them when it has stopped."""
+    resources = Resources(app, settings)
+    timeout = app.runtime.sink_timeout
+    agents = [(AgentRuntime(worker, a.topic, config=app.runtime, name=a.name), a) for a in app.agents]
+    projectors = [
+        (AgentRuntime(worker, app.change_topic(p), config=app.runtime, name=f"project.{p.name}"), p)
+        for p in app.projections
+    ]
+    raw = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
+    change_topics = {app.change_topic(p): worker.topic(app.change_topic(p), **raw) for p in app.projections}
+
+    async def announce(topic: str, key: bytes, value: bytes) -> None:
+        sent = await change_topics[topic].send(key=key, value=value)
+        await sent  # on the broker before the source event is acknowledged
+
+    async def starting() -> None:
+        await ensure_topics(settings.broker, {t: settings.partitions for t in app.topics()})
+        await resources.open()
+        parking = resources.parking
+        assert parking is not None
+        for runtime, agent in agents:
+            projections = app.projections_of(agent)
+            sinks: list[Sink] = [WideColumnSink(resources.store)]
+            if projections:
+                sinks.append(ChangeFeedSink(announce, {app.change_topic(p): p for p in projections}))
+            if resources.ledger is not None:
+                from framework.delivery.acks import delivery_sinks
+
+                sinks += delivery_sinks(agent, resources.ledger)
+            runtime.attach(AgentProcessor(agent, sinks, timeout, projections), parking)
+        for runtime, projection in projectors:
+            processor = ProjectionProcessor(projection, resources.store, resources.index, timeout)
+            runtime.attach(processor, parking)
+
+    worker.starting.append(starting)
+    worker.stopped.append(resources.close)
+    register_parking(worker, lambda: resources.parking)
+    return resources
