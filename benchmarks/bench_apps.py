@@ -21,15 +21,17 @@ from pathlib import Path
 
 import faust
 
-from framework.app import AppSettings, create_app
+from framework.app import create_faust_app
 from framework.core.events import Event, parse_event
 from framework.core.mutations import Mutation, Upsert
 from framework.core.schema import Column, TableSchema
 from framework.parking import DeadLetterWAL
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.binding import AgentRuntime, RuntimeConfig
+from framework.runtime.processor import AgentProcessor
 from framework.runtime.scheduler import SchedulerConfig
 from framework.runtime.sinks import WideColumnSink
+from framework.settings import Settings
 from stores.sqlite.store import SqliteStore
 
 BENCH_TABLE = TableSchema(
@@ -81,9 +83,9 @@ class LatencyStoreSink(WideColumnSink):
 
 def build() -> faust.App:
     variant = os.environ["BENCH_VARIANT"]
-    settings = AppSettings(app_id=os.environ["BENCH_GROUP"])
-    app = create_app(settings)
-    data = settings.resolved_data_dir()
+    settings = Settings.resolve(os.environ["BENCH_GROUP"])
+    app = create_faust_app(settings)
+    data = settings.data_dir
     meter = Meter(data / "bench-result.json", int(os.environ["BENCH_EVENTS"]))
     latency = float(os.environ.get("BENCH_LATENCY_MS", "0")) / 1000
     store = SqliteStore(data / "wide.db")
@@ -96,7 +98,8 @@ def build() -> faust.App:
             max_pending_per_partition=int(os.environ.get("BENCH_MAX_PENDING", "2000")),
         )
         config = RuntimeConfig(max_batch=int(os.environ.get("BENCH_MAX_BATCH", "500")), scheduler=scheduler)
-        AgentRuntime(app, agent, sinks, DeadLetterWAL(data / "dlq"), config)
+        processor = AgentProcessor(agent, sinks, config.sink_timeout)
+        AgentRuntime(app, agent.topic, processor, DeadLetterWAL(settings.dlq_root), config)
         return app
     topic = app.topic(agent.topic, key_type=bytes, value_type=bytes, key_serializer="raw",
                       value_serializer="raw")  # fmt: skip

@@ -6,15 +6,16 @@ import os
 
 import faust
 
-from framework.app import AppSettings, create_app
+from framework.app import create_faust_app
+from framework.settings import Settings
 
 
 def build() -> faust.App:
-    settings = AppSettings(app_id=os.environ.get("SMOKE_APP_ID", "smoke"))
-    app = create_app(settings)
+    settings = Settings.resolve(os.environ.get("SMOKE_APP_ID", "smoke"))
+    app = create_faust_app(settings)
     topic = app.topic(os.environ.get("SMOKE_TOPIC", "smoke-in"), key_type=bytes, value_type=bytes,
                       key_serializer="raw", value_serializer="raw")  # fmt: skip
-    out = settings.resolved_data_dir() / "smoke-count.txt"
+    out = settings.data_dir / "smoke-count.txt"
     seen = {"n": 0}
 
     @app.agent(topic, name="smoke.count")

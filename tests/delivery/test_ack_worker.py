@@ -94,7 +94,7 @@ def test_worker_acks_through_sink_topic_and_http(stack: StackInfo, tmp_path: Pat
         "DELIVERY_APP_ID": f"dp-{uuid.uuid4().hex[:6]}",
         "DELIVERY_TOKEN": TOKEN,
         "DELIVERY_WEB_PORT": str(port),
-        "CONVERGE_WIDE_STORE": f"sqlite://{db}",
+        "CONVERGE_WIDE_STORE": f"sqlite:///{db}",
     }
     data = tmp_path / "worker"
     proc = start_worker("tests.delivery.worker_app:build", data, f"kafka://{broker}", env)

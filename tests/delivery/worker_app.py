@@ -13,13 +13,14 @@ from collections.abc import Iterable
 
 import faust
 
-from framework.app import AppSettings, create_app
+from framework.app import create_faust_app
 from framework.coordination.sqlite import SqliteCheckpointStore
 from framework.core.events import Event
 from framework.core.mutations import Mutation, Upsert
 from framework.core.schema import Column, TableSchema
 from framework.delivery.ack_agent import register_ack_agent
 from framework.delivery.ack_http import mount_on_faust
+from framework.delivery.acks import delivery_sinks
 from framework.delivery.kafka_io import RecordFetcher, RecordPublisher
 from framework.delivery.ledger import DeliveryLedger
 from framework.delivery.model import LedgerConfig
@@ -28,7 +29,9 @@ from framework.delivery.verifier import Verifier, VerifierConfig
 from framework.parking import DeadLetterWAL
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.binding import AgentRuntime
+from framework.runtime.processor import AgentProcessor
 from framework.runtime.sinks import WideColumnSink
+from framework.settings import Settings
 from stores.sqlite.store import SqliteStore
 
 HUB = TableSchema("probe_hub", (Column("id", "text"),), (Column("n", "bigint"),))
@@ -51,24 +54,24 @@ class ProbeAgent(KeyedAgent):
 
 
 def build() -> faust.App:
-    settings = AppSettings(
-        app_id=os.environ.get("DELIVERY_APP_ID", "delivery-probe"),
-        web_port=int(os.environ["DELIVERY_WEB_PORT"]),
+    settings = Settings.resolve(
+        os.environ.get("DELIVERY_APP_ID", "delivery-probe"), web_port=int(os.environ["DELIVERY_WEB_PORT"])
     )
-    app = create_app(settings)
-    store = SqliteStore(settings.resolved_wide_store().partition("://")[2])
+    app = create_faust_app(settings)
+    store = SqliteStore(settings.wide_store.removeprefix("sqlite:///"))  # SQLAlchemy's URL rule
     for schema in (HUB, CONFIG.ledger_schema(), CONFIG.index_schema()):
         store.engine.ensure_table(schema)  # idle store: safe to use the engine directly
     ledger = DeliveryLedger(store, CONFIG)
-    failed = DeadLetterWAL(settings.resolved_data_dir() / "dlq")
+    failed = DeadLetterWAL(settings.dlq_root)
     agent = ProbeAgent()
-    AgentRuntime(app, agent, [WideColumnSink(store)], failed, delivery=ledger)
+    processor = AgentProcessor(agent, [WideColumnSink(store), *delivery_sinks(agent, ledger)])
+    AgentRuntime(app, agent.topic, processor, failed)
     register_ack_agent(app, ledger, os.environ["DELIVERY_ACKS_TOPIC"], within=0.2, failed=failed)
     mount_on_faust(app, ledger, token=os.environ["DELIVERY_TOKEN"])
-    broker = settings.resolved_broker()
+    broker = settings.broker
     verifier = Verifier(
         ledger,
-        SqliteCheckpointStore(settings.resolved_data_dir() / "checkpoints.db"),
+        SqliteCheckpointStore(settings.data_dir / "checkpoints.db"),
         RecordPublisher(broker),
         fetcher=RecordFetcher(broker),
         failed=failed,

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from agents import INDEX_ALIAS, INDEX_MAPPINGS, TABLES, reference_agents
-from agents.event_types import topic_of
-from agents.indexer import project_hub
+from agents import INDEX_ALIAS
+from examples.activity_platform.app import app
 from examples.activity_platform.generator import generate_history
 from examples.activity_platform.oracle import expected_state
 from examples.demo import check_convergence
 from framework.local_stack import LocalStack
+from framework.runtime.mapping import map_event
+from framework.runtime.projector import project_partition
 from stores.elasticsearch.index import ElasticsearchIndex
 from stores.open import open_wide_store
 
@@ -46,18 +47,18 @@ def test_demo_reports_divergence_when_the_index_is_corrupted(tmp_path: Path) -> 
 
         async def run() -> tuple[int, int]:
             store = await open_wide_store(store_url)
-            for t in TABLES:
+            for t in app.tables:
                 await store.ensure_table(t)
             index = ElasticsearchIndex.from_url(stack.info.es_url, tombstones="document")
-            await index.ensure_index(INDEX_ALIAS, INDEX_MAPPINGS)
-            agents = {a.topic: a for a in reference_agents()}
+            (projection,) = app.projections
+            await index.ensure_index(projection.alias, projection.mappings)
             hubs = set()
             for e in history.events:
-                muts = list(agents[topic_of(e.type)].handle(e))
+                muts = map_event(app.route(e), e, app.projections)
                 await store.apply(muts)
                 hubs |= {str(m.key["hub_id"]) for m in muts}
             for h in sorted(hubs):
-                await project_hub(store, index, INDEX_ALIAS, h)
+                await project_partition(store, index, projection, {"hub_id": h})
             clean = len((await check_convergence(history, store_url, stack.info.es_url))[0])
             victim = sorted(expected_state(history.truth).documents)[0]
             await index.client.delete(index=f"{INDEX_ALIAS}-v1", id=victim, refresh=True)

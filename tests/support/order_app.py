@@ -19,14 +19,16 @@ from pathlib import Path
 
 import faust
 
-from framework.app import AppSettings, create_app
+from framework.app import create_faust_app
 from framework.core.events import Event
 from framework.core.mutations import Mutation, Upsert
 from framework.parking import DeadLetterWAL
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.backoff import BackoffConfig
 from framework.runtime.binding import AgentRuntime, RuntimeConfig
+from framework.runtime.processor import AgentProcessor
 from framework.runtime.scheduler import SchedulerConfig
+from framework.settings import Settings
 from stores.errors import TransientStoreError
 
 
@@ -72,9 +74,9 @@ class RecordingSink:
 
 
 def build() -> faust.App:
-    settings = AppSettings(app_id=os.environ.get("ORDER_APP_ID", "order-app"))
-    app = create_app(settings)
-    data = settings.resolved_data_dir()
+    settings = Settings.resolve(os.environ.get("ORDER_APP_ID", "order-app"))
+    app = create_faust_app(settings)
+    data = settings.data_dir
     release = os.environ.get("ORDER_RELEASE")
     sink = RecordingSink(
         data / "applied.db",
@@ -94,7 +96,9 @@ def build() -> faust.App:
             ),
         )
     )
-    runtime = AgentRuntime(app, OrderAgent(), [sink], DeadLetterWAL(data / "dlq"), config)
+    agent = OrderAgent()
+    processor = AgentProcessor(agent, [sink], config.sink_timeout)
+    runtime = AgentRuntime(app, agent.topic, processor, DeadLetterWAL(settings.dlq_root), config)
 
     @app.timer(0.2)
     async def dump_counters() -> None:
