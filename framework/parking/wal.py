@@ -221,14 +221,6 @@ class DeadLetterWAL:
         """``rotate_sync`` off the event loop; call it periodically so idle partitions get sealed."""
         return await asyncio.to_thread(self.rotate_sync, force=force)
 
-    def seal(self, part: Partition) -> bool:
-        """Seal the open segment of ``part`` (so it can be replayed now); False when there is none."""
-        with self._mutex:
-            if part not in self._open:
-                return False
-            self._seal(part, self.clock())
-            return True
-
     # -- reading ------------------------------------------------------------------
     def iterate(self, flt: SegmentFilter | None = None) -> Iterator[Entry]:
         """Live records per partition in write order (see ``ParkingStore.records``)."""
@@ -237,12 +229,6 @@ class DeadLetterWAL:
     def segments(self, flt: SegmentFilter | None = None) -> list[SegmentInfo]:
         """Index rows matching ``flt``."""
         return self.store.segments(flt)
-
-    def records(self) -> list[ParkedRecord]:
-        """Every record parked under this root, in write order (reads the files, like the CLI)."""
-        from framework.parking.store import ParkingStore
-
-        return [e.record for e in ParkingStore(self.root).ordered()]
 
     def close(self) -> None:
         """Seal every open segment and release the writer lock."""

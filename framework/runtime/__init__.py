@@ -1,1 +1,34 @@
-"""The keyed agent runtime: ordered per key, at least once, parallel across keys."""
+"""The keyed agent runtime: ordered per key, at least once, parallel across keys.
+
+Its invariants, which every change here must keep (each has tests):
+
+1. **Finished** means: the event was parsed, mapped, and every sink call
+   returned (the store write is durable, the change feed record is on the
+   broker, the delivery ack is written), or the event was parked and the
+   dead-letter WAL fsynced it. Nothing else finishes an event.
+2. **Acks in offset order.** An offset is acknowledged only when it and every
+   earlier offset of its partition are finished (``offsets.OffsetTracker``);
+   Faust commits acknowledged offsets (every second, ``App.worker``), so a
+   commit never passes unfinished work. A restart redelivers from the commit.
+3. **Sinks in declared order**, each call bounded by ``sink_timeout``: the
+   store, then the change feed of the projections reading what was written,
+   then the delivery-ledger ack. A later sink never runs before an earlier
+   one succeeded for that event.
+4. **Order scope.** Events with the same ``relation_key`` (default: the
+   ordering key) *within one partition* run one at a time in offset order;
+   different keys run concurrently up to ``max_concurrency``. Across
+   partitions there is no order: key your topics by the entity.
+5. **Failures.** A transient failure blocks only its relation key (later
+   events of that key are skipped, i.e. wait) and is retried after a back-off
+   that grows with the sink's recent failure ratio; a sink that looks down
+   pauses every partition and parks nothing. A bad message (``BadMessage``:
+   parse, map, permanent store rejection) is parked, then its key moves on.
+6. **Bounded memory.** A partition with more than ``max_pending_per_partition``
+   received-but-unacknowledged events is paused (in aiokafka, so no fetched
+   record is skipped) and resumed at half of it.
+7. **Revocation** drops the revoked partitions' unfinished work without
+   acknowledging it: its new owner gets it from the last commit.
+8. **Bugs crash.** An error escaping the per-key handling crashes the worker
+   (``mode.CrashingSupervisor``), so the events are redelivered rather than
+   silently dropped.
+"""

@@ -15,6 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["BackoffConfig", "AdaptiveBackoff", "Decision"]
 
@@ -64,6 +65,13 @@ class AdaptiveBackoff:
     A success counts for every sink (the event went through all of them); a
     failure counts for the sink that failed.
     """
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        """Per sink: down or not, outages so far, failures in the window."""
+        return {
+            sink: {"down": w.down, "outages": w.outages, "recent_failures": len(w.failures)}
+            for sink, w in self._sinks.items()
+        }
 
     def __init__(
         self,

@@ -81,6 +81,13 @@ class AgentRuntime:
         )(self._consume)
         app.on_partitions_revoked.connect(self._on_revoked)
 
+    def status(self) -> dict[str, Any]:
+        """The scheduler's status (counters, queues per partition, sink health); counters only
+        before the agent started."""
+        if self.scheduler is None:
+            return {"counters": self.counters.snapshot(), "partitions": {}, "sinks": {}}
+        return self.scheduler.status()
+
     def attach(self, processor: Processor, parking: DeadLetterWAL) -> None:
         """Set the processor and the dead-letter WAL (when they open with the worker)."""
         self.processor, self.parking = processor, parking

@@ -76,14 +76,3 @@ class FailureBook:
     def drop(self, tp: Hashable) -> None:
         """Forget a revoked partition."""
         self._parts.pop(tp, None)
-
-    def snapshot(self) -> dict[Hashable, PartitionFailures]:
-        return dict(self._parts)
-
-    @property
-    def blocked_keys(self) -> int:
-        return sum(len(p.failed) for p in self._parts.values())
-
-    @property
-    def skipped_events(self) -> int:
-        return sum(sum(p.skipped.values()) for p in self._parts.values())

@@ -284,10 +284,18 @@ class KeyedScheduler:
         self._idle.set()
 
     # -- introspection -------------------------------------------------------
-    def pending(self, tp: Hashable) -> int:
-        tracker = self._trackers.get(tp)
-        return 0 if tracker is None else tracker.pending
-
-    @property
-    def paused(self) -> frozenset[Hashable]:
-        return frozenset(self._paused)
+    def status(self) -> dict[str, Any]:
+        """What operators see: counters, each partition's queues and pause state, each sink's health."""
+        parts: dict[str, dict[str, Any]] = {}
+        for tp, tracker in self._trackers.items():
+            queues = self.failures.part(tp)
+            parts[str(tp)] = {
+                "pending": tracker.pending,
+                "paused": tp in self._paused,
+                "succeeded": queues.succeeded,
+                "parked": queues.parked,
+                "retries": queues.retries,
+                "failed": {str(k): vars(b) for k, b in queues.failed.items()},
+                "skipped": sum(queues.skipped.values()),
+            }
+        return {"counters": self.counters.snapshot(), "partitions": parts, "sinks": self.backoff.status()}

@@ -117,7 +117,8 @@ def test_worker_acks_through_sink_topic_and_http(stack: StackInfo, tmp_path: Pat
         code = stop_worker(proc)
     assert code == 0, (data / "worker.log").read_text()[-3000:]
     failed = DeadLetterWAL(data / "dlq")
-    assert [(f.value, f.stage) for f in failed.records() if f.stage == "parse"] == [(b"{garbage", "parse")]
+    parsed = [(e.record.value, e.record.stage) for e in failed.iterate() if e.record.stage == "parse"]
+    assert parsed == [(b"{garbage", "parse")]
     checkpoints = SqliteCheckpointStore(data / "checkpoints.db")
     assert checkpoints.get_sync("delivery/delivery_ledger") is not None
     checkpoints.close_sync()

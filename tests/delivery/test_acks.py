@@ -128,7 +128,7 @@ async def test_batcher_writes_good_acks_and_parks_bad_records(ledger: DeliveryLe
     await batcher.process(raws)
     assert (await ledger.read(ref1)).acked == {"search"}  # type: ignore[union-attr]
     assert (await ledger.read(ref2)).acked == {"timeline"}  # type: ignore[union-attr]
-    parked = failed.records()
+    parked = [e.record for e in failed.iterate()]
     assert [(p.offset, p.stage) for p in parked] == [(1, "parse"), (2, "parse"), (4, "parse")]
     assert parked[1].value == encode_ack(Ack("m2", "billing"))
     s = batcher.stats

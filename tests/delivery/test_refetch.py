@@ -131,7 +131,7 @@ async def test_gone_for_good_is_given_up_as_unretrievable(
     result = await without_callback.run_once()
     assert result.given_up == [("no-callback", "unretrievable")]
     assert result.checkpoint_after == int((T0 + 10 * MIN) * 1e6)
-    parked = sorted((p.error_class, p.offset, p.value) for p in failed.records())
+    parked = sorted((p.error_class, p.offset, p.value) for p in [e.record for e in failed.iterate()])
     assert parked == [("unretrievable", -1, None), ("unretrievable", -1, None), ("unretrievable", 0, None)]
     statuses = {m.entry.ref.message_id: (m.status, m.entry.gave_up) for m in await failed_messages(ledger)}
     assert statuses == {

@@ -198,7 +198,7 @@ async def test_verifier_retries_exactly_the_lost_messages_and_checkpoints_comple
     timeline = rig.consumers[1].seen
     assert sorted(x for x in timeline if x[1] > 0) == [("m02", 1), ("m04", 1), ("m04", 2), ("m08", 1)]
 
-    (parked,) = rig.failed.records()
+    (parked,) = [e.record for e in rig.failed.iterate()]
     assert (parked.error_class, parked.stage, parked.value) == (
         "failed_despite_retries",
         "delivery",

@@ -9,6 +9,7 @@ import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -140,11 +141,16 @@ def test_kill_mid_stream_then_restart_converges(fresh_stack: LocalStack, tmp_pat
 pytestmark = pytest.mark.slow
 
 
-def _counters(data: Path) -> dict[str, int]:
+def _status(data: Path) -> dict[str, Any]:
+    """The worker's ``AgentRuntime.status()``, dumped by the order app every 0.2 s."""
     try:
         return json.loads((data / "counters.json").read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return {}
+
+
+def _counters(data: Path) -> dict[str, int]:
+    return _status(data).get("counters", {})
 
 
 def test_destination_down_pauses_then_resumes_without_parking(stack: StackInfo, tmp_path: Path) -> None:
@@ -162,6 +168,11 @@ def test_destination_down_pauses_then_resumes_without_parking(stack: StackInfo, 
         _wait(lambda: _counters(data).get("pauses", 0) >= 1, 60, "consumption paused")
         time.sleep(1.0)  # several more failed retries while down: none may park (park_after=3)
         assert _counters(data)["parked"] == 0
+        status = _status(data)
+        assert status["sinks"]["recording"]["down"] and status["sinks"]["recording"]["outages"] >= 1
+        blocked = [b for p in status["partitions"].values() for b in p["failed"].values()]
+        assert blocked and all(b["destination_down"] and b["sink"] == "recording" for b in blocked)
+        assert sum(p["skipped"] for p in status["partitions"].values()) > 0  # later events wait
         assert _applied(data / "applied.db") == []
         release.touch()
         assert asyncio.run(wait_drained(broker, group, topic, timeout=60))

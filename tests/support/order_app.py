@@ -103,7 +103,7 @@ def build() -> faust.App:
     @app.timer(0.2)
     async def dump_counters() -> None:
         tmp = data / "counters.json.tmp"
-        tmp.write_text(json.dumps(runtime.counters.snapshot()))
+        tmp.write_text(json.dumps(runtime.status(), default=str))
         tmp.replace(data / "counters.json")
 
     return app
