@@ -1,4 +1,4 @@
-"""Hand-built events of the reference platform for unit tests."""
+"""Hand-built events of the reference platform for unit tests (on the kit's ``make_event``)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 from agents.identity import ActivityRef
 from framework.core.events import Event
+from framework.testing import make_event
 
 REF = ActivityRef("org-1", "gcal", "evt-1")
 HUB = REF.hub_id
@@ -23,7 +24,14 @@ def event(
 ) -> Event:
     """An event about ``ref`` with ``fields`` added to its identity payload."""
     payload = {"org_id": ref.org_id, "source": ref.source, "external_id": ref.external_id, **fields}
-    return Event(event_id, ordering_key or ref.ordering_key, version, occurred_at, type_, payload)
+    return make_event(
+        type_,
+        payload,
+        key=ordering_key or ref.ordering_key,
+        version=version,
+        event_id=event_id,
+        occurred_at=occurred_at,
+    )
 
 
 MEETING: dict[str, Any] = {

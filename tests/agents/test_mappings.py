@@ -10,6 +10,7 @@ from agents.schemas import ACTIVITY_HUB, ENGAGEMENT_LOG
 from framework.core.events import EventError
 from framework.core.mutations import Delete, LogState, Upsert
 from tests.agents.builders import EMAIL, HUB, MEETING, REF, event
+from tests.agents.replay import app
 
 IDENTITY = {"org_id": "org-1", "source": "gcal", "external_id": "evt-1"}
 
@@ -19,9 +20,9 @@ def test_agents_cover_every_event_type_once() -> None:
     assert len(set(topics)) == len(topics) == 3
     assert {s.topic for s in SPECS.values()} == set(topics)
     assert [a.name for a in reference_agents()] == ["activities", "engagement", "insights"]
-    for cls in REFERENCE_AGENTS:
-        declared = {t.name for t in cls.tables}
-        assert set(cls.projected_tables) <= declared
+    for agent in app.agents:  # every agent writes a source table of the activity projection
+        assert [p.name for p in app.projections_of(agent)] == ["activities"]
+        assert set(agent.event_types) == {t for t, s in SPECS.items() if s.topic == agent.topic}
 
 
 def test_meeting_created_upserts_the_whole_record() -> None:

@@ -1,0 +1,85 @@
+"""converge's test kit: run an app's events in memory and check its mapping and its convergence.
+
+- ``Driver(app)``: the worker's processing code on an in-memory SQLite store and a
+  ``MemoryIndex``; ``send`` events (or raw messages), then read ``rows``, ``row``,
+  ``partition``, ``state``, ``documents`` and ``parked``.
+- ``make_event``, ``Timeline``: events with sane defaults; an in-order history.
+- ``deliveries(history)``: a Hypothesis strategy of delivery orders (shuffles,
+  duplicates, replayed tails).
+- ``assert_converges(app, history, deliveries=None)``, ``check_convergence``:
+  any delivery stores what the in-order pass stores.
+- ``assert_pure(agent, events)``: ``handle`` is deterministic, leaves its event alone
+  and does no clock, randomness or I/O calls.
+- ``MemoryIndex``: the in-memory ``SearchIndex``.
+- The pytest plugin (``framework.testing.plugin``, a ``pytest11`` entry point, so pytest
+  loads it wherever converge is installed): fixtures ``converge_driver`` and ``converge_stack``.
+
+Names load on first use, so the pytest plugin costs nothing until a fixture runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "Driver",
+    "Parked",
+    "MemoryIndex",
+    "make_event",
+    "Timeline",
+    "deliveries",
+    "Snapshot",
+    "snapshot",
+    "run_history",
+    "differences",
+    "assert_converges",
+    "check_convergence",
+    "assert_pure",
+    "forbid_impurity",
+]
+
+_WHERE = {
+    "Driver": "framework.testing.driver",
+    "Parked": "framework.testing.driver",
+    "MemoryIndex": "framework.testing.index",
+    "make_event": "framework.testing.builders",
+    "Timeline": "framework.testing.builders",
+    "deliveries": "framework.testing.strategies",
+    "Snapshot": "framework.testing.assertions",
+    "snapshot": "framework.testing.assertions",
+    "run_history": "framework.testing.assertions",
+    "differences": "framework.testing.assertions",
+    "assert_converges": "framework.testing.assertions",
+    "check_convergence": "framework.testing.assertions",
+    "assert_pure": "framework.testing.purity",
+    "forbid_impurity": "framework.testing.purity",
+}
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
+    from framework.testing.assertions import (
+        Snapshot,
+        assert_converges,
+        check_convergence,
+        differences,
+        run_history,
+        snapshot,
+    )
+    from framework.testing.builders import Timeline, make_event
+    from framework.testing.driver import Driver, Parked
+    from framework.testing.index import MemoryIndex
+    from framework.testing.purity import assert_pure, forbid_impurity
+    from framework.testing.strategies import deliveries
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'framework.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

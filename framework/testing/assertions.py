@@ -1,0 +1,176 @@
+"""Convergence assertions: any delivery of a history ends in the state of one in-order pass.
+
+``assert_converges`` runs the history in order through a fresh ``Driver``,
+then a delivery order (given, or drawn by Hypothesis) through another one,
+and compares their ``Snapshot``: every table's rows (cells with values,
+write times and expiries), every projection's documents (document and
+version) and the parked messages (as a set of (message, stage, error):
+a duplicate of a bad message parks again, which is not a divergence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from framework.core.events import Event
+from framework.core.rows import Row
+from framework.testing.driver import Driver, Message, Parked
+from framework.testing.strategies import deliveries as delivery_orders
+
+if TYPE_CHECKING:
+    from framework.app import App
+
+__all__ = ["Snapshot", "snapshot", "run_history", "differences", "assert_converges", "check_convergence"]
+
+#: Parked messages as compared: (message, stage, error class, error text).
+ParkedKey = tuple[str, str, str, str]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a run stored: ``tables[table][key values] -> Row``, ``documents[projection name]
+    [doc_id] -> (document, version)`` and the set of parked messages."""
+
+    tables: dict[str, dict[tuple[Any, ...], Row]]
+    documents: dict[str, dict[str, tuple[dict[str, Any], int]]]
+    parked: frozenset[ParkedKey]
+
+
+def _parked_key(p: Parked) -> ParkedKey:
+    what = p.event.event_id if isinstance(p.event, Event) else repr(p.event[:80])
+    return (what, p.stage, type(p.error).__name__, str(p.error))
+
+
+def snapshot(driver: Driver) -> Snapshot:
+    """The state ``driver`` holds now: every table of its app, every projection, the parked set."""
+    tables = {t.name: {tuple(r.key.values()): r for r in driver.rows(t.name)} for t in driver.app.tables}
+    documents = {p.name: driver.documents(p) for p in driver.app.projections}
+    return Snapshot(tables, documents, frozenset(_parked_key(p) for p in driver.parked))
+
+
+def run_history(app: App, messages: Sequence[Message]) -> Snapshot:
+    """The snapshot of a fresh driver after ``messages``, in the order given."""
+    with Driver(app) as driver:
+        driver.send(messages)
+        return snapshot(driver)
+
+
+def _cells(row: Row | None) -> dict[str, tuple[Any, ...]]:
+    if row is None:
+        return {}
+    return {name: (c.value, c.writetime) + (() if c.expires_at is None else (c.expires_at,))
+            for name, c in row.cells.items()}  # fmt: skip
+
+
+def differences(expected: Snapshot, actual: Snapshot) -> list[str]:
+    """Every difference, one line each: ``where: expected -> actual`` (tables, documents, parked)."""
+    out: list[str] = []
+    for table in sorted(set(expected.tables) | set(actual.tables)):
+        exp, act = expected.tables.get(table, {}), actual.tables.get(table, {})
+        for key in sorted(set(exp) | set(act), key=repr):
+            e, a = _cells(exp.get(key)), _cells(act.get(key))
+            if not e or not a:
+                out.append(f"table {table} row {key!r}: {e or 'no row'} -> {a or 'no row'}")
+                continue
+            for name in sorted(set(e) | set(a)):
+                if e.get(name) != a.get(name):
+                    out.append(f"table {table} row {key!r} cell {name}: {e.get(name)} -> {a.get(name)}")
+    for name in sorted(set(expected.documents) | set(actual.documents)):
+        exp_docs, act_docs = expected.documents.get(name, {}), actual.documents.get(name, {})
+        for doc_id in sorted(set(exp_docs) | set(act_docs)):
+            ed, ad = exp_docs.get(doc_id), act_docs.get(doc_id)
+            if ed is None or ad is None:
+                out.append(
+                    f"projection {name} doc {doc_id!r}: {ed or 'no document'} -> {ad or 'no document'}"
+                )
+                continue
+            for field in sorted(set(ed[0]) | set(ad[0])):
+                if ed[0].get(field, "<absent>") != ad[0].get(field, "<absent>"):
+                    out.append(
+                        f"projection {name} doc {doc_id!r} field {field}: "
+                        f"{ed[0].get(field, '<absent>')!r} -> {ad[0].get(field, '<absent>')!r}"
+                    )
+            if ed[1] != ad[1]:
+                out.append(f"projection {name} doc {doc_id!r} version: {ed[1]} -> {ad[1]}")
+    for p in sorted(expected.parked - actual.parked):
+        out.append(f"parked only in order: {p}")
+    for p in sorted(actual.parked - expected.parked):
+        out.append(f"parked only when delivered: {p}")
+    return out
+
+
+def _describe(order: Sequence[Message]) -> str:
+    ids = [m.event_id if isinstance(m, Event) else repr(m[:40]) for m in order]
+    return f"delivery of {len(ids)} messages: {', '.join(ids[:30])}{', ...' if len(ids) > 30 else ''}"
+
+
+def _check(app: App, expected: Snapshot, order: Sequence[Message], show: int) -> Snapshot:
+    actual = run_history(app, order)
+    found = differences(expected, actual)
+    if found:
+        lines = found[:show] + ([f"... and {len(found) - show} more"] if len(found) > show else [])
+        raise AssertionError(
+            f"{app.name}: the delivery does not converge to the in-order pass "
+            f"({len(found)} differences, in order -> delivered):\n  "
+            + "\n  ".join(lines)
+            + f"\n{_describe(order)}"
+        )
+    return actual
+
+
+def assert_converges(
+    app: App,
+    history: Sequence[Message],
+    deliveries: Sequence[Message] | None = None,
+    *,
+    max_examples: int = 50,
+    show: int = 15,
+    **delivery_options: Any,
+) -> Snapshot:
+    """Assert that delivering ``history`` (in order) as ``deliveries`` stores what the in-order
+    pass stores; AssertionError lists the first ``show`` differences.
+
+    Without ``deliveries``, Hypothesis draws ``max_examples`` delivery orders
+    (``framework.testing.deliveries(history, **delivery_options)``) and reports
+    the smallest failing one; inside a ``@given`` test, draw the order there
+    and pass it. Returns the snapshot of the (last) delivery.
+    """
+    expected = run_history(app, history)
+    if deliveries is not None:
+        return _check(app, expected, deliveries, show)
+    seen: list[Snapshot] = []
+
+    @settings(max_examples=max_examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.data())
+    def each_delivery(data: st.DataObject) -> None:
+        order = data.draw(delivery_orders(history, **delivery_options), label="delivery")
+        seen.append(_check(app, expected, order, show))
+
+    each_delivery()
+    return seen[-1]
+
+
+def check_convergence(
+    app: App,
+    histories: st.SearchStrategy[Sequence[Message]],
+    *,
+    max_examples: int = 100,
+    **delivery_options: Any,
+) -> None:
+    """Run a Hypothesis property with ``max_examples`` examples: for a history drawn from
+    ``histories`` (each in order) and a delivery drawn by ``deliveries(history,
+    **delivery_options)``, ``assert_converges`` holds."""
+
+    @settings(max_examples=max_examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.data())
+    def converges(data: st.DataObject) -> None:
+        history = list(data.draw(histories, label="history"))
+        order = data.draw(delivery_orders(history, **delivery_options), label="delivery")
+        assert_converges(app, history, order)
+
+    converges()

@@ -1,0 +1,231 @@
+"""``Driver``: an app's events through the worker's own processing code, in memory, synchronously.
+
+Each event goes the way the worker takes it, minus Kafka and the scheduler:
+encoded to JSON as a producer sends it, parsed (``parse_event``), routed
+(``App.route``), mapped with version marks and written by the worker's
+``AgentProcessor`` (``map_event``, the store sink, the change-feed sink),
+then every change it announced is projected at once by the worker's
+``ProjectionProcessor`` (``read_document`` + ``write_document``). The store
+is ``SqliteStore(":memory:")`` with every table of ``app.tables``; the index
+is a ``MemoryIndex``. A bad message is parked in ``parked`` (stage
+``parse``, ``route``, ``map`` or ``sink``), never raised; a transient
+failure (which the worker would retry) is raised. Not run: Kafka, the
+keyed scheduler and its retries, the dead-letter WAL, delivery-ledger acks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+from framework.core.events import Event, EventError, parse_event
+from framework.core.projection import Projection
+from framework.core.rows import Row
+from framework.core.state_log import StateEntry, current_state
+from framework.runtime.change_feed import ChangeFeedSink
+from framework.runtime.errors import MessageError
+from framework.runtime.processor import AgentProcessor, Processor
+from framework.runtime.projector import ProjectionProcessor
+from framework.runtime.sinks import Sink, WideColumnSink
+from framework.runtime.work import Work
+from framework.testing.index import MemoryIndex
+from stores.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from framework.app import App
+
+__all__ = ["Driver", "Parked", "Message", "DEFAULT_NOW"]
+
+T = TypeVar("T")
+#: What ``send`` accepts: an event, or a raw message (JSON bytes or text) as Kafka would carry it.
+Message = Event | bytes | str
+#: The store's clock (epoch seconds) until a test moves ``Driver.now``.
+DEFAULT_NOW = 1_700_000_000.0
+
+
+class Parked(NamedTuple):
+    """A bad message: what was sent (the raw message when it did not parse, else the event
+    given to ``send`` or the change event of a projection), the stage and the cause."""
+
+    event: Event | bytes
+    stage: str
+    error: BaseException
+
+
+class Driver:
+    """Runs ``app`` in memory; a synchronous API for tests (it owns its event loop).
+
+    The store's clock is ``now`` (epoch seconds), fixed until a test moves it
+    (to expire TTL cells), so two drivers given the same events store the
+    same cells. Use it as a context manager or call ``close``; do not call it
+    from inside a running event loop.
+    """
+
+    def __init__(self, app: App, *, now: float = DEFAULT_NOW) -> None:
+        _not_in_a_loop()
+        self.app = app
+        self.now = now
+        self.parked: list[Parked] = []
+        self._runner = asyncio.Runner()
+        self._closed = False
+        self.store = SqliteStore(":memory:", clock=lambda: self.now)
+        self.index = MemoryIndex()
+        self._offsets = itertools.count()
+        self._changes: list[tuple[str, bytes, bytes]] = []
+        self._agents: dict[str, AgentProcessor] = {}
+        self._projectors: dict[str, ProjectionProcessor] = {}
+        try:
+            self.run(self._open())
+        except BaseException:
+            self.close()
+            raise
+
+    async def _open(self) -> None:
+        app, timeout = self.app, self.app.runtime.sink_timeout
+        for schema in app.tables:
+            await self.store.ensure_table(schema)
+        for p in app.projections:
+            await self.index.ensure_index(p.alias, p.mappings)
+            self._projectors[app.change_topic(p)] = ProjectionProcessor(p, self.store, self.index, timeout)
+        for agent in app.agents:
+            projections = app.projections_of(agent)
+            sinks: list[Sink] = [WideColumnSink(self.store)]
+            if projections:
+                sinks.append(ChangeFeedSink(self._announce, {app.change_topic(p): p for p in projections}))
+            self._agents[agent.name] = AgentProcessor(agent, sinks, timeout, projections)
+
+    async def _announce(self, topic: str, key: bytes, value: bytes) -> None:
+        self._changes.append((topic, key, value))
+
+    # -- sending --------------------------------------------------------------
+    def send(self, events: Message | Iterable[Message], *, topic: str | None = None) -> list[Parked]:
+        """Process each message in turn; return the ones parked by this call.
+
+        ``topic`` routes every message to the agent consuming it (default:
+        by event type, ``App.route``).
+        """
+        batch = [events] if isinstance(events, Event | bytes | bytearray | str) else list(events)
+        before = len(self.parked)
+        for message in batch:
+            self.run(self._deliver(message, topic))
+        return self.parked[before:]
+
+    async def _deliver(self, message: Message, topic: str | None) -> None:
+        raw = _encode(message)
+        sent: Event | bytes = message if isinstance(message, Event) else raw
+        try:
+            event = parse_event(raw)
+        except EventError as exc:
+            self.parked.append(Parked(sent, "parse", exc))
+            return
+        sent = message if isinstance(message, Event) else event
+        try:
+            agent = self.app.route(event, topic)
+        except EventError as exc:
+            self.parked.append(Parked(sent, "route", exc))
+            return
+        work = Work((agent.topic, 0), next(self._offsets), event.ordering_key.encode(), raw)
+        await self._attempt(self._agents[agent.name], work, sent)
+        while self._changes:
+            change_topic, key, value = self._changes.pop(0)
+            change = Work((change_topic, 0), next(self._offsets), key, value)
+            await self._attempt(self._projectors[change_topic], change, parse_event(value))
+
+    async def _attempt(self, processor: Processor, work: Work, sent: Event | bytes) -> None:
+        processor.prepare(work)
+        try:
+            await processor(work)
+        except MessageError as exc:
+            self.parked.append(Parked(sent, exc.stage, exc.cause))
+
+    # -- reading --------------------------------------------------------------
+    def rows(self, table: str) -> list[Row]:
+        """Every live row of ``table``, in key order."""
+        return sorted(self.run(self._scan(table)), key=lambda r: tuple(r.key.values()))
+
+    async def _scan(self, table: str) -> list[Row]:
+        return [row async for row in self.store.scan(table)]
+
+    def row(self, table: str, key: Mapping[str, Any]) -> Row | None:
+        """The row at the full primary ``key``; None when it has no live cell."""
+        return self.run(self.store.read_row(table, key))
+
+    def partition(self, table: str, partition_key: Mapping[str, Any]) -> list[Row]:
+        """The live rows of one partition, in clustering order."""
+        return self.run(self.store.read_partition(table, partition_key))
+
+    def state(
+        self, table: str, partition_key: Mapping[str, Any], precedence: Sequence[str]
+    ) -> StateEntry | None:
+        """The current state of one state log partition (``current_state``)."""
+        return current_state(self.partition(table, partition_key), precedence)
+
+    def documents(self, projection: str | Projection) -> dict[str, tuple[dict[str, Any], int]]:
+        """``{doc_id: (document, version)}`` of a projection (by object, name or alias) or of any
+        index alias, after a refresh."""
+        alias = projection.alias if isinstance(projection, Projection) else projection
+        if isinstance(projection, str):
+            try:
+                alias = self.app.projection(projection).alias
+            except KeyError:
+                pass
+        return self.run(self._documents(alias))
+
+    async def _documents(self, alias: str) -> dict[str, tuple[dict[str, Any], int]]:
+        await self.index.refresh(alias)
+        return {h.doc_id: (dict(h.source), int(h.version or 0)) async for h in self.index.scan(alias)}
+
+    # -- the loop ---------------------------------------------------------------
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the driver's event loop (e.g. a call on ``store`` or ``index``)."""
+        try:
+            _not_in_a_loop()
+        except RuntimeError:
+            coro.close()
+            raise
+        return self._runner.run(coro)
+
+    def close(self) -> None:
+        """Close the store, the index and the event loop (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._runner.run(self._close())
+        finally:
+            self._runner.close()
+
+    async def _close(self) -> None:
+        await self.index.close()
+        await self.store.close()
+
+    def __enter__(self) -> Driver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _not_in_a_loop() -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError("Driver is synchronous: use it outside a running event loop (not in an async test)")
+
+
+def _encode(message: Message) -> bytes:
+    if isinstance(message, Event):
+        try:
+            return message.to_json()
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"event {message.event_id} does not encode to JSON, as Kafka needs: {exc}"
+            ) from exc
+    if isinstance(message, str):
+        return message.encode("utf-8", "surrogatepass")
+    if isinstance(message, bytes | bytearray):
+        return bytes(message)
+    raise TypeError(f"send takes Events or raw messages (bytes, str), got {type(message).__name__}")

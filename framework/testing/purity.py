@@ -1,0 +1,214 @@
+"""``assert_pure``: an agent's ``handle`` is a function of the event alone.
+
+What it checks, per event:
+
+- ``handle`` on an equal copy of the event, and on the event as the worker
+  hands it over (JSON-encoded and parsed; skipped for an event that does not
+  encode), gives equal mutations (or raises the same error class and text);
+- the event's payload is unchanged afterwards (deep comparison);
+- while ``handle`` runs, calling any of these raises AssertionError naming
+  it (and is reported even when ``handle`` catches the error): the clock
+  (``time.time``/``time_ns``/``monotonic``/``perf_counter``/``sleep``,
+  ``datetime.now``/``utcnow``/``today``, ``date.today``), randomness
+  (``random``'s module functions, ``os.urandom``, ``uuid.uuid1``/``uuid4``),
+  files (``open``, ``io.open``, ``os.open``), sockets (``socket.socket``'s
+  ``connect``/``connect_ex``/``sendto``, ``socket.create_connection``,
+  ``getaddrinfo``) and processes (``subprocess.Popen``, ``os.system``).
+
+How: those names are patched process-wide for the duration of each call
+(do not run other work concurrently), in their home module and wherever a
+module of the agent's own top-level package imported them directly (``from
+time import time``); logging is disabled meanwhile, since a log record reads
+the clock. Not detected: a reference bound elsewhere before the check (e.g.
+inside a third-party library), C extensions doing I/O themselves, reads of
+mutable global state or the environment that happen to be equal twice.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import copy
+import datetime
+import io
+import logging
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from framework.core.events import Event, parse_event
+from framework.core.mutations import Mutation
+from framework.runtime.agent import KeyedAgent
+
+__all__ = ["assert_pure", "forbid_impurity", "Impurity"]
+
+_FUNCTIONS: tuple[tuple[Any, str, str], ...] = (
+    (time, "time", "time.time()"),
+    (time, "time_ns", "time.time_ns()"),
+    (time, "monotonic", "time.monotonic()"),
+    (time, "monotonic_ns", "time.monotonic_ns()"),
+    (time, "perf_counter", "time.perf_counter()"),
+    (time, "perf_counter_ns", "time.perf_counter_ns()"),
+    (time, "sleep", "time.sleep()"),
+    (os, "urandom", "os.urandom()"),
+    (uuid, "uuid1", "uuid.uuid1()"),
+    (uuid, "uuid4", "uuid.uuid4()"),
+    (builtins, "open", "open()"),
+    (io, "open", "io.open()"),
+    (os, "open", "os.open()"),
+    (os, "system", "os.system()"),
+    (subprocess, "Popen", "subprocess.Popen()"),
+    (socket, "create_connection", "socket.create_connection()"),
+    (socket, "getaddrinfo", "socket.getaddrinfo()"),
+    (socket.socket, "connect", "socket.connect()"),
+    (socket.socket, "connect_ex", "socket.connect_ex()"),
+    (socket.socket, "sendto", "socket.sendto()"),
+) + tuple(
+    (random, name, f"random.{name}()")
+    for name in ("random", "randint", "randrange", "choice", "choices", "shuffle", "sample",
+                 "uniform", "getrandbits", "gauss", "randbytes")
+)  # fmt: skip
+
+
+class Impurity(AssertionError):
+    """``handle`` called something that makes it impure; ``call`` names it."""
+
+    def __init__(self, call: str) -> None:
+        super().__init__(f"handle called {call}: a mapping must not read the clock, use randomness or do I/O")
+        self.call = call
+
+
+class _Guard:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self._undo: list[Callable[[], None]] = []
+
+    def forbidden(self, label: str) -> Callable[..., Any]:
+        def call(*_: object, **__: object) -> Any:
+            self.calls.append(label)
+            raise Impurity(label)
+
+        return call
+
+    def patch(self, owner: Any, name: str, new: Any) -> None:
+        if name in vars(owner):
+            old = vars(owner)[name]
+            self._undo.append(lambda: setattr(owner, name, old))
+        else:  # inherited (e.g. from _socket.socket): remove the shadow afterwards
+            self._undo.append(lambda: delattr(owner, name))
+        setattr(owner, name, new)
+
+    def undo(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
+def _guarded_datetimes(guard: _Guard) -> tuple[type, type]:
+    forbid = guard.forbidden
+
+    class GuardedDate(datetime.date):
+        @classmethod
+        def today(cls) -> Any:
+            return forbid("date.today()")()
+
+    class GuardedDateTime(datetime.datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return forbid("datetime.now()")()
+
+        @classmethod
+        def utcnow(cls) -> Any:
+            return forbid("datetime.utcnow()")()
+
+        @classmethod
+        def today(cls) -> Any:
+            return forbid("datetime.today()")()
+
+    return GuardedDate, GuardedDateTime
+
+
+@contextlib.contextmanager
+def forbid_impurity(package: str | None = None) -> Iterator[list[str]]:
+    """Within the block, the clock, randomness and I/O calls listed in the module docstring raise
+    ``Impurity``; yields the list of forbidden calls made. ``package``: also patch direct imports
+    of them in the modules of this top-level package."""
+    guard = _Guard()
+    date_cls, datetime_cls = _guarded_datetimes(guard)
+    by_original: dict[int, Any] = {id(datetime.date): date_cls, id(datetime.datetime): datetime_cls}
+    for owner, name, label in _FUNCTIONS:
+        by_original[id(getattr(owner, name))] = replacement = guard.forbidden(label)
+        guard.patch(owner, name, replacement)
+    guard.patch(datetime, "date", date_cls)
+    guard.patch(datetime, "datetime", datetime_cls)
+    for mod_name, module in list(sys.modules.items()):
+        if not package or module is None or not (mod_name == package or mod_name.startswith(package + ".")):
+            continue
+        for attr, value in list(vars(module).items()):
+            if id(value) in by_original:
+                guard.patch(module, attr, by_original[id(value)])
+    disabled = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        yield guard.calls
+    finally:
+        logging.disable(disabled)
+        guard.undo()
+
+
+Outcome = tuple[str, Any]
+
+
+def _outcome(agent: KeyedAgent, event: Event) -> Outcome:
+    try:
+        return ("mutations", list(agent.handle(event)))
+    except Impurity:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a bad event may raise; it must raise the same way twice
+        return ("raised", f"{type(exc).__name__}: {exc}")
+
+
+def assert_pure(
+    agent: KeyedAgent, events: Iterable[Event], *, round_trip: bool = True
+) -> list[list[Mutation]]:
+    """Assert that ``agent.handle`` is pure on each of ``events`` (see the module docstring for
+    what is checked and what is not); return each event's mutations (empty when it raised)."""
+    package = type(agent).__module__.partition(".")[0]
+    out: list[list[Mutation]] = []
+    for event in events:
+        before = copy.deepcopy(event.to_dict())
+        twin = Event(**copy.deepcopy(before))
+        decoded = None
+        if round_trip:
+            with contextlib.suppress(TypeError, ValueError):
+                decoded = parse_event(event.to_json())
+        where = f"{type(agent).__name__}.handle on event {event.event_id!r} ({event.type})"
+        with forbid_impurity(package) as calls:
+            try:
+                first = _outcome(agent, event)
+                again = _outcome(agent, twin)
+                wire = _outcome(agent, decoded) if decoded is not None else again
+            except Impurity as exc:
+                raise AssertionError(f"{where} is not pure: {exc}") from None
+        if calls:
+            raise AssertionError(f"{where} is not pure: it called {calls[0]} (and caught the error)")
+        if event.to_dict() != before:
+            raise AssertionError(
+                f"{where} changed the event's payload: {before['payload']!r} -> {dict(event.payload)!r}"
+            )
+        if again != first:
+            raise AssertionError(
+                f"{where} is not deterministic: {first[1]!r} then, for an equal event, {again[1]!r}"
+            )
+        if wire != first:
+            raise AssertionError(
+                f"{where} differs for the event as the worker delivers it (JSON-decoded): "
+                f"{first[1]!r} vs {wire[1]!r}"
+            )
+        out.append(first[1] if first[0] == "mutations" else [])
+    return out
