@@ -228,6 +228,24 @@ class LocalStack:
         (Path(data_dir) / _STATE_FILE).unlink(missing_ok=True)
         return True
 
+    @staticmethod
+    def restart_detached(data_dir: str | os.PathLike[str], timeout: float = 15.0) -> StackInfo:
+        """Stop the detached stack of ``data_dir`` gracefully and start it again on the same host,
+        ports and data (``converge stack restart``); LocalStackError when none runs."""
+        info = LocalStack.read_state(data_dir)
+        if info is None:
+            raise LocalStackError(f"no stack runs from {data_dir} (start one with: converge stack up)")
+        LocalStack.stop_detached(data_dir, timeout)
+        deadline = time.monotonic() + timeout
+        while not all(_port_free(info.host, p) for p in (info.kafka_port, info.es_port)):
+            if time.monotonic() > deadline:
+                raise LocalStackError(f"ports {info.kafka_port}, {info.es_port} stayed in use after the stop")
+            time.sleep(0.1)
+        stack = LocalStack(
+            info.data_dir, host=info.host, kafka_port=info.kafka_port, es_port=info.es_port, detach=True
+        )
+        return stack.start()
+
 
 def _stop_pid(pid: int, timeout: float, wait: object) -> None:
     with contextlib.suppress(ProcessLookupError):

@@ -1,23 +1,44 @@
-"""Open stores from URLs: ``sqlite:///path`` or ``cassandra://hosts/keyspace``; ``http(s)://`` indexes."""
+"""Open stores from URLs: ``sqlite:///path`` or ``cassandra://hosts/keyspace``; ``http(s)://`` indexes.
+
+SQLite URLs follow SQLAlchemy: ``sqlite:///relative/path``, ``sqlite:////absolute/path``.
+"""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Literal
 
 from stores.base import SearchIndex, WideColumnStore
 
-__all__ = ["open_wide_store", "open_search_index"]
+__all__ = ["open_wide_store", "open_search_index", "sqlite_path", "sqlite_url"]
+
+
+def sqlite_path(url: str) -> Path:
+    """The file a SQLite URL names, by SQLAlchemy's rule: ``sqlite:///relative/path`` (relative to
+    the working directory) and ``sqlite:////absolute/path``; ValueError for anything else."""
+    scheme, sep, rest = url.partition("://")
+    if scheme != "sqlite" or not sep or not rest.startswith("/") or not rest[1:]:
+        raise ValueError(f"not a SQLite URL: {url!r} (sqlite:///relative/path or sqlite:////absolute/path)")
+    return Path(rest[1:])
+
+
+def sqlite_url(path: str | os.PathLike[str]) -> str:
+    """The SQLite URL of ``path`` (absolute paths give ``sqlite:////...``): ``sqlite_path`` inverted."""
+    text = os.fspath(path)
+    if not text:
+        raise ValueError("no path for a SQLite URL")
+    return f"sqlite:///{text}"
 
 
 async def open_wide_store(url: str) -> WideColumnStore:
-    """The store named by ``url``; ValueError for an unknown scheme."""
+    """The store named by ``url`` (a SQLite file's directory is created); ValueError for an unknown scheme."""
     if url.startswith("sqlite://"):
         from stores.sqlite.store import SqliteStore
 
-        # SQLAlchemy's convention: sqlite:///relative/path, sqlite:////absolute/path
-        path = url.removeprefix("sqlite://").removeprefix("/")
-        if not path:
-            raise ValueError(f"no path in {url!r}")
+        path = sqlite_path(url)
+        if str(path) != ":memory:":
+            path.parent.mkdir(parents=True, exist_ok=True)
         return await SqliteStore.open(path)
     if url.startswith("cassandra://"):
         from stores.cassandra.store import CassandraStore

@@ -115,6 +115,53 @@ def test_cli_stack_up_status_down(tmp_path: Path) -> None:
     assert status.returncode == 1
 
 
+def test_cli_stack_env_status_json_and_restart_on_the_same_ports(tmp_path: Path) -> None:
+    """``eval "$(converge stack env)"`` gives a worker its settings; ``restart`` keeps ports and data."""
+    converge = str(Path(sys.executable).parent / "converge")
+    d = ["--data-dir", str(tmp_path / "st")]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([converge, "stack", *args, *d], capture_output=True, text=True, timeout=90)
+
+    assert run("up").returncode == 0
+    try:
+        status = json.loads(run("status", "--json").stdout)
+        assert status["running"] is True and status["kafka"] == f"127.0.0.1:{status['kafka_port']}"
+        env = run("env")
+        assert env.returncode == 0 and env.stdout.splitlines() == [
+            f"export CONVERGE_BROKER=kafka://127.0.0.1:{status['kafka_port']}",
+            f"export CONVERGE_ES_URL=http://127.0.0.1:{status['es_port']}",
+            "export CONVERGE_ES_TOMBSTONES=document",
+        ]
+        assert json.loads(run("env", "--json").stdout)["CONVERGE_ES_TOMBSTONES"] == "document"
+        script = f'eval "$({converge} stack env {d[0]} {d[1]})" && {sys.executable} -c ' + (
+            '\'from framework.settings import Settings; s = Settings.resolve("a"); '
+            "print(s.broker, s.es_url, s.es_tombstones)'"
+        )
+        shell = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+        assert shell.stdout.split() == [f"kafka://{status['kafka']}", status["es_url"], "document"], (
+            shell.stderr
+        )
+        broker = f"kafka://{status['kafka']}"
+        asyncio.run(ensure_topics(broker, {"kept": 1}))
+        asyncio.run(produce(broker, "kept", [(b"k", b"v%d" % i) for i in range(30)]))
+        restarted = run("restart")
+        assert restarted.returncode == 0, restarted.stderr
+        after = json.loads(run("status", "--json").stdout)
+        assert after["pid"] != status["pid"] and not _alive(status["pid"])
+        assert (after["kafka_port"], after["es_port"]) == (status["kafka_port"], status["es_port"])
+        from framework.kafka_admin import end_offsets
+
+        assert asyncio.run(end_offsets(broker, "kept")) == {0: 30}  # the data survived the restart
+        assert es_ready(after["es_url"])
+    finally:
+        down = run("down")
+    assert down.returncode == 0 and "stopped" in down.stdout
+    assert json.loads(run("status", "--json").stdout) == {"running": False}
+    gone = run("restart")
+    assert gone.returncode == 2 and gone.stderr.count("\n") == 1 and "no stack runs" in gone.stderr
+
+
 def test_cli_help_lists_subcommands() -> None:
     out = subprocess.run([sys.executable, "-m", "framework.cli", "--help"], capture_output=True, text=True)
     assert out.returncode == 0

@@ -1,10 +1,12 @@
-"""Open a checkpoint store from a URL: ``sqlite:///PATH`` or ``zookeeper://H1:P1,H2:P2/ROOT``."""
+"""Open a checkpoint store from a URL: ``sqlite:///PATH`` or ``zookeeper://H1:P1,H2:P2/ROOT``.
+
+SQLite URLs follow ``stores.open.sqlite_path``: ``sqlite:///relative/path``, ``sqlite:////absolute/path``.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from framework.coordination.checkpoints import CheckpointError, CheckpointStore
+from stores.open import sqlite_path
 
 __all__ = ["open_checkpoint_store"]
 
@@ -19,7 +21,10 @@ def open_checkpoint_store(url: str) -> CheckpointStore:
     if scheme == "sqlite":
         from framework.coordination.sqlite import SqliteCheckpointStore
 
-        path = Path(rest)
+        try:
+            path = sqlite_path(url)
+        except ValueError as exc:
+            raise CheckpointError(str(exc)) from None
         path.parent.mkdir(parents=True, exist_ok=True)
         return SqliteCheckpointStore(path)
     if scheme == "zookeeper":

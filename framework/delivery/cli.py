@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import importlib
-import json
 import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
+
+from framework.cli_support import TIME_HELP, UserError, add_json_flag, load_spec, print_json, time_arg
 
 __all__ = ["register"]
 
@@ -19,72 +19,79 @@ _ENV_STORE = "CONVERGE_WIDE_STORE"
 _ENV_CHECKPOINTS = "CONVERGE_CHECKPOINTS"
 
 
-def parse_time(text: str) -> int:
-    """Microseconds since the epoch from an integer or an ISO-8601 time (naive = UTC)."""
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        when = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO-8601 time or integer microseconds: {text!r}") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return int(when.timestamp() * 1_000_000)
+def _micros(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1_000_000)
 
 
 def _iso(micros: int) -> str:
     return dt.datetime.fromtimestamp(micros / 1e6, dt.UTC).isoformat(timespec="seconds")
 
 
-def _sqlite_path(url: str) -> Path:
-    scheme, sep, rest = url.partition("://")
-    if scheme != "sqlite" or not sep or not rest:
-        raise SystemExit(f"--wide-store: only sqlite:///PATH is supported by this command, got {url!r}")
-    return Path(rest)
+async def _open_store(url: str) -> Any:
+    from stores.open import open_wide_store, sqlite_path
+
+    if url.startswith("sqlite:"):
+        try:
+            path = sqlite_path(url)
+        except ValueError as exc:
+            raise UserError(f"--wide-store: {exc}") from None
+        if not path.exists():
+            raise UserError(f"--wide-store: {path} does not exist")
+    try:
+        return await open_wide_store(url)
+    except ValueError as exc:
+        raise UserError(f"--wide-store: {exc}") from None
 
 
 async def _open_ledger(args: argparse.Namespace) -> Any:
     from framework.core.schema import SchemaError
     from framework.delivery.ledger import DeliveryLedger
     from framework.delivery.model import LedgerConfig
-    from stores.sqlite.store import SqliteStore
 
-    path = _sqlite_path(args.wide_store)
-    if not path.exists():
-        raise SystemExit(f"--wide-store: {path} does not exist")
-    store = await SqliteStore.open(path)
-    consumers = args.consumers
-    if not consumers:
-        try:
-            columns = store.schema(args.table).columns
-        except SchemaError:
-            await store.close()
-            raise SystemExit(f"no ledger table {args.table!r} in {path}; pass --consumers") from None
-        consumers = [c.name[4:] for c in columns if c.name.startswith("ack_")]
-    config = LedgerConfig(
-        consumers=tuple(consumers),
-        table=args.table,
-        bucket_seconds=args.bucket_minutes * 60,
-        shards=args.shards,
-        ttl_seconds=args.ttl_days * 86400,
-    )
-    ledger = DeliveryLedger(store, config)
-    await ledger.ensure()
+    store = await _open_store(args.wide_store)
+    try:
+        consumers = args.consumers
+        if not consumers:
+            try:
+                columns = store.schema(args.table).columns
+            except SchemaError:
+                raise UserError(
+                    f"no ledger table {args.table!r} in {args.wide_store}; pass --consumers"
+                ) from None
+            consumers = [c.name[4:] for c in columns if c.name.startswith("ack_")]
+        config = LedgerConfig(
+            consumers=tuple(consumers),
+            table=args.table,
+            bucket_seconds=args.bucket_minutes * 60,
+            shards=args.shards,
+            ttl_seconds=args.ttl_days * 86400,
+        )
+        ledger = DeliveryLedger(store, config)
+        await ledger.ensure()
+    except BaseException:
+        await store.close()
+        raise
     return ledger
+
+
+def _beside_store(args: argparse.Namespace, value: str | Path | None, flag: str, name: str) -> Path:
+    """``value``, else ``name`` next to a SQLite store's file; UserError for another store."""
+    if value is not None:
+        return Path(value)
+    if not args.wide_store.startswith("sqlite:"):
+        raise UserError(f"give {flag}: there is no default beside {args.wide_store}")
+    from stores.open import sqlite_path
+
+    return sqlite_path(args.wide_store).parent / name
 
 
 def _load_refetch(spec: str | None) -> Callable[..., Awaitable[Any]] | None:
     if spec is None:
         return None
-    module, _, attr = spec.partition(":")
-    if not module or not attr:
-        raise SystemExit(f"--refetch must be MODULE:ATTR, got {spec!r}")
-    fn = getattr(importlib.import_module(module), attr)
+    fn = load_spec(spec, "--refetch")
     if not callable(fn):
-        raise SystemExit(f"--refetch {spec} is not callable")
-    return fn
+        raise UserError(f"--refetch {spec} is not callable")
+    return fn  # type: ignore[no-any-return]
 
 
 async def _verify(args: argparse.Namespace) -> int:
@@ -92,12 +99,19 @@ async def _verify(args: argparse.Namespace) -> int:
     from framework.delivery.kafka_io import RecordFetcher, RecordPublisher
     from framework.delivery.verifier import Verifier, VerifierConfig
     from framework.parking import DeadLetterWAL
+    from stores.open import sqlite_url
 
+    refetch = _load_refetch(args.refetch)
+    cp_url = args.checkpoints or os.environ.get(_ENV_CHECKPOINTS)
+    cp_url = cp_url or sqlite_url(_beside_store(args, None, "--checkpoints", "checkpoints.db"))
+    dlq_root = _beside_store(args, args.dlq_root, "--dlq-root", "delivery-dlq")
     ledger = await _open_ledger(args)
-    base = _sqlite_path(args.wide_store).parent
-    cp_url = args.checkpoints or os.environ.get(_ENV_CHECKPOINTS) or f"sqlite://{base / 'checkpoints.db'}"
-    checkpoints = await asyncio.to_thread(open_checkpoint_store, cp_url)
-    failed = DeadLetterWAL(args.dlq_root or base / "delivery-dlq")
+    try:
+        checkpoints = await asyncio.to_thread(open_checkpoint_store, cp_url)
+    except BaseException:
+        await ledger.store.close()
+        raise
+    failed = DeadLetterWAL(dlq_root)
     publisher, fetcher = RecordPublisher(args.broker), RecordFetcher(args.broker)
     try:
         config = VerifierConfig(grace_seconds=args.grace_minutes * 60, max_retries=args.max_retries)
@@ -106,7 +120,7 @@ async def _verify(args: argparse.Namespace) -> int:
             checkpoints,
             publisher,
             fetcher=fetcher,
-            refetch=_load_refetch(args.refetch),
+            refetch=refetch,
             failed=failed,
             config=config,
         )
@@ -118,11 +132,11 @@ async def _verify(args: argparse.Namespace) -> int:
         failed.close()
         await ledger.store.close()
     if args.json:
-        print(json.dumps({
+        print_json({
             "checkpoint_before": result.checkpoint_before, "checkpoint_after": result.checkpoint_after,
             "buckets": len(result.buckets), "retried": result.retried, "given_up": result.given_up,
             "errors": result.errors,
-        }))  # fmt: skip
+        })  # fmt: skip
     else:
         print(result.summary())
         for mid, reason in result.given_up:
@@ -138,8 +152,9 @@ async def _failed(args: argparse.Namespace) -> int:
     ledger = await _open_ledger(args)
     try:
         found = await failed_messages(
-            ledger, consumer=args.consumer, source=args.source, since=args.since, until=args.until
-        )
+            ledger, consumer=args.consumer, source=args.source, since=_micros(args.since),
+            until=_micros(args.until),
+        )  # fmt: skip
     finally:
         await ledger.store.close()
     rows: list[dict[str, Any]] = [
@@ -155,7 +170,7 @@ async def _failed(args: argparse.Namespace) -> int:
         for m in found
     ]
     if args.json:
-        print(json.dumps(rows))
+        print_json(rows)
     else:
         for r in rows:
             print(
@@ -171,16 +186,15 @@ async def _report(args: argparse.Namespace) -> int:
 
     ledger = await _open_ledger(args)
     try:
-        report = await build_report(ledger, since=args.since, until=args.until, source=args.source)
+        report = await build_report(
+            ledger, since=_micros(args.since), until=_micros(args.until), source=args.source
+        )
     finally:
         await ledger.store.close()
     png = write_chart(report, args.png)
     if args.json:
-        print(
-            json.dumps(
-                {"buckets": {str(b): vars(c) for b, c in report.buckets.items()}, "total": vars(report.total)}
-            )
-        )
+        buckets = {str(b): vars(c) for b, c in report.buckets.items()}
+        print_json({"buckets": buckets, "total": vars(report.total), "chart": str(png)})
     else:
         print(render_text(report))
         print(f"chart: {png}")
@@ -195,9 +209,8 @@ def _runner(
 
         try:
             return asyncio.run(fn(args))
-        except DeliveryError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        except DeliveryError as exc:  # a consumer, message id or ledger setting the user gave
+            raise UserError(str(exc)) from None
 
     return run
 
@@ -211,7 +224,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--wide-store",
         default=os.environ.get(_ENV_STORE),
         required=os.environ.get(_ENV_STORE) is None,
-        help=f"sqlite:///PATH of the wide-column store holding the ledger (env {_ENV_STORE})",
+        help=f"store holding the ledger: sqlite:///PATH or cassandra://HOST/KEYSPACE (env {_ENV_STORE})",
     )
     p.add_argument("--table", default="delivery_ledger", help="ledger table (default delivery_ledger)")
     p.add_argument(
@@ -223,13 +236,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bucket-minutes", type=int, default=10, help="bucket width the ledger was written with")
     p.add_argument("--shards", type=int, default=1, help="shards per bucket the ledger was written with")
     p.add_argument("--ttl-days", type=int, default=7, help="ledger TTL (bounds the default time range)")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_json_flag(p)
 
 
 def _window(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", default=None, help="only this data source")
-    p.add_argument("--since", type=parse_time, default=None, help="captured at or after (ISO-8601 UTC or µs)")
-    p.add_argument("--until", type=parse_time, default=None, help="captured before (ISO-8601 UTC or µs)")
+    p.add_argument("--since", type=time_arg, default=None, help=f"captured at or after: {TIME_HELP}")
+    p.add_argument("--until", type=time_arg, default=None, help=f"captured before: {TIME_HELP}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -242,18 +255,25 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "verify", help="retry unacknowledged messages of complete buckets, checkpoint"
     )
     _common(verify)
-    verify.add_argument("--broker", default=os.environ.get("CONVERGE_BROKER", "127.0.0.1:9092"))
+    verify.add_argument("--broker", default=os.environ.get("CONVERGE_BROKER", "127.0.0.1:9092"),
+                        help="HOST:PORT or kafka://HOST:PORT (env CONVERGE_BROKER)")  # fmt: skip
     verify.add_argument(
         "--checkpoints",
         default=None,
-        help=f"sqlite:///PATH or zookeeper://HOSTS/ROOT (env {_ENV_CHECKPOINTS})",
+        help=f"sqlite:///PATH or zookeeper://HOSTS/ROOT (env {_ENV_CHECKPOINTS}; default: checkpoints.db "
+        "beside a SQLite store)",
     )
     verify.add_argument("--grace-minutes", type=int, default=10, help="wait after a bucket ends (default 10)")
     verify.add_argument("--max-retries", type=int, default=3)
     verify.add_argument(
         "--refetch", default=None, help="MODULE:ATTR: async (LedgerEntry) -> Refetched | None"
     )
-    verify.add_argument("--dlq-root", type=Path, default=None, help="dead-letter WAL for given-up messages")
+    verify.add_argument(
+        "--dlq-root",
+        type=Path,
+        default=None,
+        help="WAL of given-up messages (default: delivery-dlq beside a SQLite store)",
+    )
     verify.set_defaults(func=_runner(_verify))
 
     failed = actions.add_parser("failed", help="list messages not delivered to at least one consumer")

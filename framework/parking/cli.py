@@ -5,53 +5,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from framework.cli_support import (
+    TIME_HELP,
+    UserError,
+    add_json_flag,
+    load_spec,
+    parse_duration,
+    print_json,
+    time_arg,
+)
 from framework.parking.index import SegmentFilter, SegmentInfo, Status
 from framework.parking.store import LIVE, ParkingStore
 
-__all__ = ["register", "parse_when", "parse_duration", "DEFAULT_ROOT"]
-
-DEFAULT_ROOT = Path(".converge/dlq")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in ``90``, ``30s``, ``15m``, ``2h``, ``7d`` or ``1w``."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    m = _DURATION.fullmatch(text.strip())
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30m, 2h, 7d)")
-    return float(m.group(1)) * _UNIT[m.group(2)]
-
-
-def parse_when(text: str, now: float) -> float:
-    """Epoch seconds for an epoch number, an ISO-8601 time (UTC unless it has an offset) or a
-    duration ago (``2h`` = two hours before ``now``)."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    if _DURATION.fullmatch(text.strip()):
-        return now - parse_duration(text)
-    try:
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a time: {text!r} (epoch, ISO-8601 or e.g. 2h)") from None
-    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+__all__ = ["register", "dlq_root"]
 
 
 def _console() -> Console:
@@ -83,52 +60,90 @@ def _preview(b: bytes | None, width: int = 60) -> str:
 
 
 def _filter(args: argparse.Namespace, statuses: tuple[Status, ...] | None) -> SegmentFilter:
-    now = datetime.now(UTC).timestamp()
     chosen = tuple(Status(s) for s in args.status) if getattr(args, "status", None) else statuses
     return SegmentFilter(
         pipeline=args.pipeline, event_type=args.event_type, stage=args.stage, error_class=args.error_class,
-        since=None if args.since is None else parse_when(args.since, now),
-        until=None if args.until is None else parse_when(args.until, now), statuses=chosen,
+        since=args.since, until=args.until, statuses=chosen,
     )  # fmt: skip
+
+
+def dlq_root(args: argparse.Namespace) -> Path:
+    """The WAL directory: ``--root``, else the worker's ``Settings.dlq_root`` (``CONVERGE_DLQ_ROOT``,
+    else ``<CONVERGE_DATA_DIR or var/<app id>>/dlq``) with the app id of ``--app`` or ``CONVERGE_APP_ID``."""
+    from framework.app import App
+    from framework.settings import ENV, Settings
+
+    if args.root is not None:
+        return Path(args.root)
+    app_id: str | None = None
+    if args.app is not None:
+        app = load_spec(args.app)
+        app = app() if not isinstance(app, App) and callable(app) else app
+        if not isinstance(app, App):
+            raise UserError(f"--app {args.app} is not a converge App (got {type(app).__name__})")
+        app_id = app.name
+    elif not os.environ.get(ENV["app_id"]) and any(os.environ.get(ENV[k]) for k in ("dlq_root", "data_dir")):
+        app_id = "-"  # the app id only names the default data dir, which the environment gives
+    try:
+        return Settings.resolve(app_id).dlq_root
+    except ValueError:
+        raise UserError(
+            "which dead-letter WAL? give --root DIR or --app MODULE:ATTR, or set CONVERGE_DLQ_ROOT, "
+            "CONVERGE_DATA_DIR or CONVERGE_APP_ID"
+        ) from None
 
 
 def _open_store(args: argparse.Namespace) -> ParkingStore:
     from framework.parking.wal import seal_abandoned
 
-    root = Path(args.root)
+    root = dlq_root(args)
     if not (root / "index.sqlite3").exists():
-        raise SystemExit(f"converge dlq: no dead-letter WAL at {root}")
+        raise UserError(f"no dead-letter WAL at {root}")
     store = ParkingStore(root)
     seal_abandoned(store)  # segments left open by a dead writer become replayable
     return store
 
 
+_LABELS = ("pipeline", "event_type", "stage", "error_class")
+
+
 def _list(args: argparse.Namespace) -> int:
     store = _open_store(args)
     segs = store.segments(_filter(args, None))
-    con = _console()
     if args.segments:
+        if args.json:
+            print_json([{"id": s.id, **dict(zip(_LABELS, s.partition, strict=True)), "status": s.status.value,
+                         "records": s.count, "bytes": s.bytes, "first": s.first_ts, "last": s.last_ts,
+                         "path": s.path} for s in segs])  # fmt: skip
+            return 0
         t = Table("id", "pipeline", "event type", "stage", "error class", "status", "records", "size",
                   "first", "last", "path", title=f"segments in {store.root}")  # fmt: skip
         for s in segs:
             t.add_row(str(s.id), *map(_cell, s.partition), s.status.value, str(s.count), _size(s.bytes),
                       _ts(s.first_ts), _ts(s.last_ts), s.path)  # fmt: skip
-        con.print(t)
+        _console().print(t)
         return 0
     groups: dict[tuple[str, ...], list[SegmentInfo]] = {}
     for s in segs:
         groups.setdefault(tuple(s.partition), []).append(s)
-    t = Table("pipeline", "event type", "stage", "error class", "open+sealed", "replayed", "discarded",
-              "segments", "size", "first", "last", title=f"parked events in {store.root}")  # fmt: skip
+    rows: list[dict[str, Any]] = []
     for part, ss in groups.items():
         kinds = (LIVE, [Status.REPLAYED], [Status.DISCARDED])
-        counts = [sum(s.count for s in ss if s.status in st) for st in kinds]
+        live, replayed, discarded = (sum(s.count for s in ss if s.status in st) for st in kinds)
         firsts = [s.first_ts for s in ss if s.first_ts is not None]
         lasts = [s.last_ts for s in ss if s.last_ts is not None]
-        size = _size(sum(s.bytes for s in ss))
-        t.add_row(*map(_cell, part), *map(str, counts), str(len(ss)), size, _ts(min(firsts, default=None)),
-                  _ts(max(lasts, default=None)))  # fmt: skip
-    con.print(t)
+        rows.append({**dict(zip(_LABELS, part, strict=True)), "live": live, "replayed": replayed,
+                     "discarded": discarded, "segments": len(ss), "bytes": sum(s.bytes for s in ss),
+                     "first": min(firsts, default=None), "last": max(lasts, default=None)})  # fmt: skip
+    if args.json:
+        print_json(rows)
+        return 0
+    t = Table("pipeline", "event type", "stage", "error class", "open+sealed", "replayed", "discarded",
+              "segments", "size", "first", "last", title=f"parked events in {store.root}")  # fmt: skip
+    for r in rows:
+        t.add_row(*(_cell(r[k]) for k in _LABELS), str(r["live"]), str(r["replayed"]), str(r["discarded"]),
+                  str(r["segments"]), _size(r["bytes"]), _ts(r["first"]), _ts(r["last"]))  # fmt: skip
+    _console().print(t)
     return 0
 
 
@@ -164,9 +179,7 @@ def _broker(args: argparse.Namespace) -> str:
 
     info = LocalStack.read_state(Path(".converge/stack"))
     if info is None:
-        raise SystemExit(
-            "converge dlq replay: give --broker (or set CONVERGE_BROKER, or run converge stack up)"
-        )
+        raise UserError("give --broker (or set CONVERGE_BROKER, or run converge stack up)")
     return info.kafka_bootstrap
 
 
@@ -204,7 +217,7 @@ def _discard(args: argparse.Namespace) -> int:
     store = _open_store(args)
     flt = _filter(args, (Status.SEALED,))
     if not args.all and flt == SegmentFilter(statuses=flt.statuses):
-        raise SystemExit("converge dlq discard: give a filter, or --all to discard every sealed segment")
+        raise UserError("give a filter, or --all to discard every sealed segment")
     if args.dry_run:
         segs, n = _count(store, flt)
         print(f"would discard {n} records from {segs} segments")
@@ -230,12 +243,13 @@ def _import(args: argparse.Namespace) -> int:
     from framework.parking.export import import_file
     from framework.parking.wal import DeadLetterWAL, WALLockedError
 
+    root = dlq_root(args)
     try:
-        with DeadLetterWAL(args.root, lock_timeout_s=2.0) as wal:
+        with DeadLetterWAL(root, lock_timeout_s=2.0) as wal:
             n = import_file(wal, args.file)
     except (WALLockedError, ValueError) as exc:
-        raise SystemExit(f"converge dlq import: {exc}") from None
-    print(f"imported {n} records into {args.root}")
+        raise UserError(str(exc)) from None
+    print(f"imported {n} records into {root}")
     return 0
 
 
@@ -253,15 +267,16 @@ def _cleanup(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``dlq`` command group to the ``converge`` subparsers."""
     root = argparse.ArgumentParser(add_help=False)
-    root.add_argument("--root", type=Path, default=Path(os.environ.get("CONVERGE_DLQ_ROOT", DEFAULT_ROOT)),
-                      help="the WAL directory (env CONVERGE_DLQ_ROOT, default .converge/dlq)")  # fmt: skip
+    root.add_argument("--root", type=Path, default=None,
+                      help="the WAL directory (default: the worker's: CONVERGE_DLQ_ROOT, else "
+                           "<CONVERGE_DATA_DIR or var/<app id>>/dlq)")  # fmt: skip
+    root.add_argument("--app", default=None, metavar="MODULE:ATTR",
+                      help="the converge App whose app id names the default WAL directory")  # fmt: skip
     filt = argparse.ArgumentParser(add_help=False)
     for flag in ("--pipeline", "--event-type", "--stage", "--error-class"):
         filt.add_argument(flag, default=None, help="exact partition label")
-    filt.add_argument(
-        "--since", default=None, help="parked at or after: epoch, ISO-8601 (UTC) or e.g. 2h ago"
-    )
-    filt.add_argument("--until", default=None, help="parked before: epoch, ISO-8601 (UTC) or e.g. 30m ago")
+    filt.add_argument("--since", type=time_arg, default=None, help=f"parked at or after: {TIME_HELP}")
+    filt.add_argument("--until", type=time_arg, default=None, help=f"parked before: {TIME_HELP}")
     status = argparse.ArgumentParser(add_help=False)
     status.add_argument("--status", action="append", choices=[s.value for s in Status],
                         help="segment status (repeatable)")  # fmt: skip
@@ -279,9 +294,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     p = add("list", _list, "parked events per partition (or per segment)", filt, status)
     p.add_argument("--segments", action="store_true", help="one row per segment file")
+    add_json_flag(p)
     p = add("show", _show, "print parked records in write order", filt, status)
     p.add_argument("--limit", type=int, default=20)
-    p.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+    add_json_flag(p, "JSON lines (one record per line) instead of a table")
     p = add("replay", _replay, "re-publish sealed records to their source topic, then mark them", filt, dry)
     p.add_argument("--broker", default=None, help="HOST:PORT (env CONVERGE_BROKER, else the local stack)")
     p.add_argument("--topic", default=None, help="send to this topic instead of each record's source topic")

@@ -1,18 +1,22 @@
 """Compare a declared TableSchema with the table the cluster already has.
 
 ``CREATE TABLE IF NOT EXISTS`` keeps an existing table as it is, even when it
-no longer matches the declaration; this check turns such drift into a
-SchemaError instead of odd write failures later.
+no longer matches the declaration: the store adds the declared columns the
+table lacks, and any other difference becomes a SchemaError instead of odd
+write failures later.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from framework.core.schema import Column, SchemaError, TableSchema
+from stores.cassandra.errors import reraise
 from stores.cassandra.statements import COLUMN_ORDER_PREFIX
+from stores.evolution import added_columns
 
-__all__ = ["schema_drift", "table_metadata", "schema_from_metadata"]
+__all__ = ["columns_to_add", "table_metadata", "refreshed_metadata", "schema_from_metadata"]
 
 _TYPE_ALIASES = {"varchar": "text"}
 
@@ -26,31 +30,26 @@ def table_metadata(session: Any, keyspace: str, table: str) -> Any | None:
     return None if ks is None else ks.tables.get(table)
 
 
-def schema_drift(schema: TableSchema, table: Any) -> list[str]:
-    """Differences between ``schema`` and the driver's ``TableMetadata`` (empty when compatible).
+async def refreshed_metadata(session: Any, keyspace: str, table: str, timeout: float) -> Any | None:
+    """The driver's TableMetadata of ``keyspace.table`` after it has read the table's schema again."""
+    refresh = getattr(getattr(session, "cluster", None), "refresh_table_metadata", None)
+    if refresh is not None:
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(loop.run_in_executor(None, refresh, keyspace, table), timeout)
+        except Exception as exc:
+            reraise(exc, f"refresh the metadata of {keyspace}.{table}")
+    return table_metadata(session, keyspace, table)
 
-    Extra columns on the existing table are allowed (a newer writer may have
-    added them); missing columns, other types and another key are not.
+
+def columns_to_add(schema: TableSchema, table: Any) -> tuple[Column, ...]:
+    """The declared regular columns the existing ``table`` (driver TableMetadata) lacks.
+
+    SchemaError when ``schema`` is not the table plus regular columns (another
+    key or clustering order, another column type, a column left out): the rule
+    of ``stores.evolution.added_columns``.
     """
-    problems: list[str] = []
-    pk = [c.name for c in table.partition_key]
-    ck = [c.name for c in table.clustering_key]
-    if pk != [c.name for c in schema.partition_key]:
-        problems.append(f"partition key is {pk}")
-    if ck != [c.name for c in schema.clustering_key]:
-        problems.append(f"clustering key is {ck}")
-    else:
-        want_reversed = schema.clustering_order == "DESC"
-        for c in table.clustering_key:
-            if bool(c.is_reversed) != want_reversed:
-                problems.append(f"clustering column {c.name} is {'DESC' if c.is_reversed else 'ASC'}")
-    for col in schema.all_columns:
-        have = table.columns.get(col.name)
-        if have is None:
-            problems.append(f"column {col.name} is missing")
-        elif have.cql_type != col.type:
-            problems.append(f"column {col.name} is {have.cql_type}, declared {col.type}")
-    return problems
+    return added_columns(schema_from_metadata(table), schema)
 
 
 def schema_from_metadata(table: Any) -> TableSchema:

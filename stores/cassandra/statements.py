@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import get_args
 
 from framework.core.mutations import check_identifier
-from framework.core.schema import SchemaError, TableSchema
+from framework.core.schema import Column, ColumnType, SchemaError, TableSchema
 
 __all__ = [
     "Cql",
@@ -22,6 +23,8 @@ __all__ = [
     "qualified",
     "create_keyspace",
     "create_table",
+    "add_column",
+    "set_column_order",
     "upsert",
     "delete",
     "select_row",
@@ -107,6 +110,19 @@ def create_table(keyspace: str, schema: TableSchema) -> Cql:
     options.append(f"comment = '{column_order_comment(schema)}'")
     text = f"CREATE TABLE IF NOT EXISTS {qualified(keyspace, schema.name)} ({cols}, PRIMARY KEY ({key}))"
     return Cql(text + " WITH " + " AND ".join(options))
+
+
+def add_column(keyspace: str, table: str, column: Column) -> Cql:
+    """``ALTER TABLE .. ADD`` one regular column (its type is one of the checked column types)."""
+    if column.type not in get_args(ColumnType):
+        raise SchemaError(column.name, f"unsupported type {column.type!r}")
+    return Cql(f"ALTER TABLE {qualified(keyspace, table)} ADD {quote(column.name)} {column.type}")
+
+
+def set_column_order(keyspace: str, schema: TableSchema) -> Cql:
+    """``ALTER TABLE .. WITH comment``: record the declared order of the regular columns again."""
+    comment = column_order_comment(schema)
+    return Cql(f"ALTER TABLE {qualified(keyspace, schema.name)} WITH comment = '{comment}'")
 
 
 #: Start of the table comment that records the declared order of the regular columns

@@ -19,16 +19,22 @@ from cassandra.query import SimpleStatement
 
 from framework.core.mutations import CellValue, Mutation
 from framework.core.rows import Row
-from framework.core.schema import SchemaError, TableSchema
+from framework.core.schema import Column, SchemaError, TableSchema
 from stores.base import WideColumnStore
 from stores.cassandra import statements as cql
 from stores.cassandra.bridge import Page, execute
 from stores.cassandra.errors import reraise
-from stores.cassandra.existing import schema_drift, schema_from_metadata, table_metadata
+from stores.cassandra.existing import (
+    columns_to_add,
+    refreshed_metadata,
+    schema_from_metadata,
+    table_metadata,
+)
 from stores.cassandra.plan import Planned, decode_row, plan_mutation, plan_partition, plan_read_row, plan_scan
 from stores.cassandra.tokens import shard_range
 from stores.cassandra.url import parse_url
 from stores.errors import PermanentStoreError, StoreError
+from stores.evolution import added_columns
 
 __all__ = ["CassandraStore"]
 
@@ -65,7 +71,6 @@ class CassandraStore(WideColumnStore):
         self._clock = clock
         self._limit = asyncio.Semaphore(max_concurrency)
         self._schemas: dict[str, TableSchema] = {}
-        self._declared: set[str] = set()
         self._prepared: dict[tuple[Any, ...], Any] = {}
         self._preparing: dict[tuple[Any, ...], asyncio.Future[Any]] = {}
         self._closed = False
@@ -136,20 +141,37 @@ class CassandraStore(WideColumnStore):
         await self._ddl(ddl, f"create keyspace {self.keyspace}")
 
     async def ensure_table(self, schema: TableSchema) -> None:
-        """Create the table if missing, check an existing one matches, and remember the schema."""
+        """Create the table if missing, or add the declared regular columns an existing one lacks
+        (``ALTER TABLE .. ADD``); SchemaError for any other difference (``stores.evolution``)."""
         known = self._schemas.get(schema.name)
         if known == schema:
             return
-        if known is not None and schema.name in self._declared:
-            raise SchemaError("table", f"{schema.name} is already declared with another schema")
+        if known is not None:
+            added_columns(known, schema)  # refused before any DDL
         await self._ddl(cql.create_table(self.keyspace, schema), f"create table {schema.name}")
         meta = table_metadata(self._session, self.keyspace, schema.name)
         if meta is not None:
-            drift = schema_drift(schema, meta)
-            if drift:
-                raise SchemaError("table", f"{self.keyspace}.{schema.name} differs: {'; '.join(drift)}")
+            missing = columns_to_add(schema, meta)
+            if missing:
+                await self._add_columns(schema, missing)
         self._schemas[schema.name] = schema
-        self._declared.add(schema.name)
+
+    async def _add_columns(self, schema: TableSchema, columns: Sequence[Column]) -> None:
+        """``ALTER TABLE .. ADD`` each column, then record the declared column order in the comment.
+
+        When an ALTER fails because a concurrent writer added the column first, the
+        refreshed table metadata decides: the column is there (go on), it has another
+        type (SchemaError), or it is still missing (the error is raised).
+        """
+        for column in columns:
+            try:
+                ddl = cql.add_column(self.keyspace, schema.name, column)
+                await self._ddl(ddl, f"add column {schema.name}.{column.name}")
+            except PermanentStoreError:
+                meta = await refreshed_metadata(self._session, self.keyspace, schema.name, self.ddl_timeout)
+                if meta is None or column in columns_to_add(schema, meta):
+                    raise
+        await self._ddl(cql.set_column_order(self.keyspace, schema), f"comment on {schema.name}")
 
     def schema(self, table: str) -> TableSchema:
         """The declared schema of ``table`` (else the existing table's); SchemaError when unknown."""

@@ -44,14 +44,12 @@ from stores.base import BulkItem, BulkResult, IndexOp, SearchHit, SearchIndex
 from stores.elasticsearch.checks import (
     DEFAULT_MAX_DOC_BYTES,
     DocumentError,
-    bulk_item,
     check_doc_id,
     check_doc_version,
     check_name,
     encode_document,
-    error_summary,
-    store_error,
 )
+from stores.elasticsearch.errors import bulk_item, error_summary, map_error
 from stores.errors import PermanentStoreError
 
 __all__ = ["ElasticsearchIndex", "DocumentError", "TOMBSTONE_FIELD"]
@@ -144,7 +142,7 @@ class ElasticsearchIndex(SearchIndex):
             if not await self._es.indices.exists_alias(name=alias):
                 await self._es.indices.update_aliases(actions=[{"add": {"index": name, "alias": alias}}])
         except (ApiError, TransportError) as exc:
-            raise store_error(exc, f"ensure_index {name}") from exc
+            raise map_error(exc, f"ensure_index {name}") from exc
         return name
 
     def _mappings(self, mappings: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -163,7 +161,7 @@ class ElasticsearchIndex(SearchIndex):
         except NotFoundError:
             return []
         except (ApiError, TransportError) as exc:
-            raise store_error(exc, f"get alias {alias}") from exc
+            raise map_error(exc, f"get alias {alias}") from exc
         return sorted(resp.body)
 
     async def swap_alias(self, alias: str, new_index: str) -> list[str]:
@@ -189,7 +187,7 @@ class ElasticsearchIndex(SearchIndex):
             except (ApiError, TransportError) as exc:
                 lost_race = isinstance(exc, NotFoundError) and "aliases_not_found" in error_summary(exc.body)
                 if not lost_race or attempt == _SWAP_ATTEMPTS - 1:
-                    raise store_error(exc, f"swap alias {alias} -> {new_index}") from exc
+                    raise map_error(exc, f"swap alias {alias} -> {new_index}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- writes -------------------------------------------------------------
@@ -213,7 +211,7 @@ class ElasticsearchIndex(SearchIndex):
         except ConflictError:
             return False
         except (ApiError, TransportError) as exc:
-            raise store_error(exc, f"index {alias}/{doc_id}") from exc
+            raise map_error(exc, f"index {alias}/{doc_id}") from exc
         return True
 
     async def delete(self, alias: str, doc_id: str, version: int) -> bool:
@@ -233,9 +231,9 @@ class ElasticsearchIndex(SearchIndex):
         except NotFoundError as exc:
             if isinstance(exc.body, Mapping) and exc.body.get("result") == "not_found":
                 return True
-            raise store_error(exc, f"delete {alias}/{doc_id}") from exc
+            raise map_error(exc, f"delete {alias}/{doc_id}") from exc
         except (ApiError, TransportError) as exc:
-            raise store_error(exc, f"delete {alias}/{doc_id}") from exc
+            raise map_error(exc, f"delete {alias}/{doc_id}") from exc
         return True
 
     async def bulk(self, alias: str, ops: Sequence[IndexOp]) -> BulkResult:
@@ -267,7 +265,7 @@ class ElasticsearchIndex(SearchIndex):
             try:
                 resp = await self._es.bulk(operations=lines, require_alias=require_alias or None)
             except (ApiError, TransportError) as exc:
-                raise store_error(exc, f"bulk {alias} ({len(sent)} items)") from exc
+                raise map_error(exc, f"bulk {alias} ({len(sent)} items)") from exc
             answers = resp.body.get("items", [])
             if len(answers) != len(sent):
                 raise PermanentStoreError(f"bulk {alias}: {len(answers)} answers for {len(sent)} items")
@@ -299,9 +297,9 @@ class ElasticsearchIndex(SearchIndex):
         except NotFoundError as exc:
             if isinstance(exc.body, Mapping) and exc.body.get("found") is False:
                 return None
-            raise store_error(exc, f"get {alias}/{doc_id}") from exc
+            raise map_error(exc, f"get {alias}/{doc_id}") from exc
         except (ApiError, TransportError) as exc:
-            raise store_error(exc, f"get {alias}/{doc_id}") from exc
+            raise map_error(exc, f"get {alias}/{doc_id}") from exc
         body = resp.body
         source = body.get("_source") or {}
         if not body.get("found") or not self._visible(source):
@@ -326,7 +324,7 @@ class ElasticsearchIndex(SearchIndex):
         try:
             resp = await self._es.search(index=alias, query=q, size=size, version=True)
         except (ApiError, TransportError) as exc:
-            raise store_error(exc, f"search {alias}") from exc
+            raise map_error(exc, f"search {alias}") from exc
         return [
             SearchHit(h["_id"], h.get("_version"), h.get("_source") or {})
             for h in resp.body["hits"]["hits"]
@@ -347,7 +345,7 @@ class ElasticsearchIndex(SearchIndex):
         try:
             pit = (await self._es.open_point_in_time(index=alias, keep_alive="2m")).body["id"]
         except (ApiError, TransportError) as exc:
-            raise store_error(exc, f"open point in time on {alias}") from exc
+            raise map_error(exc, f"open point in time on {alias}") from exc
         after: list[Any] | None = None
         try:
             while True:
@@ -360,7 +358,7 @@ class ElasticsearchIndex(SearchIndex):
                 try:
                     resp = await self._es.search(body=body)
                 except (ApiError, TransportError) as exc:
-                    raise store_error(exc, f"scan {alias}") from exc
+                    raise map_error(exc, f"scan {alias}") from exc
                 hits = resp.body["hits"]["hits"]
                 if not hits:
                     return
@@ -380,7 +378,7 @@ class ElasticsearchIndex(SearchIndex):
         try:
             await self._es.indices.refresh(index=alias)
         except (ApiError, TransportError) as exc:
-            raise store_error(exc, f"refresh {alias}") from exc
+            raise map_error(exc, f"refresh {alias}") from exc
 
     async def close(self) -> None:
         """Close the client when this adapter created it."""

@@ -29,6 +29,7 @@ from framework.core.mutations import CellValue, Delete, LogState, Mutation, Upse
 from framework.core.rows import Row
 from framework.core.schema import Column, SchemaError, TableSchema
 from stores.errors import StoreError
+from stores.evolution import added_columns
 from stores.sqlite.keycodec import decode_key, encode_key, normalize, partition_hash, prefix_end
 
 __all__ = ["SqliteEngine", "ScanCursor", "schema_to_json", "schema_from_json"]
@@ -83,16 +84,6 @@ def schema_from_json(body: str) -> TableSchema:
     return TableSchema(**d)
 
 
-def _extends(old: TableSchema, new: TableSchema) -> bool:
-    """True when ``new`` only adds regular columns to ``old``."""
-    return (
-        old.partition_key == new.partition_key
-        and old.clustering_key == new.clustering_key
-        and old.clustering_order == new.clustering_order
-        and new.columns[: len(old.columns)] == old.columns
-    )
-
-
 @dataclasses.dataclass
 class _RowPlan:
     """The reduced writes of one batch to one row."""
@@ -140,7 +131,8 @@ class SqliteEngine:
     # -- schema -------------------------------------------------------------
 
     def ensure_table(self, schema: TableSchema) -> None:
-        """Declare ``schema`` (idempotent); a redefinition may only add regular columns."""
+        """Declare ``schema`` (idempotent); a redefinition may only add regular columns
+        (``stores.evolution``), else SchemaError."""
         if not isinstance(schema, TableSchema):
             raise SchemaError("schema", f"expected a TableSchema, got {type(schema).__name__}")
         with self._lock:
@@ -148,8 +140,8 @@ class SqliteEngine:
             old = self._schemas.get(schema.name)
             if old == schema:
                 return
-            if old is not None and not _extends(old, schema):
-                raise SchemaError("schema", f"{schema.name}: incompatible with the declared schema")
+            if old is not None:
+                added_columns(old, schema)  # cells are stored generically: a new column needs no DDL
             with self._transaction():
                 self._conn.execute(
                     "INSERT OR REPLACE INTO converge_tables (name, body) VALUES (?, ?)",

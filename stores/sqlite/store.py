@@ -6,7 +6,7 @@ a transaction. Concurrent ``apply`` calls are group-committed: all that wait
 together share one durable transaction (one fsync), and each returns once that
 commit is on disk. When one batch of a group is invalid, nothing of the group
 is written and each batch is applied on its own, so only the bad one fails.
-SQLite errors become ``TransientStoreError`` (locked, I/O) or
+SQLite errors become (``stores.sqlite.errors.map_error``) ``TransientStoreError`` (locked, I/O) or
 ``PermanentStoreError``; schema and mutation errors pass through unchanged.
 """
 
@@ -26,8 +26,9 @@ from framework.core.mutations import CellValue, Mutation, MutationError
 from framework.core.rows import Row
 from framework.core.schema import TableSchema
 from stores.base import WideColumnStore
-from stores.errors import PermanentStoreError, StoreError, TransientStoreError
+from stores.errors import StoreError
 from stores.sqlite.engine import ScanCursor, SqliteEngine
+from stores.sqlite.errors import map_error
 
 __all__ = ["SqliteStore"]
 
@@ -79,10 +80,8 @@ class SqliteStore(WideColumnStore):
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
-        except sqlite3.OperationalError as exc:
-            raise TransientStoreError(f"sqlite: {exc}") from exc
         except sqlite3.Error as exc:
-            raise PermanentStoreError(f"sqlite: {exc}") from exc
+            raise map_error(exc, getattr(fn, "__name__", "call")) from exc
 
     async def ensure_table(self, schema: TableSchema) -> None:
         await self._call(self._engine.ensure_table, schema)
@@ -125,7 +124,7 @@ class SqliteStore(WideColumnStore):
                 loop.call_soon_threadsafe(_settle, fut, self._apply_one(batch))
             return
         except BaseException as exc:  # noqa: BLE001 - handed to every waiting caller
-            error = _store_error(exc)
+            error = map_error(exc, "apply")
             for _, fut, loop in group:
                 loop.call_soon_threadsafe(_settle, fut, error)
             return
@@ -136,7 +135,7 @@ class SqliteStore(WideColumnStore):
         try:
             self._engine.apply(batch)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            return _store_error(exc)
+            return map_error(exc, "apply")
         return None
 
     async def read_row(self, table: str, key: Mapping[str, CellValue]) -> Row | None:
@@ -188,14 +187,6 @@ class SqliteStore(WideColumnStore):
             await loop.run_in_executor(self._executor, self._engine.close)
         finally:
             self._executor.shutdown(wait=False)
-
-
-def _store_error(exc: BaseException) -> BaseException:
-    if isinstance(exc, sqlite3.OperationalError):
-        return TransientStoreError(f"sqlite: {exc}")
-    if isinstance(exc, sqlite3.Error):
-        return PermanentStoreError(f"sqlite: {exc}")
-    return exc
 
 
 def _settle(fut: asyncio.Future[None], error: BaseException | None) -> None:

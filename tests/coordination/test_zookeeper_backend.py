@@ -35,7 +35,7 @@ async def test_closed_store_refuses_calls(zookeeper_server: ZooKeeperServer) -> 
 
 async def test_open_by_url(zookeeper_server: ZooKeeperServer, tmp_path: Path) -> None:
     zk = open_checkpoint_store(f"zookeeper://{zookeeper_server.hosts}/url-test/root")
-    sq = open_checkpoint_store(f"sqlite://{tmp_path}/sub/cp.db")
+    sq = open_checkpoint_store(f"sqlite:///{tmp_path}/sub/cp.db")
     try:
         assert isinstance(zk, ZooKeeperCheckpointStore) and zk.root == "/url-test/root"
         assert isinstance(sq, SqliteCheckpointStore) and (tmp_path / "sub" / "cp.db").exists()

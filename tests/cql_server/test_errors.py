@@ -48,6 +48,14 @@ from tests.support.cql_server.fixtures import KEYSPACE
          "(b ASC, c DESC)", InvalidRequest, "mixed clustering orders"),
         ("CREATE TABLE nokeyspace.c5 (a text PRIMARY KEY, b text)", InvalidRequest, "'nokeyspace' does not"),
         ("UPDATE system.local SET cluster_name = 'x' WHERE key = 'local'", InvalidRequest, "user-modifiable"),
+        ("ALTER TABLE {t} DROP note", SyntaxException, "ALTER TABLE .. DROP"),
+        ("ALTER TABLE {t} ALTER note TYPE blob", SyntaxException, "ALTER TABLE .. ALTER"),
+        ("ALTER TABLE {t} ADD IF NOT EXISTS x text", SyntaxException, "ADD IF NOT EXISTS"),
+        ("ALTER KEYSPACE {ks} WITH durable_writes = false", SyntaxException, "ALTER KEYSPACE"),
+        ("ALTER TABLE {t} ADD note text", InvalidRequest, "conflicts with an existing column"),
+        ("ALTER TABLE {t} ADD x timestamp", InvalidRequest, "column type timestamp"),
+        ("ALTER TABLE {t} WITH gc_grace_seconds = 1", InvalidRequest, "table option gc_grace_seconds"),
+        ("ALTER TABLE {ks}.nope ADD x text", InvalidRequest, "unconfigured table nope"),
     ],
 )  # fmt: skip
 def test_a_statement_outside_the_subset_is_refused_by_name(

@@ -6,12 +6,12 @@ import asyncio
 import json
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from framework.cli import main
-from framework.delivery.cli import parse_time
 from framework.delivery.kafka_io import RecordPublisher
 from framework.delivery.ledger import DeliveryLedger
 from framework.delivery.model import LedgerConfig
@@ -101,14 +101,6 @@ async def test_failed_query_filters(ledger: DeliveryLedger, clock: Clock) -> Non
         await failed_messages(ledger, since=B1, until=B0)
 
 
-def test_parse_time() -> None:
-    assert parse_time("2024-01-01T00:00:00") == B0
-    assert parse_time("2024-01-01T01:00:00+01:00") == B0
-    assert parse_time(str(B0)) == B0
-    with pytest.raises(Exception, match="ISO-8601"):
-        parse_time("yesterday")
-
-
 def _real_ledger(path: Path) -> tuple[SqliteStore, DeliveryLedger]:
     store = SqliteStore(path)
     return store, DeliveryLedger(store, LedgerConfig(consumers=("search", "timeline")))
@@ -131,7 +123,7 @@ def test_cli_failed_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str
         await store.close()
 
     asyncio.run(setup())
-    url = f"sqlite://{db}"
+    url = f"sqlite:///{db}"  # an absolute path: sqlite:////tmp/...
     assert main(["delivery", "failed", "--wide-store", url, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["message_id"], r["missing"], r["status"]) for r in rows] == [
@@ -152,13 +144,32 @@ def test_cli_failed_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert report["total"]["messages"] == 3 and report["total"]["delivered_first_time"] == 1
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert main(["delivery", "failed", "--wide-store", url, "--consumer", "billing"]) == 2
-    assert "billing" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
+    assert capsys.readouterr().err.count("\n") == 1  # one line, naming the unknown consumer
+    # the shared time rule: epoch seconds, ISO-8601 or "N ago" (converted to the ledger's microseconds);
+    # a, b, c were captured 50, 49 and 48 minutes ago (a is delivered)
+    between = now_us / 1e6 - 49.5 * 60
+    iso = datetime.fromtimestamp(between, UTC).isoformat()
+    windows = {
+        ("--since", str(int(between))): ["b", "c"],
+        ("--since", iso): ["b", "c"],
+        ("--since", "49.5m ago"): ["b", "c"],
+        ("--since", "51m ago", "--until", "48.5m ago"): ["b"],
+        ("--until", "2h ago"): [],
+    }
+    for window, expected in windows.items():
+        assert main(["delivery", "failed", "--wide-store", url, "--json", *window]) == 0
+        assert [r["message_id"] for r in json.loads(capsys.readouterr().out)] == expected, window
+    with pytest.raises(SystemExit) as bad_time:
         main(["delivery", "failed", "--wide-store", url, "--since", "not-a-time"])
-    with pytest.raises(SystemExit, match="no ledger table"):
-        main(["delivery", "failed", "--wide-store", url, "--table", "other_ledger"])
-    with pytest.raises(SystemExit, match="only sqlite"):
-        main(["delivery", "report", "--wide-store", "cassandra://h/ks"])
+    assert bad_time.value.code == 2 and "not a time: 'not-a-time'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # microseconds, the old unit, are refused rather than misread
+        main(["delivery", "failed", "--wide-store", url, "--since", str(now_us)])
+    assert "epoch SECONDS expected" in capsys.readouterr().err
+    assert main(["delivery", "failed", "--wide-store", url, "--table", "other_ledger"]) == 2
+    assert "no ledger table 'other_ledger'" in capsys.readouterr().err
+    relative = f"sqlite://{db}"  # = sqlite:///tmp/...: a RELATIVE path (SQLAlchemy's rule), not the file
+    assert main(["delivery", "report", "--wide-store", relative]) == 2
+    assert f"--wide-store: {str(db).lstrip('/')} does not exist" in capsys.readouterr().err
 
 
 def test_cli_verify_retries_then_is_idempotent(
@@ -182,8 +193,8 @@ def test_cli_verify_retries_then_is_idempotent(
         await store.close()
 
     asyncio.run(setup())
-    args = ["delivery", "verify", "--wide-store", f"sqlite://{db}", "--broker", stack.kafka_bootstrap,
-            "--checkpoints", f"sqlite://{tmp_path / 'cp.db'}", "--max-retries", "1", "--ttl-days", "1",
+    args = ["delivery", "verify", "--wide-store", f"sqlite:///{db}", "--broker", stack.kafka_bootstrap,
+            "--checkpoints", f"sqlite:///{tmp_path / 'cp.db'}", "--max-retries", "1", "--ttl-days", "1",
             "--json"]  # fmt: skip
     assert main(args) == 0
     first = json.loads(capsys.readouterr().out)

@@ -32,6 +32,7 @@ from framework.runtime.binding import AgentRuntime
 from framework.runtime.processor import AgentProcessor
 from framework.runtime.sinks import WideColumnSink
 from framework.settings import Settings
+from stores.open import sqlite_path
 from stores.sqlite.store import SqliteStore
 
 HUB = TableSchema("probe_hub", (Column("id", "text"),), (Column("n", "bigint"),))
@@ -58,7 +59,7 @@ def build() -> faust.App:
         os.environ.get("DELIVERY_APP_ID", "delivery-probe"), web_port=int(os.environ["DELIVERY_WEB_PORT"])
     )
     app = create_faust_app(settings)
-    store = SqliteStore(settings.wide_store.removeprefix("sqlite:///"))  # SQLAlchemy's URL rule
+    store = SqliteStore(sqlite_path(settings.wide_store))
     for schema in (HUB, CONFIG.ledger_schema(), CONFIG.index_schema()):
         store.engine.ensure_table(schema)  # idle store: safe to use the engine directly
     ledger = DeliveryLedger(store, CONFIG)

@@ -2,6 +2,8 @@
 
 Use it by subclassing ``WideColumnContract`` in a test module and providing an
 async fixture ``wide_store`` that yields a ``tests.stores.harness.WideStoreHarness``.
+Schema evolution (``ensure_table`` may only add regular columns) is part of the
+contract: ``tests.stores.evolution_contract``.
 Tests use fresh table names, so the suite also runs against a shared cluster.
 """
 
@@ -17,6 +19,7 @@ from framework.core.mutations import Delete, LogState, Upsert
 from framework.core.rows import Row
 from framework.core.schema import SchemaError
 from stores.base import WideColumnStore
+from tests.stores.evolution_contract import SchemaEvolutionContract
 from tests.stores.harness import WideStoreHarness, hub_schema, log_schema, timeline_schema, unique
 
 K = {"org": "acme", "id": 7}
@@ -42,7 +45,7 @@ def _ck(rows: list[Row]) -> list[tuple]:
     return [(r.key["day"], r.key["seq"]) for r in rows]
 
 
-class WideColumnContract:
+class WideColumnContract(SchemaEvolutionContract):
     """Store-agnostic tests; needs the ``wide_store`` fixture (a WideStoreHarness)."""
 
     # -- cells, write times, last write wins -----------------------------------

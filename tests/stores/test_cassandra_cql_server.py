@@ -18,6 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from framework.core.mutations import Upsert
+from framework.delivery.ledger import DeliveryLedger
+from framework.delivery.model import LedgerConfig
 from stores.base import WideColumnStore
 from stores.cassandra import CassandraStore
 from tests.stores.contract import WideColumnContract
@@ -140,3 +142,27 @@ def test_any_delivery_of_one_row_history_converges_to_the_oracle(
 ) -> None:
     """All writes on one row: ties, tombstones and batch splits collide as often as possible."""
     _check(cql_server, cql_session, check_history, case)
+
+
+async def test_a_new_delivery_consumer_adds_its_column_to_an_existing_ledger(cql_session: Any) -> None:
+    """The delivery ledger's ``ensure`` on Cassandra: a restarted writer declaring one more consumer
+    gets its ack column by ``ALTER TABLE .. ADD``; the rows written before keep their acks."""
+    clock = ManualClock()
+    table = unique("ledger")
+    old_store, new_store = _store(cql_session, clock), _store(cql_session, clock)
+    old = DeliveryLedger(old_store, LedgerConfig(consumers=("search",), table=table), clock=clock)
+    await old.ensure()
+    ref = await old.register("m1", "exchange")
+    await old.ack("m1", "search")
+    new = DeliveryLedger(new_store, LedgerConfig(consumers=("billing", "search"), table=table), clock=clock)
+    await new.ensure()
+    assert [c.name for c in new_store.schema(table).columns][-2:] == ["ack_search", "ack_billing"]
+    entry = await new.read(ref)
+    assert entry is not None and entry.expect == ("search",) and entry.delivered
+    ref2 = await new.register("m2", "exchange")
+    await new.ack("m2", "billing")
+    assert (await new.read(ref2)).missing == ("search",)  # type: ignore[union-attr]
+    assert [c.name for c in _store(cql_session, clock).schema(table).columns][-2:] == [
+        "ack_search",
+        "ack_billing",
+    ]

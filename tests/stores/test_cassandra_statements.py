@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from cassandra import ConsistencyLevel
+from cassandra import protocol as p
 from cassandra.metadata import ColumnMetadata, KeyspaceMetadata, TableMetadata
 from cassandra.query import BoundStatement, dict_factory
 
@@ -23,7 +24,8 @@ from framework.core.mutations import CellValue, Delete, LogState, MutationError,
 from framework.core.schema import SchemaError, TableSchema
 from stores.cassandra import CassandraStore
 from stores.cassandra import statements as cql
-from tests.stores.cassandra_fakes import Call, FakeSession, bind_metadata, decode, rows_result
+from stores.errors import PermanentStoreError
+from tests.stores.cassandra_fakes import Call, FakeSession, bind_metadata, decode, rows_result, void_result
 from tests.stores.harness import hub_schema, log_schema, timeline_schema
 
 K: dict[str, CellValue] = {"org": "acme", "id": 7}
@@ -133,12 +135,11 @@ async def test_existing_tables_are_read_back_and_checked_for_drift() -> None:
         session.cluster.metadata.keyspaces["ks"] = _driver_metadata(TL, cql.column_order_comment(TL))
         store = CassandraStore(session, "ks")
         assert store.schema("tl") == TL  # e.g. after a restart, without a new declaration
-        await store.ensure_table(
-            TableSchema("tl", TL.partition_key, TL.columns[:1], TL.clustering_key, "DESC")
-        )
-        assert [c.name for c in store.schema("tl").columns] == ["note"]  # a compatible narrower view
-        with pytest.raises(SchemaError):
-            await store.ensure_table(TL)  # now declared differently in this store
+        with pytest.raises(SchemaError, match=r"lacks columns \['weight'\].*never dropped"):
+            await store.ensure_table(
+                TableSchema("tl", TL.partition_key, TL.columns[:1], TL.clustering_key, "DESC")
+            )
+        await store.ensure_table(TL)
         session.cluster.metadata.keyspaces["ks"] = _driver_metadata(HUB, None, n="text")
         other = CassandraStore(session, "ks")
         assert [c.name for c in other.schema("hub").columns] == [
@@ -153,8 +154,72 @@ async def test_existing_tables_are_read_back_and_checked_for_drift() -> None:
         with pytest.raises(SchemaError, match="column n is text, declared bigint"):
             await other.ensure_table(HUB)
         session.cluster.metadata.keyspaces["ks"].tables["tl"] = _driver_metadata(TL, None).tables["tl"]
-        with pytest.raises(SchemaError, match="clustering column day is DESC"):
+        with pytest.raises(SchemaError, match="clustering order is DESC, declared ASC"):
             await other.ensure_table(timeline_schema("tl", "ASC"))
+        assert not [c for c in session.calls if c.statement.query_string.startswith("ALTER")]
+    finally:
+        session.shutdown()
+
+
+OLD_HUB = TableSchema("hub", HUB.partition_key, HUB.columns[:2], default_ttl=3600)  # title, n
+OLD_COMMENT = cql.column_order_comment(OLD_HUB)
+ADDED = [
+    'ALTER TABLE "ks"."hub" ADD "small" int',
+    'ALTER TABLE "ks"."hub" ADD "score" double',
+    'ALTER TABLE "ks"."hub" ADD "flag" boolean',
+    'ALTER TABLE "ks"."hub" ADD "data" blob',
+]
+COMMENT = 'ALTER TABLE "ks"."hub" WITH comment = \'converge columns: title n small score flag data\''
+
+
+async def test_ensure_table_adds_the_columns_an_existing_table_lacks() -> None:
+    """One ``ALTER TABLE .. ADD`` per missing column (identifiers quoted, types from the schema),
+    then the column-order comment; idempotent DDL with the DDL timeout."""
+    session = FakeSession({"hub": HUB})
+    try:
+        session.cluster.metadata.keyspaces["ks"] = _driver_metadata(OLD_HUB, OLD_COMMENT)
+        store = CassandraStore(session, "ks")
+        await store.ensure_table(HUB)
+        texts = [c.statement.query_string for c in session.calls]
+        assert texts == [cql.create_table("ks", HUB).text, *ADDED, COMMENT]
+        assert all(c.statement.is_idempotent and c.timeout == store.ddl_timeout for c in session.calls)
+        assert store.schema("hub") == HUB
+        session.calls.clear()
+        await store.apply([Upsert("hub", K, {"small": 1}, 5)])  # the new column is writable at once
+        assert _writes(session)[-1] == ('UPDATE "ks"."hub" USING TIMESTAMP ? AND TTL ? SET "small" = ? '
+                                        'WHERE "org" = ? AND "id" = ?', [5, 3600, 1, "acme", 7])  # fmt: skip
+    finally:
+        session.shutdown()
+
+
+async def test_a_column_another_writer_added_first_is_accepted_else_the_alter_error_stands() -> None:
+    """ALTER fails when the column exists already: the re-read metadata decides (the driver turns the
+    server's 0x2200 message into InvalidRequest, a permanent store error)."""
+    session = FakeSession({"hub": HUB})
+    try:
+        session.cluster.metadata.keyspaces["ks"] = _driver_metadata(OLD_HUB, OLD_COMMENT)
+        raced = _driver_metadata(HUB, None).tables["hub"]
+
+        def responder(call: Call) -> Any:
+            if call.statement.query_string == ADDED[0]:  # another writer added "small" meanwhile
+                session.cluster.metadata.keyspaces["ks"].tables["hub"].columns["small"] = raced.columns[
+                    "small"
+                ]
+                return p.InvalidRequestException(
+                    0x2200, "Invalid column name small because it conflicts", None
+                )
+            return void_result()
+
+        session.responder = responder
+        store = CassandraStore(session, "ks")
+        await store.ensure_table(HUB)
+        assert [c.statement.query_string for c in session.calls][1:] == [*ADDED, COMMENT]
+        assert store.schema("hub") == HUB
+
+        session.cluster.metadata.keyspaces["ks"] = _driver_metadata(OLD_HUB, OLD_COMMENT)
+        session.responder = lambda call: p.InvalidRequestException(0x2200, "no ALTER permission", None)
+        with pytest.raises(PermanentStoreError, match="no ALTER permission"):
+            await CassandraStore(session, "ks").ensure_table(HUB)
     finally:
         session.shutdown()
 

@@ -65,7 +65,7 @@ class Analyzer:
         plan: Plan
         if isinstance(stmt, ast.Use | ast.CreateKeyspace):
             plan = stmt
-        elif isinstance(stmt, ast.CreateTable):
+        elif isinstance(stmt, ast.CreateTable | ast.AlterTable):
             plan = (self.keyspace_of(stmt.table), stmt)
         elif isinstance(stmt, ast.Update | ast.Delete):
             plan = self.write(stmt)

@@ -18,6 +18,7 @@ __all__ = [
     "CreateKeyspace",
     "ColumnDef",
     "CreateTable",
+    "AlterTable",
     "Use",
     "Statement",
 ]
@@ -121,8 +122,17 @@ class CreateTable:
 
 
 @dataclass(frozen=True)
+class AlterTable:
+    """``ALTER TABLE``: regular columns to ``add``, or table ``options`` to set."""
+
+    table: TableRef
+    add: tuple[ColumnDef, ...] = ()
+    options: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Use:
     keyspace: str
 
 
-Statement = Select | Update | Delete | CreateKeyspace | CreateTable | Use
+Statement = Select | Update | Delete | CreateKeyspace | CreateTable | AlterTable | Use

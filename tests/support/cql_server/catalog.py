@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import uuid
 from dataclasses import dataclass, field
@@ -154,6 +155,39 @@ class Catalog:
         ks.tables[name] = table
         return table
 
+    def alter_table(self, keyspace: str, stmt: ast.AlterTable) -> TableDef:
+        """Add regular columns to the table or set its options; the altered table (same id)."""
+        old = self.table(keyspace, stmt.table.name)
+        columns = dict(old.columns)
+        for c in stmt.add:
+            _identifier(c.name, "column")
+            if c.name in columns:
+                raise InvalidRequest(
+                    f"Invalid column name {c.name} because it conflicts with an existing column"
+                )
+            if c.type not in CQL_TYPES:
+                raise InvalidRequest(f"column type {c.type} is not supported by the CQL test server")
+            columns[c.name] = c.type
+        ttl, comment = _options(stmt.options, old.default_ttl, old.comment)
+        table = dataclasses.replace(old, columns=columns, default_ttl=ttl, comment=comment)
+        table.engine_schema()  # the engine accepts it
+        self.keyspace(keyspace).tables[old.name] = table
+        return table
+
+
+def _options(options: dict[str, object], ttl: object = 0, comment: object = "") -> tuple[int, str]:
+    """The table's default TTL and comment after ``options``; errors for other options or bad values."""
+    for option in options:
+        if option not in _TABLE_OPTIONS:
+            raise InvalidRequest(f"table option {option} is not supported by the CQL test server")
+    ttl = options.get("default_time_to_live", ttl)
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 <= ttl <= MAX_TTL:
+        raise ConfigurationError(f"default_time_to_live must be an integer in [0, {MAX_TTL}], got {ttl!r}")
+    comment = options.get("comment", comment)
+    if not isinstance(comment, str):
+        raise ConfigurationError("comment must be a string")
+    return ttl, comment
+
 
 def _table_def(keyspace: str, stmt: ast.CreateTable) -> TableDef:
     columns: dict[str, str] = {}
@@ -178,15 +212,7 @@ def _table_def(keyspace: str, stmt: ast.CreateTable) -> TableDef:
         if len(orders) > 1:
             raise InvalidRequest("mixed clustering orders are not supported by the CQL test server")
         order = orders.pop()
-    for option in stmt.options:
-        if option not in _TABLE_OPTIONS:
-            raise InvalidRequest(f"table option {option} is not supported by the CQL test server")
-    ttl = stmt.options.get("default_time_to_live", 0)
-    if isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 <= ttl <= MAX_TTL:
-        raise ConfigurationError(f"default_time_to_live must be an integer in [0, {MAX_TTL}], got {ttl!r}")
-    comment = stmt.options.get("comment", "")
-    if not isinstance(comment, str):
-        raise ConfigurationError("comment must be a string")
+    ttl, comment = _options(stmt.options)
     return TableDef(
         keyspace, stmt.table.name, columns, stmt.partition_key, stmt.clustering_key, order, ttl, comment
     )

@@ -1,4 +1,7 @@
-"""CREATE KEYSPACE and CREATE TABLE, as the adapter writes them (no collections, STATIC, COMPACT STORAGE)."""
+"""CREATE KEYSPACE, CREATE TABLE and ALTER TABLE (ADD, WITH), as the adapter writes them.
+
+No collections, STATIC or COMPACT STORAGE; ALTER never drops, renames or retypes a column.
+"""
 
 from __future__ import annotations
 
@@ -100,17 +103,50 @@ class DdlParser(Cursor):
                 elif self.peek().is_word("compact"):
                     raise unsupported("COMPACT STORAGE")
                 else:
-                    prop = self.ident("a table option")
-                    self.expect_symbol("=")
-                    value = self.map_literal() if self.peek().is_symbol("{") else self.term()
-                    if isinstance(value, ast.Marker):
-                        raise CqlSyntaxError("bind markers are not allowed in table options")
-                    options[prop] = value.value if isinstance(value, ast.Literal) else value
+                    self.table_option(options)
                 if not self.accept_word("and"):
                     break
         if not partition:
             raise CqlSyntaxError("no PRIMARY KEY specified")
         return ast.CreateTable(table, exists, tuple(columns), partition, clustering, tuple(order), options)
+
+    def table_option(self, options: dict[str, object]) -> None:
+        prop = self.ident("a table option")
+        self.expect_symbol("=")
+        value = self.map_literal() if self.peek().is_symbol("{") else self.term()
+        if isinstance(value, ast.Marker):
+            raise CqlSyntaxError("bind markers are not allowed in table options")
+        options[prop] = value.value if isinstance(value, ast.Literal) else value
+
+    def alter_table(self) -> ast.AlterTable:
+        """``ALTER TABLE t ADD c type``, ``ADD (c type, ..)`` or ``WITH option = value [AND ..]``."""
+        self.next()  # TABLE | COLUMNFAMILY
+        table = self.table_ref()
+        if self.accept_word("add"):
+            if self.peek().is_word("if"):
+                raise unsupported("ADD IF NOT EXISTS (Cassandra 5)")
+            grouped = self.accept_symbol("(") is not None
+            columns: list[ast.ColumnDef] = []
+            while True:
+                name = self.ident("a column name")
+                columns.append(ast.ColumnDef(name, self.column_type()))
+                if self.peek().is_word("static"):
+                    raise unsupported("STATIC columns")
+                if not grouped or not self.accept_symbol(","):
+                    break
+            if grouped:
+                self.expect_symbol(")")
+            return ast.AlterTable(table, add=tuple(columns))
+        if self.accept_word("with"):
+            options: dict[str, object] = {}
+            while True:
+                self.table_option(options)
+                if not self.accept_word("and"):
+                    break
+            return ast.AlterTable(table, options=options)
+        if self.peek().is_word("drop", "alter", "rename"):
+            raise unsupported(f"ALTER TABLE .. {self.peek().value.upper()} (columns are only ever added)")
+        raise self.error("ADD or WITH")
 
     def column_type(self) -> str:
         tok = self.peek()

@@ -87,6 +87,9 @@ class Executor:
             return (SchemaChange("CREATED", "KEYSPACE", plan.name) if created else Void()), None
         if isinstance(plan, tuple):
             keyspace, stmt = plan
+            if isinstance(stmt, ast.AlterTable):
+                altered = self.storage.alter_table(keyspace, stmt)
+                return SchemaChange("UPDATED", "TABLE", keyspace, altered.name), None
             table = self.storage.create_table(keyspace, stmt)
             return (SchemaChange("CREATED", "TABLE", keyspace, table.name) if table else Void()), None
         if isinstance(plan, WritePlan):

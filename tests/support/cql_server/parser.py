@@ -33,7 +33,7 @@ def parse(text: str) -> tuple[ast.Statement, int]:
 
 
 class _Parser(DdlParser):
-    """Statements: SELECT, UPDATE, DELETE, CREATE KEYSPACE/TABLE, USE."""
+    """Statements: SELECT, UPDATE, DELETE, CREATE KEYSPACE/TABLE, ALTER TABLE, USE."""
 
     def statement(self) -> ast.Statement:
         tok = self.peek()
@@ -50,6 +50,11 @@ class _Parser(DdlParser):
             if self.peek().is_word("table", "columnfamily"):
                 return self.create_table()
             raise unsupported(f"CREATE {self.peek().value.upper()}")
+        if tok.is_word("alter"):
+            self.next()
+            if self.peek().is_word("table", "columnfamily"):
+                return self.alter_table()
+            raise unsupported(f"ALTER {self.peek().value.upper()}")
         if tok.is_word("use"):
             self.next()
             return ast.Use(self.ident("a keyspace name"))

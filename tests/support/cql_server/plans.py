@@ -57,7 +57,8 @@ class SystemPlan:
     limit: Bound | None = None
 
 
-Plan = ast.Use | ast.CreateKeyspace | tuple[str, ast.CreateTable] | WritePlan | SelectPlan | SystemPlan
+Schema = tuple[str, ast.CreateTable | ast.AlterTable]  # (keyspace, statement)
+Plan = ast.Use | ast.CreateKeyspace | Schema | WritePlan | SelectPlan | SystemPlan
 
 
 @dataclass(frozen=True)

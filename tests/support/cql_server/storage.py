@@ -91,6 +91,11 @@ class Storage:
             self._engine(keyspace).ensure_table(table.engine_schema())
         return table
 
+    def alter_table(self, keyspace: str, stmt: ast.AlterTable) -> TableDef:
+        table = self.catalog.alter_table(keyspace, stmt)
+        self._engine(keyspace).ensure_table(table.engine_schema())  # the engine adds the columns
+        return table
+
     # -- writes ----------------------------------------------------------------------------
 
     def apply(self, writes: Sequence[CellWrite | RowDelete]) -> None:

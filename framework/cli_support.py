@@ -1,0 +1,192 @@
+"""What every ``converge`` command shares: time and duration arguments, ``MODULE:ATTR`` loading,
+``--json`` output, the one-line argument errors and the error wrapper.
+
+Times: ONE rule for every ``--since``/``--until``: an ISO-8601 time (UTC
+unless it carries an offset), epoch seconds, or a time relative to now
+(``30m ago``, ``2h ago``, ``7d ago``; units s, m, h, d, w). Commands convert
+the epoch seconds to whatever they need internally.
+
+Errors: a command raises ``UserError`` for bad input (exit status 2) and may
+let any other exception escape; ``run_command`` prints it as ONE line on
+stderr (``converge dlq list: error: ...``) and returns a non-zero status.
+``CONVERGE_DEBUG=1`` lets exceptions through with their traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, NoReturn
+
+from framework.core.errors import ConvergeError
+
+__all__ = [
+    "UserError",
+    "CliParser",
+    "parse_time",
+    "time_arg",
+    "parse_duration",
+    "load_spec",
+    "add_json_flag",
+    "print_json",
+    "run_command",
+    "one_line",
+    "leaf_prog",
+    "DEBUG_ENV",
+]
+
+#: Set to 1 to see tracebacks instead of one-line errors.
+DEBUG_ENV = "CONVERGE_DEBUG"
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+#: Epoch seconds beyond this (the year 5138) are taken for milli- or microseconds by mistake.
+_MAX_EPOCH_SECONDS = 1e11
+DURATION_HELP = "e.g. 90, 30s, 15m, 2h, 7d"
+TIME_HELP = "ISO-8601 (UTC unless it has an offset), epoch seconds, or e.g. 30m ago, 2h ago, 7d ago"
+
+
+class UserError(Exception):
+    """Bad input the user can fix: printed as one line, exit status 2."""
+
+
+class CliParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line (``converge worker: error: ... (see --help)``)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``90``, ``30s``, ``15m``, ``2h``, ``7d`` or ``1w``; ArgumentTypeError otherwise."""
+    raw = str(text).strip()
+    try:
+        seconds = float(raw)
+    except ValueError:
+        m = _DURATION.fullmatch(raw)
+        if not m:
+            raise argparse.ArgumentTypeError(f"not a duration: {text!r} ({DURATION_HELP})") from None
+        seconds = float(m.group(1)) * _UNIT[m.group(2)]
+    if seconds < 0 or seconds != seconds or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (a non-negative number of seconds)")
+    return seconds
+
+
+def parse_time(text: str, now: float | None = None) -> float:
+    """Epoch seconds of ``text`` (see the module docstring); ArgumentTypeError when it is none of them."""
+    raw = str(text).strip()
+    now = time.time() if now is None else now
+    if raw.endswith(" ago") or raw.lower() == "now":
+        if raw.lower() == "now":
+            return now
+        try:
+            return now - parse_duration(raw[: -len(" ago")].strip())
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"not a time: {text!r} ({TIME_HELP})") from None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        pass
+    else:
+        if not 0 <= seconds < _MAX_EPOCH_SECONDS:
+            raise argparse.ArgumentTypeError(
+                f"not a time: {text!r} (epoch SECONDS expected; milli- or microseconds are too large)"
+            )
+        return seconds
+    try:
+        dt = datetime.fromisoformat(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a time: {text!r} ({TIME_HELP})") from None
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+
+
+def time_arg(text: str) -> float:
+    """``parse_time`` relative to the current time: an argparse ``type``."""
+    return parse_time(text)
+
+
+def load_spec(spec: str, what: str = "--app") -> Any:
+    """The object ``MODULE:ATTR`` names (the working directory is importable); UserError naming
+    ``what`` when the spec is malformed or the module or attribute is missing."""
+    from framework.worker import load_object
+
+    try:
+        return load_object(spec)
+    except ValueError as exc:
+        raise UserError(f"{what}: {exc}") from None
+    except ModuleNotFoundError as exc:
+        module = spec.partition(":")[0]
+        if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
+            where = f"not importable from {os.getcwd()}: run it from the app's directory"
+            raise UserError(f"{what} {spec}: no module named {exc.name!r} ({where})") from None
+        raise UserError(f"{what} {spec}: importing it failed: {exc}") from None
+    except AttributeError as exc:
+        raise UserError(f"{what} {spec}: {exc}") from None
+
+
+def add_json_flag(parser: argparse.ArgumentParser, text: str = "print JSON instead of a table") -> None:
+    """The ``--json`` flag of a listing command."""
+    parser.add_argument("--json", action="store_true", help=text)
+
+
+def print_json(value: Any) -> None:
+    """``value`` as one JSON document on stdout (paths, sets and other objects as strings)."""
+    print(json.dumps(value, default=lambda o: sorted(o) if isinstance(o, set | frozenset) else str(o)))
+
+
+def one_line(exc: BaseException) -> str:
+    """The message of ``exc`` on one line (its type name when it has no message)."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, KeyError | ModuleNotFoundError) or not text:
+        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text
+
+
+def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namespace, prog: str) -> int:
+    """Run one command: its status, or 1 (2 for a UserError) after one error line on stderr."""
+    if os.environ.get(DEBUG_ENV) == "1":
+        return func(args)
+    try:
+        return func(args)
+    except UserError as exc:
+        _error(prog, one_line(exc))
+        return 2
+    except KeyboardInterrupt:
+        _error(prog, "interrupted")
+        return 130
+    except BrokenPipeError:  # e.g. `converge dlq show --json | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            raise
+        _error(prog, one_line(Exception(exc.code)).removeprefix(f"{prog}: "))
+        return 1
+    except (ConvergeError, OSError, ValueError, ImportError) as exc:  # expected failures, clear messages
+        _error(prog, one_line(exc))
+        return 1
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+        _error(prog, f"{type(exc).__name__}: {one_line(exc)} (set {DEBUG_ENV}=1 for the traceback)")
+        return 1
+
+
+def leaf_prog(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
+    """The ``prog`` of the deepest subcommand ``argv`` names (``converge dlq list``)."""
+    current = parser
+    for token in argv:
+        actions = [a for a in current._actions if isinstance(a, argparse._SubParsersAction)]
+        if not actions or token not in actions[0].choices:
+            if token.startswith("-"):
+                continue
+            break
+        current = actions[0].choices[token]
+    return current.prog
+
+
+def _error(prog: str, message: str) -> None:
+    print(f"{prog}: error: {message}", file=sys.stderr)
