@@ -27,18 +27,22 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from agents import INDEX_MAPPINGS, TABLES
-from agents.schemas import ACTIVITY_HUB, ENGAGEMENT_LOG
+from examples.activity_platform.app import app as reference_app
 from framework.core.cells import Cell
-from framework.core.mutations import LogState, Mutation, Upsert
+from framework.core.mutations import CellValue, LogState, Mutation, Upsert
 from framework.core.rows import Row
 from spark_batch.codec import canonical_json, row_to_record
 from spark_batch.convergence import check
 from spark_batch.io import DOC_SCHEMA, ROW_SCHEMA, WriteOptions, open_index
-from spark_batch.projection import document
 from spark_batch.reindex import build_task
 from spark_batch.session import spark_session
 from stores.sqlite.engine import SqliteEngine
+
+#: The app the check runs (the reference platform) and its projection.
+APP = "examples.activity_platform.app:app"
+PROJECTION = reference_app.projection("activities")
+ACTIVITY_HUB, ENGAGEMENT_LOG = PROJECTION.tables
+VERSIONS = PROJECTION.version_table
 
 BASE = 1_700_000_000_000_000
 STATES = ("sent", "opened", "clicked")
@@ -47,10 +51,10 @@ DAMAGE = {7: "missing", 13: "stale", 17: "content", 23: "orphaned"}
 
 
 def synth(i: int) -> list[Mutation]:
-    """The mutations of hub row ``i`` (deterministic)."""
+    """The mutations of hub row ``i`` (deterministic), version mark included."""
     hub, v = f"hub-{i:09d}", BASE + i * 10
     ident = {"org_id": f"org-{i % 97}", "source": "bench", "external_id": f"x{i}"}
-    record = {
+    record: dict[str, CellValue] = {
         **ident,
         "kind": "email",
         "subject": f"Quarterly review {i}",
@@ -61,7 +65,12 @@ def synth(i: int) -> list[Mutation]:
     }
     out: list[Mutation] = [Upsert(ACTIVITY_HUB.name, {"hub_id": hub}, record, v)]
     if i % 3 == 0:
-        insight = {**ident, "sentiment": "positive", "topic": "pricing", "score": (i % 100) / 100}
+        insight: dict[str, CellValue] = {
+            **ident,
+            "sentiment": "positive",
+            "topic": "pricing",
+            "score": (i % 100) / 100,
+        }
         out.append(Upsert(ACTIVITY_HUB.name, {"hub_id": hub}, insight, v + 5))
     for j in range(i % 3):
         out.append(
@@ -75,25 +84,32 @@ def synth(i: int) -> list[Mutation]:
                 attrs={"actor": f"a{i % 13}@example.com"},
             )
         )
-    return out
+    return out + PROJECTION.version_marks(out)
 
 
-def synth_rows(i: int) -> tuple[Row, list[Row]]:
-    """The hub row and log rows a store holds after applying ``synth(i)``."""
+def synth_rows(i: int) -> tuple[Row, list[Row], Row]:
+    """The hub row, log rows and version mark a store holds after applying ``synth(i)``."""
     cells: dict[str, Cell] = {}
     log: list[Row] = []
+    mark: Row | None = None
     for m in synth(i):
         if isinstance(m, LogState):
             u = m.as_upsert()
             log.append(Row(dict(u.key), {n: Cell(val, u.version) for n, val in u.cells.items()}))
-        else:
+        elif isinstance(m, Upsert) and m.table == VERSIONS.name:
+            mark = Row(dict(m.key), {n: Cell(val, m.version) for n, val in m.cells.items()})
+        elif isinstance(m, Upsert):
             cells.update({n: Cell(val, m.version) for n, val in m.cells.items()})
-    return Row({"hub_id": f"hub-{i:09d}"}, cells), log
+    assert mark is not None
+    return Row({"hub_id": f"hub-{i:09d}"}, cells), log, mark
 
 
 def damaged_docs(i: int) -> list[tuple[str, int, str]]:
     """Index documents of hub row ``i`` as the benchmark's index holds them (with damage)."""
-    doc_id, doc, version = document(*synth_rows(i))  # type: ignore[misc]
+    hub, log, mark = synth_rows(i)
+    rows = {ACTIVITY_HUB.name: [hub], ENGAGEMENT_LOG.name: log}
+    doc_id, doc, version = PROJECTION.document(dict(hub.key), rows, mark)
+    assert doc is not None
     kind = DAMAGE.get(i % 1000)
     if kind == "missing":
         return []
@@ -109,9 +125,10 @@ def damaged_docs(i: int) -> list[tuple[str, int, str]]:
 
 def _row_records(part: Iterable[Any]) -> Iterator[tuple[str, str, str, str]]:
     for r in part:
-        hub, log = synth_rows(r.id)
+        hub, log, mark = synth_rows(r.id)
         yield row_to_record(ACTIVITY_HUB, hub)
         yield from (row_to_record(ENGAGEMENT_LOG, x) for x in log)
+        yield row_to_record(VERSIONS, mark)
 
 
 def _doc_records(part: Iterable[Any]) -> Iterator[tuple[str, int, str]]:
@@ -143,7 +160,7 @@ def populate_live(spark: Any, n: int, work: Path, es_url: str, alias: str, shard
     started = time.perf_counter()
     path = work / f"wide-{n}.db"
     engine = SqliteEngine(path)
-    for t in TABLES:
+    for t in reference_app.tables:
         engine.ensure_table(t)
     batch: list[Mutation] = []
     for i in range(n):
@@ -158,7 +175,7 @@ def populate_live(spark: Any, n: int, work: Path, es_url: str, alias: str, shard
     async def damage() -> str:
         index = open_index(es_url, "document")
         try:
-            name = await index.ensure_index(alias, INDEX_MAPPINGS)
+            name = await index.ensure_index(alias, PROJECTION.mappings)
             for i in range(n):
                 kind = DAMAGE.get(i % 1000)
                 if kind is None:
@@ -173,9 +190,8 @@ def populate_live(spark: Any, n: int, work: Path, es_url: str, alias: str, shard
             await index.close()
 
     target = asyncio.run(_create(es_url, alias))
-    task = functools.partial(
-        build_task, url, es_url, "document", target, shards, WriteOptions(batch_size=1000)
-    )
+    opts = WriteOptions(batch_size=1000)
+    task = functools.partial(build_task, APP, PROJECTION.name, url, es_url, "document", target, shards, opts)
     spark.sparkContext.parallelize(range(shards), shards).mapPartitions(task).collect()
     asyncio.run(damage())
     return url, time.perf_counter() - started
@@ -184,14 +200,22 @@ def populate_live(spark: Any, n: int, work: Path, es_url: str, alias: str, shard
 async def _create(es_url: str, alias: str) -> str:
     index = open_index(es_url, "document")
     try:
-        return await index.ensure_index(alias, INDEX_MAPPINGS)
+        return await index.ensure_index(alias, PROJECTION.mappings)
     finally:
         await index.close()
 
 
 def measure(spark: Any, n: int, mode: str, shards: int, **sources: str) -> dict[str, Any]:
     started = time.perf_counter()
-    run = check(spark, alias=f"bench-{n}", shards=shards, slices=shards, tombstones="document", **sources)
+    run = check(
+        spark,
+        app=APP,
+        alias=f"bench-{n}",
+        shards=shards,
+        slices=shards,
+        tombstones="document",
+        **sources,  # type: ignore[arg-type]
+    )
     seconds = time.perf_counter() - started
     run.release()
     assert run.report.counts == expected_counts(n), (run.report.counts, expected_counts(n))

@@ -1,31 +1,35 @@
-"""Backfill: archived events through the same agent ``handle()`` functions as the stream.
+"""Backfill: archived events through an app's agents, exactly as the stream maps them.
 
-Each executor task parses its share of the archive, routes every event to the
-agent of its topic, maps it with the agent's pure ``handle`` and applies the
-mutations with their versions through the store adapter (batches, bounded
-concurrency, transient errors retried). Because every write is versioned, a
-backfill converges to the same state in any split and order, while the stream
-is live, and a re-run changes nothing; a Spark task retry (or a recomputed
+Each executor task loads the app from its ``MODULE:ATTR`` spec, parses its
+share of the archive, routes every event with ``App.route`` and maps it
+with ``framework.runtime.mapping.map_event`` (the agent's mutations plus the
+version marks of the projections it feeds), then applies the mutations with
+their versions through the store adapter (batches, bounded concurrency,
+transient errors retried). Because every write is versioned, a backfill
+converges to the same state in any split and order, while the stream is
+live, and a re-run changes nothing; a Spark task retry (or a recomputed
 partition of the cached task output) therefore only repeats writes.
 
 Writes go through ``io.apply_batched`` with one event's mutations as a unit:
 a batch that fails permanently is applied again event by event, so one bad
-event is rejected alone. Events that do not parse, route, map or write are
-counted per agent and error class, with samples, and returned to the driver,
-which parks them in the dead-letter WAL when given ``dlq_root``. With ``es_url`` the hub rows
-the backfill touched are then projected into the index (``reproject``).
+event is rejected alone. Events that do not parse or route, whose ``handle``
+raises (anything: the stream's rule), or whose writes are rejected are
+counted per agent and error class, with samples, and returned to the
+driver, which parks them in the dead-letter WAL (stage ``parse``,
+``route``, ``map`` or ``sink``). With ``es_url`` every partition the
+backfill touched is then projected into the index, per projection
+(``reproject``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import importlib
 import json
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,20 +37,22 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 
-from framework.core.events import Event, EventError, parse_event
+from framework.core.events import Event, parse_event
+from framework.core.projection import Projection
+from framework.core.schema import SchemaError
 from framework.core.sync import run_sync
-from framework.runtime.agent import KeyedAgent
+from framework.runtime.errors import MessageError
+from framework.runtime.mapping import map_event
+from spark_batch.apps import JobError, app_of, load_app, select
 from spark_batch.archive import ArchiveFormat, read_archive
 from spark_batch.io import Unit, WriteOptions, apply_batched, open_index
 from spark_batch.progress import JobProgress
-from spark_batch.projection import hub_of
+from spark_batch.projection import key_json
 from spark_batch.reproject import reproject
 from stores.open import open_wide_store
 
-__all__ = ["BackfillReport", "backfill", "backfill_task", "load_object"]
+__all__ = ["BackfillReport", "backfill", "backfill_task", "prepare"]
 
-DEFAULT_AGENTS = "agents:reference_agents"
-DEFAULT_ROUTER = "agents.event_types:topic_of"
 _MAX_SAMPLES = 20
 
 
@@ -60,7 +66,8 @@ class BackfillReport:
     rejected: dict[str, dict[str, int]] = field(default_factory=dict)
     samples: list[str] = field(default_factory=list)
     parked: int = 0
-    projected: dict[str, int] | None = None
+    #: actions per projection name, when the touched partitions were projected
+    projected: dict[str, dict[str, int]] | None = None
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -76,32 +83,21 @@ class BackfillReport:
         }
 
 
-def load_object(spec: str) -> Any:
-    """The object named ``module:attribute``."""
-    module, _, attr = spec.partition(":")
-    if not module or not attr:
-        raise ValueError(f"expected MODULE:ATTR, got {spec!r}")
-    return getattr(importlib.import_module(module), attr)
-
-
 class _Mapper:
     """Parses, routes and maps raw events of one partition, counting as it goes."""
 
-    def __init__(self, agents_spec: str, router_spec: str) -> None:
-        self.agents: dict[str, KeyedAgent] = {a.topic: a for a in load_object(agents_spec)()}
-        self.router: Callable[[str], str] = load_object(router_spec)
+    def __init__(self, app_spec: str) -> None:
+        self.app = app_of(app_spec)
         self.stats: Counter[tuple[str, ...]] = Counter()
         self.samples: list[str] = []
         self.rejected: list[tuple[str, ...]] = []
         self._sources: dict[int, tuple[Any, Event]] = {}
 
-    def reject(
-        self, agent: str, exc: BaseException, raw: Any, event: Event | None, stage: str
-    ) -> None:
+    def reject(self, agent: str, exc: BaseException, raw: Any, event: Event | None, stage: str) -> None:
         event_id = event.event_id if event is not None else None
         self.stats[("rejected", agent, type(exc).__name__)] += 1
         if len(self.samples) < _MAX_SAMPLES:
-            self.samples.append(f"{agent} {event_id or '?'}: {type(exc).__name__}: {exc}"[:300])
+            self.samples.append(f"{agent} {event_id or '?'}: {stage}: {type(exc).__name__}: {exc}"[:300])
         text = raw if isinstance(raw, str) else json.dumps(raw, sort_keys=True, default=str)
         self.rejected.append((
             "parked", agent, stage, type(exc).__name__, str(exc)[:4000], text,
@@ -119,18 +115,18 @@ class _Mapper:
     def map(self, raw: Any) -> Unit | None:
         try:
             event: Event = parse_event(raw)
-        except EventError as exc:
+        except Exception as exc:  # noqa: BLE001 - anything unparseable is the message's
             self.reject("-", exc, raw, None, "parse")
             return None
         try:
-            agent = self.agents[self.router(event.type)]
-        except (EventError, KeyError) as exc:
+            agent = self.app.route(event)
+        except Exception as exc:  # noqa: BLE001 - an event no agent takes is the message's
             self.reject("-", exc, raw, event, "route")
             return None
         try:
-            mutations = list(agent.handle(event))
-        except ValueError as exc:
-            self.reject(agent.name, exc, raw, event, "map")
+            mutations = map_event(agent, event, self.app.projections_of(agent))
+        except MessageError as exc:
+            self.reject(agent.name, exc.cause, raw, event, exc.stage)
             return None
         self._sources[id(mutations)] = (raw, event)
         return agent.name, mutations
@@ -143,13 +139,18 @@ class _Mapper:
 
 
 def backfill_task(
-    store_url: str, agents_spec: str, router_spec: str, opts: WriteOptions, part: Iterable[Any]
+    store_url: str, app_spec: str, project: Sequence[str], opts: WriteOptions, part: Iterable[Any]
 ) -> Iterator[tuple[Any, ...]]:
-    """Executor: map and apply one partition; yields ``("stat", key, n)``, ``("sample", text)``,
-    ``("parked", ...)`` (a rejected event with its error) and ``("hub", hub_id)`` records (the
-    hub rows whose documents may have changed)."""
-    mapper = _Mapper(agents_spec, router_spec)
-    hubs: set[str] = set()
+    """Executor: map and apply one partition.
+
+    Yields ``("stat", key, n)``, ``("sample", text)``, ``("parked", ...)`` (a
+    rejected event with its error) and, for the projections named in
+    ``project``, ``("touched", projection, doc_id, key)`` records (the
+    partitions whose documents may have changed).
+    """
+    mapper = _Mapper(app_spec)
+    projections = [mapper.app.projection(name) for name in project]
+    touched: set[tuple[str, str, str]] = set()
 
     def done(unit: Unit, error: BaseException | None) -> None:
         agent, mutations = unit
@@ -160,8 +161,9 @@ def backfill_task(
         mapper.stats[("applied",)] += 1
         for m in mutations:
             mapper.stats[("mutation", agent, type(m).__name__)] += 1
-            if (hub := hub_of(m)) is not None:
-                hubs.add(hub)
+        for p in projections:
+            for doc_id, (key, _) in p.touched(mutations).items():
+                touched.add((p.name, doc_id, key_json(p, key)))
 
     async def run() -> None:
         store = await open_wide_store(store_url)
@@ -174,7 +176,11 @@ def backfill_task(
     yield from (("stat", key, n) for key, n in mapper.stats.items())
     yield from (("sample", s) for s in mapper.samples)
     yield from mapper.rejected
-    yield from (("hub", h) for h in hubs)
+    yield from (("touched", *t) for t in touched)
+
+
+def _touched(projection: str, record: tuple[Any, ...]) -> bool:
+    return record[0] == "touched" and record[1] == projection
 
 
 def _report(stats: Iterable[tuple[Any, ...]]) -> BackfillReport:
@@ -203,58 +209,85 @@ def backfill(
     paths: Sequence[str],
     store_url: str,
     *,
-    fmt: ArchiveFormat = "auto",
-    partitions: int | None = None,
-    agents: str = DEFAULT_AGENTS,
-    router: str = DEFAULT_ROUTER,
+    app: str,
+    projection: str | None = None,
     es_url: str | None = None,
     alias: str | None = None,
     tombstones: str = "native",
+    fmt: ArchiveFormat = "auto",
+    partitions: int | None = None,
     opts: WriteOptions | None = None,
     progress: JobProgress | None = None,
     dlq_root: str | os.PathLike[str] | None = None,
 ) -> BackfillReport:
-    """Backfill the events in ``paths`` into the store (and project the touched rows when ``es_url``).
+    """Backfill the events in ``paths`` into the store through the app ``app`` (``MODULE:ATTR``).
 
-    Rejected events are parked in the dead-letter WAL at ``dlq_root`` (pipeline
-    ``backfill:<agent>``) when it is given; they are always counted and sampled.
+    Every table of the app is ensured first. With ``es_url`` the touched
+    partitions of every projection (or of ``projection`` only) are then
+    projected into their index, created with the projection's mappings when
+    missing; ``alias`` replaces the projection's alias (one projection only).
+    Rejected events are parked in the dead-letter WAL at ``dlq_root``
+    (pipeline ``backfill:<agent>``) when it is given; they are always
+    counted and sampled. ``JobError`` before any Spark job for an app or
+    projection the backfill cannot use.
     """
     started = time.monotonic()
     opts = opts or WriteOptions()
-    run_sync(_ensure_tables(store_url, agents))
+    chosen = prepare(app, store_url, projection=projection, es_url=es_url, alias=alias, tombstones=tombstones)
     if progress is not None:
         progress.phase("applying archived events")
     raw = read_archive(spark, paths, fmt, partitions)
-    task = functools.partial(backfill_task, store_url, agents, router, opts)
+    names = tuple(p.name for p in chosen)
+    task = functools.partial(backfill_task, store_url, app, names, opts)
     out = raw.mapPartitions(task).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        records = out.filter(lambda r: r[0] != "hub").collect()
+        records = out.filter(lambda r: r[0] != "touched").collect()
         report = _report(records)
         if dlq_root is not None:
             report.parked = _park(dlq_root, [r for r in records if r[0] == "parked"])
         if es_url is not None:
-            if progress is not None:
-                progress.phase("projecting touched rows")
-            from agents.projection import INDEX_ALIAS, INDEX_MAPPINGS
-
-            run_sync(_ensure_index(es_url, tombstones, alias or INDEX_ALIAS, INDEX_MAPPINGS))
-            hubs = out.filter(lambda r: r[0] == "hub").map(lambda r: (r[1], 0)).distinct()
+            report.projected = {}
             n = max(1, partitions or spark.sparkContext.defaultParallelism)
-            target = alias or INDEX_ALIAS
-            actions = reproject(
-                hubs,
-                store_url=store_url,
-                es_url=es_url,
-                tombstones=tombstones,
-                target=target,
-                partitions=n,
-                opts=opts,
-            )
-            report.projected = dict(actions)
+            for p in chosen:
+                if progress is not None:
+                    progress.phase(f"projecting touched partitions ({p.name})")
+                actions = reproject(
+                    out.filter(functools.partial(_touched, p.name)).map(lambda r: (r[2], r[3], 0)),
+                    app=app,
+                    projection=p.name,
+                    store_url=store_url,
+                    es_url=es_url,
+                    tombstones=tombstones,
+                    target=alias or p.alias,
+                    partitions=n,
+                    opts=opts,
+                )
+                report.projected[p.name] = dict(actions)
     finally:
         out.unpersist()
     report.seconds = time.monotonic() - started
     return report
+
+
+def prepare(
+    app: str,
+    store_url: str,
+    *,
+    projection: str | None = None,
+    es_url: str | None = None,
+    alias: str | None = None,
+    tombstones: str = "native",
+) -> tuple[Projection, ...]:
+    """Driver side, before any Spark job: load the app, ensure its tables and, with ``es_url``, the
+    index of every projection to project (returned); ``JobError`` for what the backfill cannot use."""
+    the_app = load_app(app)
+    chosen = select(the_app, projection) if es_url is not None else ()
+    if alias is not None and len(chosen) != 1:
+        raise JobError("--alias names the index of one projection: choose it with --projection")
+    run_sync(_ensure_tables(store_url, the_app.tables))
+    for p in chosen:
+        run_sync(_ensure_index(es_url or "", tombstones, alias or p.alias, p.mappings))
+    return chosen
 
 
 def _park(dlq_root: str | os.PathLike[str], rejected: Sequence[tuple[str, ...]]) -> int:
@@ -276,7 +309,7 @@ def _park(dlq_root: str | os.PathLike[str], rejected: Sequence[tuple[str, ...]])
     return len(rejected)
 
 
-async def _ensure_index(es_url: str, tombstones: str, alias: str, mappings: dict[str, Any]) -> None:
+async def _ensure_index(es_url: str, tombstones: str, alias: str, mappings: Any) -> None:
     index = open_index(es_url, tombstones)
     try:
         await index.ensure_index(alias, mappings)
@@ -284,12 +317,14 @@ async def _ensure_index(es_url: str, tombstones: str, alias: str, mappings: dict
         await index.close()
 
 
-async def _ensure_tables(store_url: str, agents_spec: str) -> None:
-    """Declare every table the agents write (once, on the driver)."""
+async def _ensure_tables(store_url: str, tables: Iterable[Any]) -> None:
+    """Declare every table the app writes or reads (once, on the driver)."""
     store = await open_wide_store(store_url)
     try:
-        for agent in load_object(agents_spec)():
-            for schema in agent.tables:
+        for schema in tables:
+            try:
                 await store.ensure_table(schema)
+            except SchemaError as exc:
+                raise JobError(f"store {store_url}: table {schema.name}: {exc}") from None
     finally:
         await store.close()

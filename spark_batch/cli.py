@@ -1,4 +1,13 @@
-"""``converge spark``: backfill, convergence check (with repair) and reindex on PySpark."""
+"""``converge spark``: backfill, convergence check (with repair) and reindex of any app, on PySpark.
+
+Every job takes ``--app MODULE:ATTR`` (a converge ``App``) and works on its
+projections (``--projection`` picks one). Where the jobs connect comes from
+``framework.Settings``: the flags, else the ``CONVERGE_*`` environment, else
+the app's defaults. Everything the driver can check (the app, the
+projection, the store's tables, the index alias, the input paths) is
+checked before Spark starts; a problem ends the job with one line on stderr
+and exit status 2.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +15,11 @@ import argparse
 import functools
 import json
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["register", "absolute_store_url"]
-
-_ENV_STORE, _ENV_ES, _ENV_TOMBSTONES = "CONVERGE_WIDE_STORE", "CONVERGE_ES_URL", "CONVERGE_ES_TOMBSTONES"
-
-
-def absolute_store_url(url: str) -> str:
-    """``url`` with a relative SQLite path made absolute (executors may run elsewhere)."""
-    if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
-        return "sqlite:///" + str(Path(url.removeprefix("sqlite:///")).resolve())
-    return url
+__all__ = ["register"]
 
 
 def _setup(args: argparse.Namespace, name: str) -> Any:
@@ -41,26 +40,30 @@ def _opts(args: argparse.Namespace) -> Any:
 
 
 def _backfill(args: argparse.Namespace) -> int:
-    from spark_batch.backfill import backfill
+    from spark_batch.backfill import backfill, prepare
+    from spark_batch.preflight import Job
     from spark_batch.progress import JobProgress
     from spark_batch.report import console, print_backfill, write_json
 
+    job = Job(args, need_projection=args.project or args.projection is not None)
+    job.require_inputs(args.paths)
+    es_url = job.es_url() if args.project else None
+    opts = _opts(args)
+    kw = dict(projection=args.projection, es_url=es_url, alias=args.alias, tombstones=job.tombstones)
+    prepare(args.app, job.store, **kw)  # type: ignore[arg-type]
     spark = _setup(args, "backfill")
     with JobProgress(spark.sparkContext, "backfill") as progress:
         report = backfill(
             spark,
             args.paths,
-            absolute_store_url(args.store),
+            job.store,
+            app=args.app,
+            **kw,  # type: ignore[arg-type]
             fmt=args.format,
             partitions=args.partitions,
-            agents=args.agents,
-            router=args.router,
-            es_url=args.es_url if args.project else None,
-            alias=args.alias,
-            tombstones=args.tombstones,
-            opts=_opts(args),
+            opts=opts,
             progress=progress,
-            dlq_root=args.dlq_root,
+            dlq_root=job.settings.dlq_root,
         )
     print_backfill(console(), report)
     if args.report:
@@ -69,91 +72,109 @@ def _backfill(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from spark_batch.apps import JobError
     from spark_batch.convergence import check, repair
+    from spark_batch.preflight import Job
     from spark_batch.progress import JobProgress
     from spark_batch.report import console, print_check, write_json
     from spark_batch.session import parallelism
 
-    if not (args.store or args.store_parquet) or not (args.es_url or args.index_parquet):
-        raise SystemExit(
-            "converge spark check: give --store (or --store-parquet) and --es-url (or --index-parquet)"
-        )
-    if args.repair and (args.store is None or args.es_url is None):
-        raise SystemExit("converge spark check: --repair needs --store and --es-url (not Parquet inputs)")
+    job = Job(args, need_projection=True, single=args.index_parquet is not None)
+    if args.repair and (args.store_parquet or args.index_parquet):
+        raise JobError("--repair needs the live store and index, not Parquet inputs")
+    if args.store_parquet is None:
+        job.require_tables()
+    if args.index_parquet is None:
+        job.require_aliases()
+    opts = _opts(args)
     spark = _setup(args, "check")
-    store = absolute_store_url(args.store) if args.store else None
     shards, slices = parallelism(spark, args.shards), parallelism(spark, args.slices)
-    kw = dict(
-        alias=args.alias,
-        store_url=None if args.store_parquet else store,
-        store_parquet=args.store_parquet,
-        es_url=None if args.index_parquet else args.es_url,
-        index_parquet=args.index_parquet,
-        tombstones=args.tombstones,
-        shards=shards,
-        slices=slices,
-        sample=args.sample,
-        page_size=args.page_size,
-    )
     con = console()
     out: dict[str, Any] = {}
+    clean = True
     with JobProgress(spark.sparkContext, "check") as progress:
-        run = check(spark, progress=progress, **kw)  # type: ignore[arg-type]
-        try:
-            if args.keys_out:
-                run.divergent.write.mode("overwrite").parquet(args.keys_out)
-            if args.repair and not run.report.clean:
-                repair(
-                    spark,
-                    run,
-                    store_url=store,
-                    es_url=args.es_url,
-                    tombstones=args.tombstones,  # type: ignore[arg-type]
-                    partitions=shards,
-                    opts=_opts(args),
-                    progress=progress,
-                )
-        finally:
-            run.release()
-        out["check"] = run.report.to_dict()
-        print_check(con, run.report)
-        final = run.report
-        if run.report.repair is not None:
-            again = check(spark, progress=progress, **kw)  # type: ignore[arg-type]
-            again.release()
-            out["after_repair"] = again.report.to_dict()
-            print_check(con, again.report, "after repair")
-            final = again.report
+        for p in job.projections:
+            kw = dict(
+                app=args.app,
+                projection=p.name,
+                alias=job.alias(p),
+                store_url=None if args.store_parquet else job.store,
+                store_parquet=args.store_parquet,
+                es_url=None if args.index_parquet else job.es_url(),
+                index_parquet=args.index_parquet,
+                tombstones=job.tombstones,
+                shards=shards,
+                slices=slices,
+                sample=args.sample,
+                page_size=args.page_size,
+            )
+            run = check(spark, progress=progress, **kw)  # type: ignore[arg-type]
+            try:
+                if args.keys_out:
+                    where = args.keys_out if len(job.projections) == 1 else f"{args.keys_out}/{p.name}"
+                    run.divergent.write.mode("overwrite").parquet(where)
+                if args.repair and not run.report.clean:
+                    repair(
+                        spark,
+                        run,
+                        store_url=job.store,
+                        es_url=job.es_url(),
+                        tombstones=job.tombstones,
+                        partitions=shards,
+                        opts=opts,
+                        progress=progress,
+                    )
+            finally:
+                run.release()
+            result: dict[str, Any] = {"check": run.report.to_dict()}
+            print_check(con, run.report)
+            final = run.report
+            if run.report.repair is not None:
+                again = check(spark, progress=progress, **kw)  # type: ignore[arg-type]
+                again.release()
+                result["after_repair"] = again.report.to_dict()
+                print_check(con, again.report, "after repair")
+                final = again.report
+            out[p.name] = result
+            clean = clean and final.clean
     if args.report:
         write_json(args.report, out)
-    return 0 if final.clean else 1
+    return 0 if clean else 1
 
 
 def _reindex(args: argparse.Namespace) -> int:
-    from agents.projection import INDEX_MAPPINGS
+    from spark_batch.apps import JobError
+    from spark_batch.preflight import Job
     from spark_batch.progress import JobProgress
     from spark_batch.reindex import reindex
     from spark_batch.report import console, print_reindex, write_json
     from spark_batch.session import parallelism
 
-    mappings = json.loads(Path(args.mappings).read_text()) if args.mappings else INDEX_MAPPINGS
+    job = Job(args, need_projection=True, single=True)
+    mappings = None
+    if args.mappings:
+        try:
+            mappings = json.loads(Path(args.mappings).read_text())
+        except (OSError, ValueError) as exc:
+            raise JobError(f"--mappings {args.mappings}: {exc}") from None
+    job.require_tables()
+    job.require_aliases()
     spark = _setup(args, "reindex")
     with JobProgress(spark.sparkContext, "reindex") as progress:
-        try:
-            report = reindex(
-                spark,
-                store_url=absolute_store_url(args.store),
-                es_url=args.es_url,
-                alias=args.alias,
-                mappings=mappings,
-                tombstones=args.tombstones,
-                shards=parallelism(spark, args.shards),
-                drop_old=args.drop_old,
-                opts=_opts(args),
-                progress=progress,
-            )
-        except ValueError as exc:  # no alias to reindex
-            raise SystemExit(f"converge spark reindex: {exc}") from None
+        report = reindex(
+            spark,
+            app=args.app,
+            projection=job.projections[0].name,
+            store_url=job.store,
+            es_url=job.es_url(),
+            alias=job.alias(job.projections[0]),
+            mappings=mappings,
+            tombstones=job.tombstones,
+            shards=parallelism(spark, args.shards),
+            drop_old=args.drop_old,
+            opts=_opts(args),
+            progress=progress,
+        )
     print_reindex(console(), report)
     if args.report:
         write_json(args.report, report.to_dict())
@@ -162,16 +183,28 @@ def _reindex(args: argparse.Namespace) -> int:
 
 def _common() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--app", required=True, metavar="MODULE:ATTR", help="the converge App to run")
+    p.add_argument(
+        "--projection", default=None, help="the app projection (name or alias) to work on (default: all)"
+    )
     p.add_argument(
         "--master", default=None, help="Spark master (env CONVERGE_SPARK_MASTER, default local[2])"
     )
-    p.add_argument("--es-url", default=os.environ.get(_ENV_ES), help=f"Elasticsearch URL (env {_ENV_ES})")
-    p.add_argument("--alias", default="activities", help="index alias (default: activities)")
+    p.add_argument(
+        "--store",
+        default=None,
+        help="wide-column store: sqlite:///PATH or cassandra://HOST/KEYSPACE "
+        "(env CONVERGE_WIDE_STORE, default the app's var/<app>/wide.db)",
+    )
+    p.add_argument("--es-url", default=None, help="Elasticsearch URL (env CONVERGE_ES_URL)")
+    p.add_argument(
+        "--alias", default=None, help="index alias instead of the projection's (one projection only)"
+    )
     p.add_argument(
         "--tombstones",
         choices=("native", "document"),
-        default=os.environ.get(_ENV_TOMBSTONES, "native"),
-        help=f"delete mode of the index: document on noida-db (env {_ENV_TOMBSTONES})",
+        default=None,
+        help="delete mode of the index: document on noida-db (env CONVERGE_ES_TOMBSTONES, default native)",
     )
     p.add_argument("--batch-size", type=int, default=500, help="writes per batch (default 500)")
     p.add_argument("--concurrency", type=int, default=4, help="batches in flight per task (default 4)")
@@ -182,16 +215,18 @@ def _common() -> argparse.ArgumentParser:
 
 
 def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """``fn`` with store failures (unreachable index or store) as a one-line exit message."""
+    """``fn`` with the jobs' ``JobError`` as the CLI's ``UserError``: one line on stderr, exit status 2
+    (``converge`` prints store failures, e.g. an unreachable index, as one line too)."""
 
     @functools.wraps(fn)
     def run(args: argparse.Namespace) -> int:
-        from stores.errors import StoreError
+        from framework.cli_support import UserError
+        from spark_batch.apps import JobError
 
         try:
             return fn(args)
-        except StoreError as exc:
-            raise SystemExit(f"converge spark {args.spark_command}: {exc}") from None
+        except JobError as exc:
+            raise UserError(" ".join(str(exc).split())) from None
 
     return run
 
@@ -199,48 +234,48 @@ def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``spark`` command group to the ``converge`` subparsers."""
     common = _common()
-    store_help = f"wide-column store: sqlite:///PATH or cassandra://HOST/KEYSPACE (env {_ENV_STORE})"
     spark = sub.add_parser("spark", help="batch jobs on Spark: backfill, convergence check, reindex")
     cmds = spark.add_subparsers(dest="spark_command", metavar="JOB", required=True)
 
-    p = cmds.add_parser("backfill", parents=[common], help="apply archived events through the agents")
+    p = cmds.add_parser("backfill", parents=[common], help="apply archived events through the app's agents")
     p.add_argument("paths", nargs="+", help="JSON-lines or Parquet files, directories or globs")
-    p.add_argument(
-        "--store", default=os.environ.get(_ENV_STORE), required=_ENV_STORE not in os.environ, help=store_help
-    )
     p.add_argument("--format", choices=("auto", "jsonl", "parquet"), default="auto")
     p.add_argument(
         "--partitions", type=int, default=None, help="repartition the input (default: file splits)"
     )
-    p.add_argument("--agents", default="agents:reference_agents", help="MODULE:FACTORY of the agents")
-    p.add_argument("--router", default="agents.event_types:topic_of", help="MODULE:FUNC event type -> topic")
-    p.add_argument("--project", action="store_true", help="then project the touched rows into --es-url")
+    p.add_argument("--project", action="store_true", help="then project the touched partitions into --es-url")
     p.add_argument(
         "--dlq-root",
         type=Path,
-        default=Path(os.environ.get("CONVERGE_DLQ_ROOT", ".converge/dlq")),
-        help="dead-letter WAL for rejected events (env CONVERGE_DLQ_ROOT, default .converge/dlq)",
+        default=None,
+        help="dead-letter WAL for rejected events (env CONVERGE_DLQ_ROOT, default var/<app>/dlq)",
     )
     p.set_defaults(func=_guarded(_backfill))
 
-    p = cmds.add_parser("check", parents=[common], help="compare rows with their index documents")
-    p.add_argument("--store", default=os.environ.get(_ENV_STORE), help=store_help)
+    p = cmds.add_parser("check", parents=[common], help="compare the store with the projections' documents")
     p.add_argument("--store-parquet", default=None, help="row records exported to Parquet instead of --store")
-    p.add_argument("--index-parquet", default=None, help="documents exported to Parquet instead of --es-url")
+    p.add_argument(
+        "--index-parquet",
+        default=None,
+        help="documents exported to Parquet instead of --es-url (one projection)",
+    )
     p.add_argument("--shards", type=int, default=None, help="store scan shards (default: parallelism)")
     p.add_argument("--slices", type=int, default=None, help="index scan slices (default: parallelism)")
     p.add_argument("--page-size", type=int, default=10_000, help="index scan page size (default 10000)")
     p.add_argument("--sample", type=int, default=10, help="sample keys per category (default 10)")
-    p.add_argument("--keys-out", default=None, help="write every divergent key to this Parquet directory")
-    p.add_argument("--repair", action="store_true", help="re-project divergent rows, then check again")
+    p.add_argument(
+        "--keys-out",
+        default=None,
+        help="write every divergent key to this Parquet directory (per projection)",
+    )
+    p.add_argument("--repair", action="store_true", help="re-project divergent partitions, then check again")
     p.set_defaults(func=_guarded(_check))
 
-    p = cmds.add_parser("reindex", parents=[common], help="build the next index generation, swap the alias")
-    p.add_argument(
-        "--store", default=os.environ.get(_ENV_STORE), required=_ENV_STORE not in os.environ, help=store_help
+    p = cmds.add_parser(
+        "reindex", parents=[common], help="build a projection's next index generation, swap the alias"
     )
     p.add_argument(
-        "--mappings", default=None, help="JSON file of the new index's mappings (default: built-in)"
+        "--mappings", default=None, help="JSON file of the new index's mappings (default: the projection's)"
     )
     p.add_argument("--shards", type=int, default=None, help="store scan shards (default: parallelism)")
     p.add_argument("--drop-old", action="store_true", help="delete the old index after the swap")

@@ -28,6 +28,7 @@ __all__ = [
     "row_to_record",
     "record_to_row",
     "partition_json",
+    "key_from_json",
 ]
 
 #: Field names of a row record, in order.
@@ -61,6 +62,11 @@ def partition_json(schema: TableSchema, key: Mapping[str, CellValue]) -> str:
     return canonical_json({c.name: _plain(key[c.name]) for c in schema.partition_key})
 
 
+def key_from_json(text: str) -> dict[str, CellValue]:
+    """The key a ``partition_json`` text (or a record's ``key``) describes."""
+    return {name: _cell_value(v) for name, v in json.loads(text).items()}
+
+
 def row_to_record(schema: TableSchema, row: Row) -> tuple[str, str, str, str]:
     """``(table, pk, key, cells)`` of a row of ``schema``."""
     key = canonical_json({name: _plain(v) for name, v in row.key.items()})
@@ -70,6 +76,6 @@ def row_to_record(schema: TableSchema, row: Row) -> tuple[str, str, str, str]:
 
 def record_to_row(key: str, cells: str) -> Row:
     """The row a record's ``key`` and ``cells`` describe (live cells, no expiry)."""
-    k = {name: _cell_value(v) for name, v in json.loads(key).items()}
+    k = key_from_json(key)
     c = {name: Cell(_cell_value(v), int(wt)) for name, (v, wt) in json.loads(cells).items()}
     return Row(k, c)

@@ -1,22 +1,25 @@
-"""The convergence check: wide-column rows against their search projections, and its repair.
+"""The convergence check: an app projection's source rows against the index, and its repair.
 
-The store side is the projection of every hub row (``spark_batch.projection``),
-as ``(doc_id, version, digest)``; the index side is every visible document of
-the alias (sliced point-in-time scans), digested the same way. A full outer
-join on ``doc_id`` sorts each divergent document into one category:
+The store side is the projection of every partition of its source tables
+(``spark_batch.projection``), as ``(doc_id, key, version, digest)``, the
+digest null where the partition has no document; the index side is every
+visible document of the alias (sliced point-in-time scans), digested the
+same way. A full outer join on ``doc_id`` sorts each divergent document
+into one category:
 
-- ``missing``: the row has a document, the index has none;
-- ``stale``: the index holds a lower version than the row's projection;
-- ``orphaned``: the index holds a document whose row was deleted or never existed;
+- ``missing``: the partition has a document, the index has none;
+- ``stale``: the index holds a lower version than the partition's document;
+- ``orphaned``: the index holds a document the store has none for (its rows
+  were deleted, ``build`` gives none, or they never existed);
 - ``content``: same version, different content;
-- ``ahead``: the index holds a higher version than the row (a write that raced
-  the scan, or an index written behind the pipeline's back; repair cannot
-  lower an external version).
+- ``ahead``: the index holds a higher version than the partition (a write
+  that raced the scan, or an index written behind the pipeline's back;
+  repair cannot lower an external version).
 
 Either side may come from Parquet instead (``read_store_rows`` /
 ``read_index`` output), for data the embedded index cannot hold. ``repair``
-re-projects the divergent rows (``spark_batch.reproject``); a second check is
-then clean unless the stream changed rows meanwhile.
+re-projects the divergent partitions (``spark_batch.reproject``); a second
+check is then clean unless the stream changed rows meanwhile.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from framework.core.sync import run_sync
+from spark_batch.apps import load_app, one, require_tables
 from spark_batch.io import WriteOptions, open_index, read_index
 from spark_batch.progress import JobProgress
 from spark_batch.projection import expected_task, records_expected_task
@@ -55,8 +59,9 @@ CATEGORIES = ("missing", "stale", "orphaned", "content", "ahead")
 EXPECTED_SCHEMA = StructType(
     [
         StructField("doc_id", StringType(), False),
+        StructField("key", StringType(), False),
         StructField("version", LongType(), False),
-        StructField("digest", StringType(), False),
+        StructField("digest", StringType(), True),
     ]
 )
 
@@ -71,6 +76,7 @@ class CheckReport:
     expected_docs: int
     index_docs: int
     seconds: float
+    projection: str = ""
     repair: dict[str, int] | None = None
     repaired_seconds: float | None = None
 
@@ -84,6 +90,7 @@ class CheckReport:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "projection": self.projection,
             "target": self.target,
             "clean": self.clean,
             "expected_docs": self.expected_docs,
@@ -99,10 +106,13 @@ class CheckReport:
 
 @dataclass
 class CheckRun:
-    """A finished check: its report and the divergent documents (cached until ``release``)."""
+    """A finished check of one projection: its report and the divergent documents (cached until
+    ``release``), with the app and projection a repair re-projects them with."""
 
     report: CheckReport
     divergent: DataFrame
+    app: str
+    projection: str
     _cached: list[DataFrame] = field(default_factory=list)
 
     def release(self) -> None:
@@ -111,17 +121,22 @@ class CheckRun:
         self._cached.clear()
 
 
-def expected_documents(spark: SparkSession, store_url: str, shards: int) -> DataFrame:
-    """``(doc_id, version, digest)`` of every hub row's projection, one task per scan shard."""
-    task = functools.partial(expected_task, store_url, shards)
+def expected_documents(
+    spark: SparkSession, app: str, projection: str, store_url: str, shards: int
+) -> DataFrame:
+    """``EXPECTED_SCHEMA`` rows of every partition of ``projection``, one task per scan shard."""
+    task = functools.partial(expected_task, app, projection, store_url, shards)
     rdd = spark.sparkContext.parallelize(range(shards), shards).mapPartitions(task)
     return spark.createDataFrame(rdd, EXPECTED_SCHEMA)
 
 
-def expected_from_records(spark: SparkSession, rows: DataFrame, partitions: int) -> DataFrame:
+def expected_from_records(
+    spark: SparkSession, app: str, projection: str, rows: DataFrame, partitions: int
+) -> DataFrame:
     """The same from row records (``io.ROW_SCHEMA``, e.g. a Parquet export), grouped by partition key."""
     grouped = rows.repartition(partitions, "pk").sortWithinPartitions("pk")
-    return spark.createDataFrame(grouped.rdd.mapPartitions(records_expected_task), EXPECTED_SCHEMA)
+    task = functools.partial(records_expected_task, app, projection)
+    return spark.createDataFrame(grouped.rdd.mapPartitions(task), EXPECTED_SCHEMA)
 
 
 def index_digests(docs: DataFrame) -> DataFrame:
@@ -131,9 +146,11 @@ def index_digests(docs: DataFrame) -> DataFrame:
 
 def _category() -> Column:
     ev, av = F.col("expected_version"), F.col("index_version")
+    has_doc, in_index = F.col("expected_digest").isNotNull(), F.col("in_index").isNotNull()
     return (
-        F.when(F.col("in_index").isNull(), "missing")
-        .when(F.col("in_store").isNull(), "orphaned")
+        F.when(has_doc & ~in_index, "missing")
+        .when(~has_doc & in_index, "orphaned")
+        .when(~has_doc, F.lit(None))
         .when(av.isNull() | (av < ev), "stale")
         .when(av > ev, "ahead")
         .when(F.col("expected_digest") != F.col("index_digest"), "content")
@@ -141,12 +158,13 @@ def _category() -> Column:
 
 
 def classify(expected: DataFrame, actual: DataFrame) -> DataFrame:
-    """``(doc_id, category, expected_version, index_version)``; category is null when equal."""
+    """``(doc_id, key, category, expected_version, index_version, has_doc, in_index)``; category is
+    null when the two sides agree."""
     e = expected.select(
         "doc_id",
+        "key",
         F.col("version").alias("expected_version"),
         F.col("digest").alias("expected_digest"),
-        F.lit(True).alias("in_store"),
     )
     a = actual.select(
         "doc_id",
@@ -155,15 +173,24 @@ def classify(expected: DataFrame, actual: DataFrame) -> DataFrame:
         F.lit(True).alias("in_index"),
     )
     joined = e.join(a, "doc_id", "full_outer")
+    has_doc = F.when(F.col("expected_digest").isNotNull(), True).alias("has_doc")
     return joined.select(
-        "doc_id", _category().alias("category"), "expected_version", "index_version", "in_store", "in_index"
+        "doc_id",
+        "key",
+        _category().alias("category"),
+        "expected_version",
+        "index_version",
+        has_doc,
+        "in_index",
     )
 
 
 def check(
     spark: SparkSession,
     *,
-    alias: str,
+    app: str,
+    projection: str | None = None,
+    alias: str | None = None,
     store_url: str | None = None,
     store_parquet: str | None = None,
     es_url: str | None = None,
@@ -175,27 +202,36 @@ def check(
     page_size: int = 10_000,
     progress: JobProgress | None = None,
 ) -> CheckRun:
-    """Compare the store's projections with the index behind ``alias`` (or the Parquet inputs)."""
+    """Compare the store with the index behind ``alias`` (default: the projection's) for one
+    projection of the app ``app`` (``MODULE:ATTR``; ``projection`` may be omitted when it has one).
+
+    ``JobError`` before any Spark job for an app, projection or store the check cannot use.
+    """
     if (store_url is None) == (store_parquet is None) or (es_url is None) == (index_parquet is None):
         raise ValueError("give exactly one store source and exactly one index source")
     started = time.monotonic()
-    if progress is not None:
-        progress.phase("scanning store and index")
+    p = one(load_app(app), projection)
+    target = alias or p.alias
     if store_url is not None:
-        expected = expected_documents(spark, store_url, shards)
+        run_sync(require_tables(store_url, [p]))
+    if progress is not None:
+        progress.phase(f"scanning store and index ({p.name} -> {target})")
+    if store_url is not None:
+        expected = expected_documents(spark, app, p.name, store_url, shards)
     else:
-        expected = expected_from_records(spark, spark.read.parquet(store_parquet), shards)
+        rows = spark.read.parquet(str(store_parquet))
+        expected = expected_from_records(spark, app, p.name, rows, shards)
     if es_url is not None:
-        run_sync(_refresh(es_url, tombstones, alias))
-        docs = read_index(spark, es_url, alias, slices, tombstones=tombstones, page_size=page_size)
+        run_sync(_refresh(es_url, tombstones, target))
+        docs = read_index(spark, es_url, target, slices, tombstones=tombstones, page_size=page_size)
     else:
-        docs = spark.read.parquet(index_parquet)
+        docs = spark.read.parquet(str(index_parquet))
     classified = classify(expected, index_digests(docs)).persist(StorageLevel.MEMORY_AND_DISK)
     totals = (
         classified.groupBy("category")
         .agg(
             F.count(F.lit(1)).alias("n"),
-            F.count("in_store").alias("stored"),
+            F.count("has_doc").alias("stored"),
             F.count("in_index").alias("indexed"),
         )
         .collect()
@@ -210,14 +246,15 @@ def check(
     divergent = classified.filter(F.col("category").isNotNull())
     samples = _samples(divergent, sample) if any(counts.values()) else {}
     report = CheckReport(
-        alias,
+        target,
         counts,
         {c: samples.get(c, []) for c in CATEGORIES},
         expected_docs,
         index_docs,
         time.monotonic() - started,
+        projection=p.name,
     )
-    return CheckRun(report, divergent, [classified])
+    return CheckRun(report, divergent, app, p.name, [classified])
 
 
 async def _refresh(es_url: str, tombstones: str, alias: str) -> None:
@@ -251,17 +288,22 @@ def repair(
     opts: WriteOptions | None = None,
     progress: JobProgress | None = None,
 ) -> Counter[str]:
-    """Re-project every divergent row of ``run`` into ``target`` (default: the checked alias).
+    """Re-project every divergent partition of ``run`` into ``target`` (default: the checked alias).
 
-    Returns the writes attempted per action (``index``/``delete``); an ``ahead``
-    document stays as it is, since the index rejects the lower version.
+    Each is projected with ``framework.runtime.projector.project_partition``
+    at a delete floor of the version the index holds, so an orphan is really
+    removed; a document with no partition in the store is deleted at that
+    version. Returns the writes per action (``index``/``delete``/``stale``);
+    an ``ahead`` document stays as it is, since the index rejects the lower version.
     """
     started = time.monotonic()
     if progress is not None:
         progress.phase(f"repairing {run.report.divergent} documents")
-    pairs = run.divergent.select("doc_id", F.coalesce("index_version", F.lit(0))).rdd.map(tuple)
+    items = run.divergent.select("doc_id", "key", F.coalesce("index_version", F.lit(0))).rdd.map(tuple)
     actions = reproject(
-        pairs,
+        items,
+        app=run.app,
+        projection=run.projection,
         store_url=store_url,
         es_url=es_url,
         tombstones=tombstones,

@@ -1,109 +1,127 @@
-"""The platform's search projection, as the batch jobs compute it.
+"""An app's projection, computed by the batch jobs from whole scan shards.
 
-The projection itself is ``agents.projection.project`` (with
-``agents.engagement.current_engagement``), the same code the indexer runs;
-this module only feeds it rows. A document depends on one hub row and its
-engagement log, and both tables are partitioned by ``hub_id``: a scan shard
-(partition hash on SQLite, token range on Cassandra) therefore holds a hub
-row together with its whole log, so each shard is projected on its own,
-without a shuffle. A shard's engagement logs are reduced to their current
-state first; its hub rows then stream through the projection.
+A document depends on one partition of the projection's source tables and
+its version mark (``framework.Projection.document``). Every one of these
+tables shares the partition key, so a scan shard (partition hash on SQLite,
+token range on Cassandra) holds all rows of its partitions in every table:
+each shard is projected on its own, without a shuffle. The rows of one
+source table without a clustering key (one row per partition, usually the
+largest) stream through; the other tables' rows of the shard are held while
+it does.
+
+A partition is reported with its document, or with None when it has rows
+but no document (``build`` returned None, or only its version mark is
+left): the check needs those to repair an orphaned document by its key.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
-from agents.engagement import Engagement, current_engagement
-from agents.projection import project
-from agents.schemas import ACTIVITY_HUB, ENGAGEMENT_LOG
-from framework.core.mutations import Mutation
+from framework.core.projection import Document, PartitionKey, Projection
 from framework.core.rows import Row
-from spark_batch.codec import digest, record_to_row
+from framework.core.schema import TableSchema
+from spark_batch.apps import projection_of, tables_of
+from spark_batch.codec import digest, partition_json, record_to_row
 from spark_batch.io import iterate_async, pages
 from stores.base import WideColumnStore
 from stores.open import open_wide_store
 
-__all__ = [
-    "HUB_TABLE",
-    "LOG_TABLE",
-    "PROJECTED_TABLES",
-    "Document",
-    "hub_of",
-    "document",
-    "shard_documents",
-    "expected_task",
-    "records_expected_task",
-]
+__all__ = ["Expected", "key_json", "shard_documents", "expected_task", "records_expected_task"]
 
-HUB_TABLE = ACTIVITY_HUB.name
-LOG_TABLE = ENGAGEMENT_LOG.name
-#: Tables a document is built from; they share the partition key, so their shards line up.
-PROJECTED_TABLES = (HUB_TABLE, LOG_TABLE)
-if ACTIVITY_HUB.partition_key != ENGAGEMENT_LOG.partition_key:  # pragma: no cover - a schema change
-    raise RuntimeError("hub rows and engagement logs must share their partition key")
-
-#: ``(doc_id, document, version)``, as ``agents.projection.project`` returns it.
-Document = tuple[str, dict[str, Any], int]
+#: ``(doc_id, key, version, digest)``: ``key`` the partition key's JSON, ``digest`` None for no document.
+Expected = tuple[str, str, int, str | None]
 
 
-def hub_of(mutation: Mutation) -> str | None:
-    """The hub row whose document ``mutation`` may change, or None."""
-    if mutation.table in PROJECTED_TABLES:
-        return str(mutation.key["hub_id"])
-    return None
+def key_json(projection: Projection, key: Mapping[str, Any]) -> str:
+    """The canonical JSON of the partition-key part of ``key`` (a row key or a partition key)."""
+    return partition_json(projection.tables[0], key)
 
 
-def document(row: Row | None, log: Iterable[Row]) -> Document | None:
-    """The document of a hub row and its log, or None when the row has no live cell."""
-    if row is None or not row.cells:
-        return None
-    return project(row, current_engagement(log))
+def _partition(projection: Projection, row: Row) -> PartitionKey:
+    return {c.name: row.key[c.name] for c in projection.partition_key}
 
 
-async def _engagement(store: WideColumnStore, shard: int, shards: int) -> dict[str, Engagement]:
-    logs: dict[str, list[Row]] = {}
-    async for row in store.scan(LOG_TABLE, shard=shard, shards=shards):
-        logs.setdefault(str(row.key["hub_id"]), []).append(row)
-    return {hub: e for hub, rows in logs.items() if (e := current_engagement(rows)) is not None}
+def _streamed(projection: Projection) -> TableSchema | None:
+    """The first source table with one row per partition, which can stream; None when there is none."""
+    return next((t for t in projection.tables if not t.clustering_key), None)
 
 
-async def shard_documents(store: WideColumnStore, shard: int, shards: int) -> AsyncIterator[Document]:
-    """The documents of every hub row in one scan shard, streamed."""
-    engagement = await _engagement(store, shard, shards)
-    async for row in store.scan(HUB_TABLE, shard=shard, shards=shards):
-        if row.cells:
-            yield project(row, engagement.get(str(row.key["hub_id"])))
+async def shard_documents(
+    store: WideColumnStore, projection: Projection, shard: int, shards: int
+) -> AsyncIterator[tuple[str, Document]]:
+    """``(key, document)`` of every partition of one scan shard with a row in any of its tables."""
+    streamed = _streamed(projection)
+    keys: dict[str, PartitionKey] = {}
+    held: dict[str, dict[str, list[Row]]] = {}
+    marks: dict[str, Row] = {}
+    for table in projection.tables:
+        if table is streamed:
+            continue
+        async for row in store.scan(table.name, shard=shard, shards=shards):
+            pk = key_json(projection, row.key)
+            keys.setdefault(pk, _partition(projection, row))
+            held.setdefault(pk, {}).setdefault(table.name, []).append(row)
+    async for row in store.scan(projection.version_table.name, shard=shard, shards=shards):
+        pk = key_json(projection, row.key)
+        keys.setdefault(pk, _partition(projection, row))
+        marks[pk] = row
+    if streamed is not None:
+        async for row in store.scan(streamed.name, shard=shard, shards=shards):
+            pk = key_json(projection, row.key)
+            rows = held.pop(pk, {})
+            rows[streamed.name] = [row]
+            keys.pop(pk, None)
+            yield pk, projection.document(_partition(projection, row), rows, marks.pop(pk, None))
+    for pk, key in keys.items():
+        yield pk, projection.document(key, held.get(pk, {}), marks.get(pk))
 
 
-async def _digest_pages(store_url: str, shard: int, shards: int) -> AsyncIterator[list[tuple[str, int, str]]]:
+def _expected(pk: str, document: Document) -> Expected:
+    doc_id, doc, version = document
+    return doc_id, pk, version, None if doc is None else digest(doc)
+
+
+async def _expected_pages(
+    app: str, projection: str, store_url: str, shard: int, shards: int
+) -> AsyncIterator[list[Expected]]:
+    p = projection_of(app, projection)
     store = await open_wide_store(store_url)
     try:
-        async for page in pages(shard_documents(store, shard, shards)):
-            yield [(doc_id, version, digest(doc)) for doc_id, doc, version in page]
+        async for page in pages(shard_documents(store, p, shard, shards)):
+            yield [_expected(pk, d) for pk, d in page]
     finally:
         await store.close()
 
 
-def expected_task(store_url: str, shards: int, part: Iterable[int]) -> Iterator[tuple[str, int, str]]:
-    """Executor: ``(doc_id, version, digest)`` of every document of the given shards."""
+def expected_task(
+    app: str, projection: str, store_url: str, shards: int, part: Iterable[int]
+) -> Iterator[Expected]:
+    """Executor: the expected record of every partition of the given scan shards."""
     for shard in part:
-        for page in iterate_async(lambda: _digest_pages(store_url, shard, shards)):  # noqa: B023
+        for page in iterate_async(lambda: _expected_pages(app, projection, store_url, shard, shards)):  # noqa: B023
             yield from page
 
 
-def records_expected_task(part: Iterable[Any]) -> Iterator[tuple[str, int, str]]:
-    """Executor: the same from row records sorted by ``pk`` (consecutive records of a hub)."""
-    for _, records in itertools.groupby(part, key=lambda r: r["pk"]):
-        hub: Row | None = None
-        log: list[Row] = []
+def records_expected_task(app: str, projection: str, part: Iterable[Any]) -> Iterator[Expected]:
+    """Executor: the same from row records sorted by ``pk`` (a partition's records are consecutive)."""
+    p = projection_of(app, projection)
+    names = {t.name for t in tables_of(p)}
+    version_table = p.version_table.name
+    for pk, records in itertools.groupby(part, key=lambda r: r["pk"]):
+        rows: dict[str, list[Row]] = {}
+        mark: Row | None = None
+        key: PartitionKey | None = None
         for r in records:
+            if r["table"] not in names:
+                continue
             row = record_to_row(r["key"], r["cells"])
-            if r["table"] == HUB_TABLE:
-                hub = row
-            elif r["table"] == LOG_TABLE:
-                log.append(row)
-        if (d := document(hub, log)) is not None:
-            yield d[0], d[2], digest(d[1])
+            key = key or _partition(p, row)
+            if r["table"] == version_table:
+                mark = row
+            else:
+                rows.setdefault(r["table"], []).append(row)
+        if key is not None:
+            yield _expected(pk, p.document(key, rows, mark))

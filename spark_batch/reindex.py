@@ -1,9 +1,10 @@
-"""Zero-downtime reindex: build ``{alias}-v(N+1)`` from the wide-column rows and swap the alias.
+"""Zero-downtime reindex of one app projection: build ``{alias}-v(N+1)`` from the store, swap the alias.
 
-1. Create the next generation (new mappings allowed) beside the one the alias
-   serves; the stream keeps writing through the alias into the old index.
-2. Build: every scan shard projects its hub rows and bulk-writes the documents
-   with their external versions into the new index.
+1. Create the next generation with the projection's mappings (or new ones)
+   beside the one the alias serves; the stream keeps writing through the
+   alias into the old index.
+2. Build: every scan shard projects its partitions and bulk-writes the
+   documents with their versions into the new index.
 3. Catch-up: a convergence check of the store against the new index, then a
    repair of what it finds. Rows changed since the build read them carry
    *source* versions, not arrival times, so no version filter can find them:
@@ -31,6 +32,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from framework.core.sync import run_sync
+from spark_batch.apps import JobError, load_app, one, projection_of, require_tables
 from spark_batch.convergence import check, repair
 from spark_batch.io import WriteOptions, bulk_batched, open_index
 from spark_batch.progress import JobProgress
@@ -50,6 +52,7 @@ class ReindexReport:
     alias: str
     old_indices: list[str]
     new_index: str
+    projection: str = ""
     built: dict[str, int] = field(default_factory=dict)
     catch_up: list[dict[str, Any]] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
@@ -57,6 +60,7 @@ class ReindexReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "projection": self.projection,
             "alias": self.alias,
             "old_indices": self.old_indices,
             "new_index": self.new_index,
@@ -82,6 +86,8 @@ async def next_generation(es_url: str, tombstones: str, alias: str) -> tuple[lis
 
 
 def build_task(
+    app: str,
+    projection: str,
     store_url: str,
     es_url: str,
     tombstones: str,
@@ -90,14 +96,15 @@ def build_task(
     opts: WriteOptions,
     part: Iterable[int],
 ) -> Iterator[tuple[str, int]]:
-    """Executor: project the hub rows of the given shards and bulk-write them into ``target``."""
+    """Executor: project the partitions of the given shards and bulk-write their documents into ``target``."""
+    p = projection_of(app, projection)
 
     async def run(shard: int) -> Counter[str]:
         store = await open_wide_store(store_url)
         index = open_index(es_url, tombstones)
         try:
-            docs = shard_documents(store, shard, shards)
-            ops = (IndexOp(doc_id, version, doc) async for doc_id, doc, version in docs)
+            docs = shard_documents(store, p, shard, shards)
+            ops = (IndexOp(d, v, doc) async for _, (d, doc, v) in docs if doc is not None)
             return await bulk_batched(index, target, ops, opts)
         finally:
             await index.close()
@@ -117,9 +124,8 @@ async def _create(es_url: str, tombstones: str, alias: str, mappings: Mapping[st
         await index.close()
 
 
-async def _swap(
-    es_url: str, tombstones: str, alias: str, new: str, drop: bool
-) -> tuple[list[str], list[str]]:
+async def _swap(es_url: str, tombstones: str, alias: str, new: str, drop: bool) -> list[str]:
+    """Point ``alias`` at ``new``; the old indices dropped (when ``drop``)."""
     index = open_index(es_url, tombstones)
     try:
         left = await index.swap_alias(alias, new)
@@ -135,8 +141,10 @@ async def _swap(
 
 @dataclass(frozen=True)
 class _Sources:
-    """Where a reindex reads and writes, and how."""
+    """What a reindex projects, where it reads and writes, and how."""
 
+    app: str
+    projection: str
     store_url: str
     es_url: str
     tombstones: str
@@ -149,6 +157,8 @@ def _catch_up(spark: SparkSession, src: _Sources, target: str, phase: str) -> di
     """Check the store against ``target`` and repair what differs; the check's report."""
     run = check(
         spark,
+        app=src.app,
+        projection=src.projection,
         alias=target,
         store_url=src.store_url,
         es_url=src.es_url,
@@ -177,32 +187,45 @@ def _catch_up(spark: SparkSession, src: _Sources, target: str, phase: str) -> di
 def reindex(
     spark: SparkSession,
     *,
+    app: str,
+    projection: str | None = None,
     store_url: str,
     es_url: str,
-    alias: str,
-    mappings: Mapping[str, Any],
+    alias: str | None = None,
+    mappings: Mapping[str, Any] | None = None,
     tombstones: str = "native",
     shards: int = 4,
     drop_old: bool = False,
     opts: WriteOptions | None = None,
     progress: JobProgress | None = None,
 ) -> ReindexReport:
-    """Rebuild the index behind ``alias`` from the store and swap the alias to it."""
+    """Rebuild the index behind ``alias`` (default: the projection's) from the store with the
+    projection's mappings (or ``mappings``) and swap the alias to it.
+
+    ``projection`` may be omitted when the app ``app`` (``MODULE:ATTR``) has
+    only one. ``JobError`` before any Spark job for an app, projection or
+    store it cannot use, or an alias that does not exist.
+    """
     started = time.monotonic()
     opts = opts or WriteOptions()
+    p = one(load_app(app), projection)
+    alias = alias or p.alias
+    run_sync(require_tables(store_url, [p]))
     old, gen = run_sync(next_generation(es_url, tombstones, alias))
     if not old:
-        raise ValueError(f"alias {alias!r} does not exist: nothing to reindex (create it with ensure_index)")
-    new = run_sync(_create(es_url, tombstones, alias, mappings, gen))
-    report = ReindexReport(alias, old, new)
+        raise JobError(
+            f"alias {alias!r} does not exist: nothing to reindex (a backfill --project creates it)"
+        )
+    new = run_sync(_create(es_url, tombstones, alias, p.mappings if mappings is None else mappings, gen))
+    report = ReindexReport(alias, old, new, p.name)
     if progress is not None:
         progress.phase(f"building {new}")
-    task = functools.partial(build_task, store_url, es_url, tombstones, new, shards, opts)
+    task = functools.partial(build_task, app, p.name, store_url, es_url, tombstones, new, shards, opts)
     built: Counter[str] = Counter()
     for outcome, n in spark.sparkContext.parallelize(range(shards), shards).mapPartitions(task).collect():
         built[outcome] += n
     report.built = dict(built)
-    src = _Sources(store_url, es_url, tombstones, shards, opts, progress)
+    src = _Sources(app, p.name, store_url, es_url, tombstones, shards, opts, progress)
     report.catch_up.append(_catch_up(spark, src, new, "before swap"))
     if progress is not None:
         progress.phase(f"swapping {alias} -> {new}")

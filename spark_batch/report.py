@@ -42,14 +42,16 @@ def print_backfill(con: Console, r: BackfillReport) -> None:
     con.print(f"events read {r.events:,}, applied {r.applied:,} in {r.seconds:.1f} s ({rate:,.0f} events/s)")
     if r.parked:
         con.print(f"[red]{r.parked:,} rejected events parked in the dead-letter WAL[/] (converge dlq list)")
-    if r.projected is not None:
-        con.print("projected: " + ", ".join(f"{k} {v:,}" for k, v in sorted(r.projected.items())))
+    for name, actions in sorted((r.projected or {}).items()):
+        done = ", ".join(f"{k} {v:,}" for k, v in sorted(actions.items())) or "nothing"
+        con.print(f"projected {escape(name)}: {done}")
     for s in r.samples[:10]:
         con.print(f"  [red]{escape(s)}[/]")
 
 
 def print_check(con: Console, r: CheckReport, title: str = "converge spark check") -> None:
-    t = Table("category", "documents", "sample keys", title=f"{title}: {escape(r.target)}")
+    where = f"{r.projection} -> {r.target}" if r.projection else r.target
+    t = Table("category", "documents", "sample keys", title=f"{title}: {escape(where)}")
     for c in CATEGORIES:
         n = r.counts.get(c, 0)
         sample = ", ".join(r.samples.get(c, [])[:3]) + (" …" if n > 3 else "")
@@ -57,8 +59,9 @@ def print_check(con: Console, r: CheckReport, title: str = "converge spark check
     con.print(t)
     rate = r.expected_docs / r.seconds if r.seconds else 0.0
     con.print(
-        f"rows projected {r.expected_docs:,}, index documents {r.index_docs:,}, "
-        f"{r.seconds:.1f} s ({rate:,.0f} rows/s): " + ("[green]clean[/]" if r.clean else "[red]diverged[/]")
+        f"documents expected {r.expected_docs:,}, index documents {r.index_docs:,}, "
+        f"{r.seconds:.1f} s ({rate:,.0f} documents/s): "
+        + ("[green]clean[/]" if r.clean else "[red]diverged[/]")
     )
     if r.repair is not None:
         actions = ", ".join(f"{k} {v:,}" for k, v in sorted(r.repair.items())) or "nothing"

@@ -1,12 +1,14 @@
-"""Projecting chosen hub rows into the index from Spark executors.
+"""Projecting chosen partitions of an app's projection into the index from Spark executors.
 
-Repair, the reindex catch-up and the backfill's optional projection all send
-hub ids here; each is projected by ``agents.indexer.project_hub``, the same
-routine the streaming indexer runs: read the merged row and its log, then
-index the whole document at its external version, or delete it when the row
-has no live cell. The delete's version is at least the given floor (the
-version of the document found in the index), so an orphan is really removed.
-Writes are idempotent, so a repeated repair changes nothing.
+Repair, the reindex catch-up and the backfill's ``--project`` send
+``(doc_id, key, floor)`` items here; each partition is projected by
+``framework.runtime.projector.project_partition``, the routine the stream's
+projector runs: read the partition's source rows and version mark, then
+index the whole document at its version, or delete it when there is none.
+The delete's version is at least ``floor`` (the version of the document
+found in the index), so an orphan is really removed. An item without a key
+(an index document no partition of the store maps to) is deleted at
+``floor``. Writes are idempotent, so a repeated repair changes nothing.
 """
 
 from __future__ import annotations
@@ -18,31 +20,45 @@ from collections.abc import Iterable, Iterator
 
 from pyspark import RDD
 
-from agents.indexer import project_hub
+from framework.runtime.projector import project_partition, write_document
+from spark_batch.apps import projection_of
+from spark_batch.codec import key_from_json
 from spark_batch.io import WriteOptions, bounded, open_index, with_retries
 from stores.open import open_wide_store
 
 __all__ = ["reproject_task", "reproject"]
 
+#: ``(doc_id, partition key JSON or None, floor version)``.
+Item = tuple[str, str | None, int]
+
 
 def reproject_task(
+    app: str,
+    projection: str,
     store_url: str,
     es_url: str,
     tombstones: str,
     target: str,
     opts: WriteOptions,
-    part: Iterable[tuple[str, int]],
+    part: Iterable[Item],
 ) -> Iterator[tuple[str, int]]:
-    """Executor: project each ``(hub_id, floor_version)``; yields (action, count) pairs."""
+    """Executor: project each item into ``target``; yields (action, count) pairs."""
+    p = projection_of(app, projection)
 
-    async def run(items: list[tuple[str, int]]) -> Counter[str]:
+    async def run(items: list[Item]) -> Counter[str]:
         store = await open_wide_store(store_url)
         index = open_index(es_url, tombstones)
         try:
 
-            async def one(item: tuple[str, int]) -> str:
-                call = functools.partial(project_hub, store, index, target, *item)
-                action, _, _ = await with_retries(call, opts)
+            async def one(item: Item) -> str:
+                doc_id, key, floor = item
+                if key is None:
+                    call = functools.partial(write_document, index, target, (doc_id, None, 0), floor)
+                else:
+                    call = functools.partial(
+                        project_partition, store, index, p, key_from_json(key), alias=target, floor=floor
+                    )
+                action, _ = await with_retries(call, opts)
                 return action
 
             return Counter(await bounded(items, one, opts.concurrency))
@@ -50,14 +66,16 @@ def reproject_task(
             await index.close()
             await store.close()
 
-    items = [(str(h), int(f or 0)) for h, f in part]
+    items = [(str(d), None if k is None else str(k), int(f or 0)) for d, k, f in part]
     if items:
         yield from asyncio.run(run(items)).items()
 
 
 def reproject(
-    pairs: RDD,
+    items: RDD,
     *,
+    app: str,
+    projection: str,
     store_url: str,
     es_url: str,
     tombstones: str,
@@ -65,9 +83,11 @@ def reproject(
     partitions: int,
     opts: WriteOptions | None = None,
 ) -> Counter[str]:
-    """Project every ``(hub_id, floor_version)`` of ``pairs`` into ``target``; counts per action."""
-    task = functools.partial(reproject_task, store_url, es_url, tombstones, target, opts or WriteOptions())
+    """Project every ``(doc_id, key, floor)`` of ``items`` into ``target``; counts per action."""
+    task = functools.partial(
+        reproject_task, app, projection, store_url, es_url, tombstones, target, opts or WriteOptions()
+    )
     counts: Counter[str] = Counter()
-    for action, n in pairs.repartition(partitions).mapPartitions(task).collect():
+    for action, n in items.repartition(partitions).mapPartitions(task).collect():
         counts[action] += n
     return counts

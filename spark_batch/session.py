@@ -4,9 +4,11 @@ The master comes from the argument, else ``CONVERGE_SPARK_MASTER``, else
 ``local[2]``. Local masters get small-machine defaults (few shuffle
 partitions, no UI, no console progress bar: the jobs draw their own). The
 executors' Python is the driver's interpreter unless ``PYSPARK_PYTHON`` is
-set, and the project root is put on their ``PYTHONPATH`` so the functions
-shipped to them import the same modules (on a cluster, install the project on
-the executors instead).
+set, and the project root and the working directory are put on their
+``PYTHONPATH`` so the functions shipped to them import the same modules,
+the app's included (``--app MODULE:ATTR`` is loaded from the working
+directory too); on a cluster, install the project and the app on the
+executors instead.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ def _python_env() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if PROJECT_ROOT not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([PROJECT_ROOT, *paths])
+    missing = [p for p in (PROJECT_ROOT, os.getcwd()) if p not in paths]
+    if missing:
+        os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([*missing, *paths]))
 
 
 def spark_session(

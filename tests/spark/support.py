@@ -1,4 +1,4 @@
-"""Helpers of the Spark tests: populate, project and read back the embedded stores."""
+"""Helpers of the Spark tests: the reference app, populating, projecting and reading the embedded stores."""
 
 from __future__ import annotations
 
@@ -8,17 +8,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from agents import INDEX_MAPPINGS, TABLES, reference_agents
-from agents.event_types import topic_of
-from agents.indexer import project_hub
-from agents.schemas import ACTIVITY_HUB, ENGAGEMENT_LOG
+from examples.activity_platform.app import app as reference_app
 from examples.activity_platform.oracle import CellState, hit_document, row_cells
+from framework.app import App
 from framework.core.events import Event
 from framework.core.mutations import Mutation
+from framework.runtime.mapping import map_event
+from framework.runtime.projector import project_partition
 from spark_batch.io import open_index
 from stores.open import open_wide_store
 
-AGENTS = {a.topic: a for a in reference_agents()}
+#: The reference app as the jobs load it.
+APP = "examples.activity_platform.app:app"
+PROJECTION = reference_app.projection("activities")
+HUB, LOG = (t.name for t in PROJECTION.tables)
 TOMBSTONES = "document"  # noida-db keeps no delete tombstones
 
 Rows = dict[Any, dict[str, CellState]]
@@ -32,17 +35,19 @@ def unique_alias(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def mutations(event: Event) -> list[Mutation]:
-    return list(AGENTS[topic_of(event.type)].handle(event))
+def mutations(event: Event, app: App = reference_app) -> list[Mutation]:
+    """The event's mutations and version marks, as the stream and the backfill map it."""
+    agent = app.route(event)
+    return map_event(agent, event, app.projections_of(agent))
 
 
-async def populate(url: str, events: Iterable[Event]) -> None:
+async def populate(url: str, events: Iterable[Event], app: App = reference_app) -> None:
     """Apply the events' mutations directly (no Spark), as the stream would."""
     store = await open_wide_store(url)
     try:
-        for t in TABLES:
+        for t in app.tables:
             await store.ensure_table(t)
-        batch = [m for e in events for m in mutations(e)]
+        batch = [m for e in events for m in mutations(e, app)]
         for i in range(0, len(batch), 500):
             await store.apply(batch[i : i + 500])
     finally:
@@ -53,10 +58,10 @@ async def read_state(url: str) -> tuple[Rows, Rows]:
     """Hub rows and engagement log rows as the oracle compares them."""
     store = await open_wide_store(url)
     try:
-        hubs = {str(r.key["hub_id"]): row_cells(r) async for r in store.scan(ACTIVITY_HUB.name)}
+        hubs = {str(r.key["hub_id"]): row_cells(r) async for r in store.scan(HUB)}
         logs = {
             (str(r.key["hub_id"]), int(r.key["at"]), str(r.key["event_id"])): row_cells(r)  # type: ignore[arg-type]
-            async for r in store.scan(ENGAGEMENT_LOG.name)
+            async for r in store.scan(LOG)
         }
         return hubs, logs
     finally:
@@ -64,13 +69,13 @@ async def read_state(url: str) -> tuple[Rows, Rows]:
 
 
 async def project_all(url: str, es_url: str, alias: str, hubs: Iterable[str]) -> None:
-    """Create ``alias`` and project every hub row into it directly (the indexer's routine)."""
+    """Create ``alias`` and project every hub row into it directly (the projector's routine)."""
     index = open_index(es_url, TOMBSTONES)
     store = await open_wide_store(url)
     try:
-        await index.ensure_index(alias, INDEX_MAPPINGS)
+        await index.ensure_index(alias, PROJECTION.mappings)
         for hub in hubs:
-            await project_hub(store, index, alias, hub)
+            await project_partition(store, index, PROJECTION, {"hub_id": hub}, alias=alias)
     finally:
         await store.close()
         await index.close()

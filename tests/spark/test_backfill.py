@@ -1,4 +1,4 @@
-"""Backfill: archived events through the agents' ``handle()`` into the store, on local Spark."""
+"""Backfill of the reference app: archived events through its agents into the store, on local Spark."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from agents.event_types import topic_of
+from examples.activity_platform.app import app as reference_app
 from examples.activity_platform.history import History
 from examples.activity_platform.oracle import Expected, compare_documents, compare_rows
 from framework.cli import main
@@ -23,7 +23,9 @@ from framework.parking import ParkingStore
 from spark_batch.archive import write_jsonl, write_parquet
 from spark_batch.backfill import backfill
 from tests.spark.support import (
-    AGENTS,
+    APP,
+    HUB,
+    LOG,
     TOMBSTONES,
     documents,
     mutations,
@@ -37,14 +39,14 @@ from tests.spark.support import (
 
 def _assert_store_is_oracle(url: str, expected: Expected) -> None:
     hubs, logs = run(read_state(url))
-    assert compare_rows("activity_hub", expected.hub_rows, hubs) == []
-    assert compare_rows("engagement_log", expected.engagement_logs, logs) == []
+    assert compare_rows(HUB, expected.hub_rows, hubs) == []
+    assert compare_rows(LOG, expected.engagement_logs, logs) == []
 
 
 def _expected_counts(history: History) -> dict[str, dict[str, int]]:
     counts: dict[str, Counter[str]] = {}
     for e in history.events:
-        agent = AGENTS[topic_of(e.type)].name
+        agent = reference_app.route(e).name
         counts.setdefault(agent, Counter()).update(type(m).__name__ for m in mutations(e))
     return {a: dict(c) for a, c in counts.items()}
 
@@ -64,18 +66,19 @@ def test_backfill_equals_the_oracle_and_a_rerun_changes_nothing(
     url, alias = sqlite_url(tmp_path / "wide.db"), unique_alias("backfill")
     paths = [str(tmp_path / "part-*")]
 
-    first = backfill(spark, paths, url, es_url=stack.es_url, alias=alias, tombstones=TOMBSTONES)
+    kw = dict(app=APP, es_url=stack.es_url, alias=alias, tombstones=TOMBSTONES)
+    first = backfill(spark, paths, url, **kw)  # type: ignore[arg-type]
     _assert_store_is_oracle(url, expected)
     assert first.events == len(events) + 3 and first.applied == len(events)
-    assert first.mutations == _expected_counts(history)
-    agent_of_missing = AGENTS[topic_of(events[0].type)].name
+    assert first.mutations == _expected_counts(history)  # version marks included
+    agent_of_missing = reference_app.route(events[0]).name
     assert first.rejected == {"-": {"EventError": 2}, agent_of_missing: {"PayloadError": 1}}
     docs = run(documents(stack.es_url, alias))
-    assert compare_documents(expected.documents, docs) == []
-    assert first.projected is not None and first.projected.get("index") == len(expected.documents)
+    assert compare_documents(expected.documents, docs) == []  # versions are the partitions' marks
+    assert first.projected is not None and first.projected["activities"]["index"] == len(expected.documents)
 
     state = run(read_state(url))
-    second = backfill(spark, paths, url, es_url=stack.es_url, alias=alias, tombstones=TOMBSTONES)
+    second = backfill(spark, paths, url, **kw)  # type: ignore[arg-type]
     assert run(read_state(url)) == state  # same cells, same write times
     assert run(documents(stack.es_url, alias)) == docs
     assert second.mutations == first.mutations and second.rejected == first.rejected
@@ -102,7 +105,7 @@ def test_backfill_from_parquet_while_the_stream_writes_converges(
     writer = threading.Thread(target=stream, daemon=True)
     writer.start()
     assert started.wait(60)  # the stream is under way when the backfill starts
-    report = backfill(spark, [str(tmp_path / "archive")], url, partitions=3)
+    report = backfill(spark, [str(tmp_path / "archive")], url, app=APP, partitions=3)
     writer.join(timeout=120)
     assert streamed.is_set()
     assert report.applied == len(events) and not report.rejected
@@ -142,7 +145,8 @@ def test_backfill_in_any_split_and_order_equals_the_oracle(
             else:
                 write_parquet(events[lo:hi], work / f"events-{n}.parquet")
         url = sqlite_url(work / "wide.db")
-        report = backfill(spark, [str(work / f"events-*.{fmt}")], url, fmt=fmt, partitions=partitions)  # type: ignore[arg-type]
+        inputs = [str(work / f"events-*.{fmt}")]
+        report = backfill(spark, inputs, url, app=APP, fmt=fmt, partitions=partitions)  # type: ignore[arg-type]
         assert report.applied == len(events)
         _assert_store_is_oracle(url, expected)
     finally:
@@ -155,7 +159,7 @@ def test_cli_backfill_reports_counts_and_exits_1_on_rejects(
     events = history.events[:200]
     write_jsonl(events, tmp_path / "events.jsonl")
     url = sqlite_url(tmp_path / "wide.db")
-    args = ["spark", "backfill", str(tmp_path / "events.jsonl"), "--store", url, "--quiet"]
+    args = ["spark", "backfill", str(tmp_path / "events.jsonl"), "--app", APP, "--store", url, "--quiet"]
     assert main([*args, "--report", str(tmp_path / "ok.json")]) == 0
     report = json.loads((tmp_path / "ok.json").read_text())
     assert report["events"] == report["applied"] == 200 and report["rejected"] == {}
@@ -165,7 +169,7 @@ def test_cli_backfill_reports_counts_and_exits_1_on_rejects(
     lines = ["{}", "not json", json.dumps(bad_payload)]
     (tmp_path / "bad.jsonl").write_text("\n".join([*lines, good]) + "\n")
     dlq = tmp_path / "dlq"
-    bad = ["spark", "backfill", str(tmp_path / "bad.jsonl"), "--store", url, "--quiet"]
+    bad = ["spark", "backfill", str(tmp_path / "bad.jsonl"), "--app", APP, "--store", url, "--quiet"]
     bad += ["--dlq-root", str(dlq)]
     assert main([*bad, "--report", str(tmp_path / "bad.json")]) == 1
     bad_report = json.loads((tmp_path / "bad.json").read_text())

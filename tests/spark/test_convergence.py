@@ -13,10 +13,20 @@ from examples.activity_platform.history import History
 from examples.activity_platform.oracle import Expected, compare_documents
 from framework.cli import main
 from framework.local_stack import StackInfo
+from spark_batch.apps import tables_of
 from spark_batch.convergence import CATEGORIES, check, repair
 from spark_batch.io import open_index, read_index, read_store_rows
-from spark_batch.projection import PROJECTED_TABLES
-from tests.spark.support import TOMBSTONES, documents, populate, project_all, run, sqlite_url, unique_alias
+from tests.spark.support import (
+    APP,
+    PROJECTION,
+    TOMBSTONES,
+    documents,
+    populate,
+    project_all,
+    run,
+    sqlite_url,
+    unique_alias,
+)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +73,14 @@ def test_a_converged_index_checks_clean(
     spark: SparkSession, store: str, alias: str, expected: Expected, stack: StackInfo
 ) -> None:
     run_ = check(
-        spark, alias=alias, store_url=store, es_url=stack.es_url, tombstones=TOMBSTONES, shards=2, slices=2
+        spark,
+        app=APP,
+        alias=alias,
+        store_url=store,
+        es_url=stack.es_url,
+        tombstones=TOMBSTONES,
+        shards=2,
+        slices=2,
     )
     run_.release()
     assert run_.report.clean, run_.report.to_dict()
@@ -74,7 +91,9 @@ def test_corruption_is_reported_exactly_and_repair_makes_the_next_check_clean(
     spark: SparkSession, store: str, alias: str, expected: Expected, stack: StackInfo
 ) -> None:
     keys = run(_corrupt(stack.es_url, alias, expected))
-    kw = dict(alias=alias, store_url=store, es_url=stack.es_url, tombstones=TOMBSTONES, shards=2, slices=2)
+    kw = dict(
+        app=APP, alias=alias, store_url=store, es_url=stack.es_url, tombstones=TOMBSTONES, shards=2, slices=2
+    )
     found = check(spark, sample=100, **kw)  # type: ignore[arg-type]
     try:
         report = found.report
@@ -110,16 +129,25 @@ def test_ahead_documents_are_reported_and_parquet_inputs_agree(
 
     run(write_ahead())
     live = check(
-        spark, alias=alias, store_url=store, es_url=stack.es_url, tombstones=TOMBSTONES, shards=2, slices=2
+        spark,
+        app=APP,
+        alias=alias,
+        store_url=store,
+        es_url=stack.es_url,
+        tombstones=TOMBSTONES,
+        shards=2,
+        slices=2,
     )
     live.release()
     assert live.report.counts["ahead"] == 1 and live.report.samples["ahead"] == [doc_id]
     assert live.report.divergent == 1
 
-    read_store_rows(spark, store, PROJECTED_TABLES, 2).write.parquet(str(tmp_path / "rows"))
+    tables = [t.name for t in tables_of(PROJECTION)]  # the source tables and the version marks
+    read_store_rows(spark, store, tables, 2).write.parquet(str(tmp_path / "rows"))
     read_index(spark, stack.es_url, alias, 2, tombstones=TOMBSTONES).write.parquet(str(tmp_path / "docs"))
     offline = check(
         spark,
+        app=APP,
         alias=alias,
         store_parquet=str(tmp_path / "rows"),
         index_parquet=str(tmp_path / "docs"),
@@ -137,6 +165,8 @@ def test_cli_check_exits_1_on_divergence_and_0_after_repair(
     args = [
         "spark",
         "check",
+        "--app",
+        APP,
         "--store",
         store,
         "--es-url",
@@ -152,8 +182,8 @@ def test_cli_check_exits_1_on_divergence_and_0_after_repair(
         "--quiet",
     ]
     assert main([*args, "--report", str(tmp_path / "before.json")]) == 1
-    before = json.loads((tmp_path / "before.json").read_text())["check"]
+    before = json.loads((tmp_path / "before.json").read_text())["activities"]["check"]
     assert before["counts"]["missing"] == len(keys["missing"]) and not before["clean"]
     assert main([*args, "--repair", "--report", str(tmp_path / "repair.json")]) == 0
-    after = json.loads((tmp_path / "repair.json").read_text())
+    after = json.loads((tmp_path / "repair.json").read_text())["activities"]
     assert after["check"]["repair"]["actions"]["index"] == 9 and after["after_repair"]["clean"]

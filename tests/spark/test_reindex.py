@@ -9,23 +9,32 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from agents.indexer import project_hub
-from agents.projection import INDEX_MAPPINGS
-from agents.schemas import ACTIVITY_HUB
 from examples.activity_platform.history import History
 from examples.activity_platform.oracle import Expected
 from framework.cli import main
 from framework.core.mutations import Upsert
 from framework.local_stack import StackInfo
+from framework.runtime.projector import project_partition
 from spark_batch.convergence import check
 from spark_batch.io import open_index
 from spark_batch.reindex import reindex
 from stores.open import open_wide_store
-from tests.spark.support import TOMBSTONES, populate, project_all, run, sqlite_url, unique_alias
+from tests.spark.support import (
+    APP,
+    HUB,
+    PROJECTION,
+    TOMBSTONES,
+    populate,
+    project_all,
+    run,
+    sqlite_url,
+    unique_alias,
+)
 
 
 class Writer(threading.Thread):
-    """The stream: updates hub rows with ever newer versions, then projects them through the alias."""
+    """The stream: updates hub rows (and their version marks) with ever newer versions, then projects
+    them through the alias."""
 
     def __init__(self, url: str, es_url: str, alias: str, hubs: list[str], base: int) -> None:
         super().__init__(daemon=True)
@@ -49,8 +58,9 @@ class Writer(threading.Thread):
                 hub = self.hubs[self.count % len(self.hubs)]
                 subject = f"update {self.count}"
                 version = self.base + self.count + 1
-                await store.apply([Upsert(ACTIVITY_HUB.name, {"hub_id": hub}, {"subject": subject}, version)])
-                await project_hub(store, index, self.alias, hub)
+                upsert = Upsert(HUB, {"hub_id": hub}, {"subject": subject}, version)
+                await store.apply([upsert, *PROJECTION.version_marks([upsert])])
+                await project_partition(store, index, PROJECTION, {"hub_id": hub}, alias=self.alias)
                 self.last[hub] = subject
                 self.count += 1
                 await asyncio.sleep(0.005)
@@ -88,7 +98,7 @@ def test_reindex_under_writes_swaps_without_losing_an_update(
     writer = Writer(url, stack.es_url, alias, live, base)
     mappings = {
         "properties": {
-            **INDEX_MAPPINGS["properties"],
+            **PROJECTION.mappings["properties"],
             "subject": {"type": "text", "fields": {"raw": {"type": "keyword"}}},
         }
     }
@@ -99,6 +109,7 @@ def test_reindex_under_writes_swaps_without_losing_an_update(
         before = writer.count
         report = reindex(
             spark,
+            app=APP,
             store_url=url,
             es_url=stack.es_url,
             alias=alias,
@@ -122,7 +133,14 @@ def test_reindex_under_writes_swaps_without_losing_an_update(
     assert indices == [f"{alias}-v2"] and old_exists
     assert subjects == writer.last  # every hub serves its last update: nothing lost
     final = check(
-        spark, alias=alias, store_url=url, es_url=stack.es_url, tombstones=TOMBSTONES, shards=2, slices=2
+        spark,
+        app=APP,
+        alias=alias,
+        store_url=url,
+        es_url=stack.es_url,
+        tombstones=TOMBSTONES,
+        shards=2,
+        slices=2,
     )
     final.release()
     assert final.report.clean, final.report.to_dict()
@@ -145,6 +163,8 @@ def test_cli_reindex_can_drop_the_old_index(
     args = [
         "spark",
         "reindex",
+        "--app",
+        APP,
         "--store",
         url,
         "--es-url",

@@ -6,9 +6,8 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-from agents import INDEX_MAPPINGS
-from agents.schemas import ACTIVITY_HUB
 from framework.core.mutations import Mutation, Upsert
+from framework.core.schema import Column, TableSchema
 from framework.local_stack import StackInfo
 from spark_batch.io import Unit, WriteOptions, apply_batched, bulk_batched, open_index
 from stores.base import IndexOp
@@ -17,6 +16,8 @@ from stores.sqlite.store import SqliteStore
 from tests.spark.support import TOMBSTONES, unique_alias
 
 FAST = WriteOptions(batch_size=10, concurrency=3, retries=5, backoff=0.001)
+HUB_TABLE = TableSchema("hub", (Column("hub_id", "text"),), (Column("subject", "text"),))
+MAPPINGS = {"properties": {"hub_id": {"type": "keyword"}, "subject": {"type": "text"}}}
 
 
 class Flaky(SqliteStore):
@@ -40,13 +41,13 @@ class Flaky(SqliteStore):
             self.in_flight -= 1
 
 
-def _unit(i: int, table: str = ACTIVITY_HUB.name) -> Unit:
+def _unit(i: int, table: str = HUB_TABLE.name) -> Unit:
     return "test", [Upsert(table, {"hub_id": f"h{i}"}, {"subject": f"s{i}"}, 1_000 + i)]
 
 
 async def test_apply_retries_transient_failures_within_the_concurrency_bound(tmp_path: Path) -> None:
     store = Flaky(tmp_path / "wide.db", failures=4)
-    await store.ensure_table(ACTIVITY_HUB)
+    await store.ensure_table(HUB_TABLE)
     outcomes: list[tuple[str, BaseException | None]] = []
     try:
         await apply_batched(
@@ -54,7 +55,7 @@ async def test_apply_retries_transient_failures_within_the_concurrency_bound(tmp
         )
         assert len(outcomes) == 95 and all(e is None for _, e in outcomes)
         assert store.calls == 10 + 4 and 1 < store.peak <= FAST.concurrency
-        rows = [r async for r in store.scan(ACTIVITY_HUB.name)]
+        rows = [r async for r in store.scan(HUB_TABLE.name)]
         assert len(rows) == 95
     finally:
         await store.close()
@@ -62,14 +63,14 @@ async def test_apply_retries_transient_failures_within_the_concurrency_bound(tmp
 
 async def test_a_permanently_bad_unit_is_rejected_alone(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "wide.db")
-    await store.ensure_table(ACTIVITY_HUB)
+    await store.ensure_table(HUB_TABLE)
     units = [_unit(i) for i in range(8)]
     units[5] = _unit(5, table="no_such_table")
     failed: list[Unit] = []
     try:
         await apply_batched(store, units, FAST, lambda u, e: failed.append(u) if e is not None else None)
         assert failed == [units[5]]
-        assert len([r async for r in store.scan(ACTIVITY_HUB.name)]) == 7
+        assert len([r async for r in store.scan(HUB_TABLE.name)]) == 7
     finally:
         await store.close()
 
@@ -78,7 +79,7 @@ async def test_bulk_writes_in_batches_and_counts_stale_versions(stack: StackInfo
     index = open_index(stack.es_url, TOMBSTONES)
     alias = unique_alias("bulk")
     try:
-        await index.ensure_index(alias, INDEX_MAPPINGS)
+        await index.ensure_index(alias, MAPPINGS)
         ops = [IndexOp(f"d{i}", 10, {"hub_id": f"d{i}", "subject": "new"}) for i in range(25)]
         assert await bulk_batched(index, alias, ops, FAST) == {"ok": 25}
         older = [IndexOp(f"d{i}", 5, {"hub_id": f"d{i}", "subject": "old"}) for i in range(25)]

@@ -1,0 +1,96 @@
+"""What a batch job's driver resolves and checks before Spark starts.
+
+``Job`` loads the app, picks its projections, resolves where to connect
+(``framework.Settings``: flags, then ``CONVERGE_*``, then the app's
+defaults) and checks the store's tables, the index aliases and the input
+paths, each failure a one-line ``JobError``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+from collections.abc import Sequence
+from pathlib import Path
+
+from framework.core.projection import Projection
+from framework.core.sync import run_sync
+from framework.settings import Settings
+from spark_batch.apps import JobError, load_app, one, require_tables, select
+from spark_batch.io import open_index
+
+__all__ = ["Job", "absolute_store_url"]
+
+
+def absolute_store_url(url: str) -> str:
+    """``url`` with a relative SQLite path made absolute (executors may run elsewhere)."""
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+        return "sqlite:///" + str(Path(url.removeprefix("sqlite:///")).resolve())
+    return url
+
+
+class Job:
+    """The app, projections and settings of one job, from its command-line ``args``.
+
+    ``need_projection``: the job works on projections (all, or ``--projection``);
+    ``single``: exactly one (``--projection`` required when the app has several).
+    """
+
+    def __init__(self, args: argparse.Namespace, *, need_projection: bool, single: bool = False) -> None:
+        self.args = args
+        self.app = load_app(args.app)
+        self.projections: tuple[Projection, ...] = ()
+        if single:
+            self.projections = (one(self.app, args.projection),)
+        elif need_projection:
+            self.projections = select(self.app, args.projection)
+        if args.alias is not None and len(self.projections) != 1:
+            raise JobError("--alias names the index of one projection: choose it with --projection")
+        try:
+            self.settings = Settings.resolve(
+                self.app.name,
+                wide_store=args.store,
+                es_url=args.es_url,
+                es_tombstones=args.tombstones,
+                dlq_root=getattr(args, "dlq_root", None),
+            )
+        except ValueError as exc:
+            raise JobError(str(exc)) from None
+        self.store = absolute_store_url(self.settings.wide_store)
+
+    @property
+    def tombstones(self) -> str:
+        return self.settings.es_tombstones
+
+    def es_url(self) -> str:
+        if not self.settings.es_url:
+            raise JobError("no index: give --es-url (or set CONVERGE_ES_URL)")
+        return self.settings.es_url
+
+    def alias(self, projection: Projection) -> str:
+        """``--alias``, else the projection's own."""
+        return str(self.args.alias or projection.alias)
+
+    def require_tables(self) -> None:
+        """The store holds every table of the projections."""
+        run_sync(require_tables(self.store, self.projections))
+
+    def require_aliases(self) -> None:
+        """The index serves the alias of every projection."""
+        run_sync(_require_aliases(self.es_url(), self.tombstones, [self.alias(p) for p in self.projections]))
+
+    def require_inputs(self, paths: Sequence[str]) -> None:
+        """Every local input path (no ``scheme://``) matches a file or directory."""
+        for path in paths:
+            if "://" not in path and not glob.glob(path):
+                raise JobError(f"no input matches {path}")
+
+
+async def _require_aliases(es_url: str, tombstones: str, aliases: Sequence[str]) -> None:
+    index = open_index(es_url, tombstones)
+    try:
+        for alias in aliases:
+            if not await index.alias_indices(alias) and not await index.client.indices.exists(index=alias):
+                raise JobError(f"index alias {alias!r} does not exist at {es_url}")
+    finally:
+        await index.close()
