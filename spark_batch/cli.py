@@ -191,7 +191,9 @@ def _common() -> argparse.ArgumentParser:
         "--master", default=None, help="Spark master (env CONVERGE_SPARK_MASTER, default local[2])"
     )
     p.add_argument(
+        "--wide-store",
         "--store",
+        dest="store",
         default=None,
         help="wide-column store: sqlite:///PATH or cassandra://HOST/KEYSPACE "
         "(env CONVERGE_WIDE_STORE, default the app's var/<app>/wide.db)",
@@ -201,7 +203,9 @@ def _common() -> argparse.ArgumentParser:
         "--alias", default=None, help="index alias instead of the projection's (one projection only)"
     )
     p.add_argument(
+        "--es-tombstones",
         "--tombstones",
+        dest="tombstones",
         choices=("native", "document"),
         default=None,
         help="delete mode of the index: document on noida-db (env CONVERGE_ES_TOMBSTONES, default native)",
