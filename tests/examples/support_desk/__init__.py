@@ -1,0 +1,1 @@
+"""Tests of the support-desk example app."""

@@ -1,0 +1,50 @@
+"""Compare a run's rows and documents with the oracle (for the in-memory and the end-to-end tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from examples.support_desk.history import History
+from examples.support_desk.oracle import (
+    CellState,
+    Divergence,
+    compare_documents,
+    compare_rows,
+    expected_state,
+    row_cells,
+)
+from examples.support_desk.schemas import STATUSES
+from framework import Row, current_state
+
+
+def divergences(
+    history: History,
+    tickets: Iterable[Row],
+    status_log: Iterable[Row],
+    comments: Iterable[Row],
+    documents: Mapping[str, tuple[Mapping[str, Any], int | None]],
+) -> list[Divergence]:
+    """Every difference between the oracle of ``history`` and the rows and documents of a run."""
+    expected = expected_state(history.truth)
+    logs: dict[tuple[Any, ...], dict[str, CellState]] = {}
+    by_ticket: dict[str, list[Row]] = {}
+    for r in status_log:
+        logs[(str(r.key["ticket_id"]), r.key["at"], r.key["event_id"])] = row_cells(r)
+        by_ticket.setdefault(str(r.key["ticket_id"]), []).append(r)
+    status = {t: s.state for t, rows in by_ticket.items() if (s := current_state(rows, STATUSES))}
+    rows: dict[str, dict[str, CellState]] = {str(r.key["ticket_id"]): row_cells(r) for r in tickets}
+    notes: dict[tuple[Any, ...], dict[str, CellState]] = {
+        (str(r.key["ticket_id"]), r.key["at"], r.key["comment_id"]): row_cells(r) for r in comments
+    }
+    return (
+        compare_rows("ticket", expected.tickets, rows)
+        + compare_rows("ticket_status_log", expected.status_log, logs)
+        + compare_rows("ticket_comment", expected.comments, notes)
+        + [
+            Divergence("status", t, None, expected.status.get(t), status.get(t))
+            for t in sorted(set(expected.status) | set(status))
+            if expected.status.get(t) != status.get(t)
+        ]
+        + compare_documents(expected.documents, documents)
+    )
