@@ -25,7 +25,7 @@ from framework.app import create_faust_app
 from framework.core.events import Event, parse_event
 from framework.core.mutations import Mutation, Upsert
 from framework.core.schema import Column, TableSchema
-from framework.parking import DeadLetterWAL
+from framework.dlq import DeadLetterWAL
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.binding import AgentRuntime, RuntimeConfig
 from framework.runtime.processor import AgentProcessor

@@ -37,9 +37,9 @@ from examples.activity_platform.oracle import (
     hit_document,
     row_cells,
 )
+from framework.dlq import DeadLetterStore
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack
-from framework.parking import ParkingStore
 from framework.worker_process import start_worker, stop_worker
 from stores.elasticsearch.index import ElasticsearchIndex
 from stores.open import open_wide_store
@@ -165,7 +165,7 @@ def run_demo(
             code = stop_worker(worker)
         if code != 0:
             console.print(f"[red]worker exited with {code}; log: {work / 'worker' / 'worker.log'}[/]")
-        result.parked = sum(1 for _ in ParkingStore(work / "worker" / "dlq").ordered())
+        result.parked = sum(1 for _ in DeadLetterStore(work / "worker" / "dlq").ordered())
         result.divergences, result.hub_rows, result.documents = asyncio.run(
             check_convergence(history, store_url, stack.info.es_url)
         )

@@ -198,7 +198,7 @@ def _add_plugins(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand (built-in and plugins)."""
     from framework.delivery.cli import register as register_delivery
-    from framework.parking.cli import register as register_dlq
+    from framework.dlq.cli import register as register_dlq
 
     parser = CliParser(
         prog="converge",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from framework.parking import DeadLetterWAL
+from framework.dlq import DeadLetterWAL
 from framework.settings import Settings
 from stores.base import SearchIndex, WideColumnStore
 from stores.open import open_search_index, open_wide_store
@@ -28,7 +28,7 @@ class Resources:
         self.app, self.settings = app, settings
         self._store: WideColumnStore | None = None
         self._index: SearchIndex | None = None
-        self._parking: DeadLetterWAL | None = None
+        self._dlq: DeadLetterWAL | None = None
         self.ledger: Any | None = None
 
     @property
@@ -44,9 +44,9 @@ class Resources:
         return self._index
 
     @property
-    def parking(self) -> DeadLetterWAL | None:
+    def dlq(self) -> DeadLetterWAL | None:
         """The dead-letter WAL, or None before ``open``."""
-        return self._parking
+        return self._dlq
 
     async def open(self) -> None:
         """Open everything and ensure every declared table and index (idempotent)."""
@@ -64,7 +64,7 @@ class Resources:
             self._index = open_search_index(s.es_url, s.es_tombstones)
             for p in self.app.projections:
                 await self._index.ensure_index(p.alias, p.mappings)
-        self._parking = DeadLetterWAL(s.dlq_root)
+        self._dlq = DeadLetterWAL(s.dlq_root)
 
     async def close(self) -> None:
         """Close what is open, the WAL last (parking may happen until the agents stopped)."""
@@ -74,6 +74,6 @@ class Resources:
         if self._store is not None:
             await self._store.close()
             self._store = None
-        if self._parking is not None:
-            self._parking.close()
-            self._parking = None
+        if self._dlq is not None:
+            self._dlq.close()
+            self._dlq = None

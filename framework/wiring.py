@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from framework.kafka_admin import ensure_topics
 from framework.resources import Resources
-from framework.runtime.binding import AgentRuntime, register_parking
+from framework.runtime.binding import AgentRuntime, register_dlq_rotation
 from framework.runtime.change_feed import ChangeFeedSink
 from framework.runtime.processor import AgentProcessor
 from framework.runtime.projector import ProjectionProcessor
@@ -39,8 +39,8 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Resources:
     async def starting() -> None:
         await ensure_topics(settings.broker, {t: settings.partitions for t in app.topics()})
         await resources.open()
-        parking = resources.parking
-        assert parking is not None
+        dlq = resources.dlq
+        assert dlq is not None
         for runtime, agent in agents:
             projections = app.projections_of(agent)
             sinks: list[Sink] = [WideColumnSink(resources.store)]
@@ -50,12 +50,12 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Resources:
                 from framework.delivery.acks import delivery_sinks
 
                 sinks += delivery_sinks(agent, resources.ledger)
-            runtime.attach(AgentProcessor(agent, sinks, timeout, projections), parking)
+            runtime.attach(AgentProcessor(agent, sinks, timeout, projections), dlq)
         for runtime, projection in projectors:
             processor = ProjectionProcessor(projection, resources.store, resources.index, timeout)
-            runtime.attach(processor, parking)
+            runtime.attach(processor, dlq)
 
     worker.starting.append(starting)
     worker.stopped.append(resources.close)
-    register_parking(worker, lambda: resources.parking)
+    register_dlq_rotation(worker, lambda: resources.dlq)
     return resources

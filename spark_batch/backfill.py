@@ -294,7 +294,7 @@ def _park(dlq_root: str | os.PathLike[str], rejected: Sequence[tuple[str, ...]])
     """Park the rejected events (driver side: one WAL writer)."""
     if not rejected:
         return 0
-    from framework.parking import DeadLetterWAL, ParkedRecord
+    from framework.dlq import DeadLetterWAL, ParkedRecord
 
     wal = DeadLetterWAL(Path(dlq_root))
     try:

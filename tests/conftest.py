@@ -1,4 +1,4 @@
-"""Shared fixtures: the embedded stack (noida-db) and temporary data dirs."""
+"""Shared fixtures: the embedded stack (noida-db, from the test kit's pytest plugin) and fresh stacks."""
 
 from __future__ import annotations
 
@@ -16,14 +16,9 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackInfo]:
-    """One noida-db (Kafka + Elasticsearch) for the whole session."""
-    s = LocalStack(tmp_path_factory.mktemp("stack"))
-    info = s.start()
-    try:
-        yield info
-    finally:
-        s.stop()
+def stack(converge_stack: StackInfo) -> StackInfo:
+    """One noida-db (Kafka + Elasticsearch) for the whole session: the test kit's ``converge_stack``."""
+    return converge_stack
 
 
 @pytest.fixture()

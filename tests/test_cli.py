@@ -17,9 +17,9 @@ import pytest
 
 from framework.cli_support import UserError, parse_duration, parse_time, run_command
 from framework.coordination import open_checkpoint_store
+from framework.dlq.cli import dlq_root
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import StackInfo, die_with_parent
-from framework.parking.cli import dlq_root
 from framework.worker_process import stop_worker
 from stores.open import open_wide_store, sqlite_path, sqlite_url
 

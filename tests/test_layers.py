@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("stores",),
     (
         "framework.runtime",
-        "framework.parking",
+        "framework.dlq",
         "framework.delivery",
         "framework.coordination",
         "framework.kafka_admin",
@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
         "framework.worker",
         "framework.cli",
         "framework.cli_support",
-        "framework.parking.cli",
+        "framework.dlq.cli",
         "framework.delivery.cli",
         "framework.testing",
     ),

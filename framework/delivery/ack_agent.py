@@ -24,7 +24,7 @@ import mode
 from framework.delivery.acks import AckFormatError, parse_ack
 from framework.delivery.ledger import DeliveryLedger
 from framework.delivery.model import Ack
-from framework.parking import DeadLetterWAL, ParkedRecord
+from framework.dlq import DeadLetterWAL, ParkedRecord
 from stores.errors import TransientStoreError
 
 __all__ = ["AckBatcher", "AckStats", "register_ack_agent"]
@@ -60,13 +60,13 @@ class AckBatcher:
         self,
         ledger: DeliveryLedger,
         *,
-        failed: DeadLetterWAL | None = None,
+        dlq: DeadLetterWAL | None = None,
         retry_delay: float = 0.5,
         max_retry_delay: float = 10.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.ledger = ledger
-        self.failed = failed
+        self.dlq = dlq
         self.retry_delay = retry_delay
         self.max_retry_delay = max_retry_delay
         self._sleep = sleep
@@ -75,8 +75,8 @@ class AckBatcher:
     async def _park(self, raw: RawAck, exc: Exception) -> None:
         self.stats.malformed += 1
         log.warning("bad ack at %s[%s]@%s: %s", raw.topic, raw.partition, raw.offset, exc)
-        if self.failed is not None:
-            await self.failed.park(
+        if self.dlq is not None:
+            await self.dlq.park(
                 ParkedRecord(
                     pipeline=f"delivery_acks:{self.ledger.config.table}",
                     topic=raw.topic,
@@ -131,14 +131,14 @@ def register_ack_agent(
     *,
     max_batch: int = 500,
     within: float = 0.5,
-    failed: DeadLetterWAL | None = None,
+    dlq: DeadLetterWAL | None = None,
 ) -> AckBatcher:
     """Consume ``topic`` in ``app`` with an agent writing acks to ``ledger``; returns its batcher.
 
     The ledger tables must exist (``await ledger.ensure()``, e.g. in an
     ``app.on_startup`` hook or before the worker starts).
     """
-    batcher = AckBatcher(ledger, failed=failed)
+    batcher = AckBatcher(ledger, dlq=dlq)
     channel = app.topic(topic, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
 
     async def consume(stream: Any) -> None:

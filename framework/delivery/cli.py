@@ -98,7 +98,7 @@ async def _verify(args: argparse.Namespace) -> int:
     from framework.coordination import open_checkpoint_store
     from framework.delivery.kafka_io import RecordFetcher, RecordPublisher
     from framework.delivery.verifier import Verifier, VerifierConfig
-    from framework.parking import DeadLetterWAL
+    from framework.dlq import DeadLetterWAL
     from stores.open import sqlite_url
 
     refetch = _load_refetch(args.refetch)
@@ -121,7 +121,7 @@ async def _verify(args: argparse.Namespace) -> int:
             publisher,
             fetcher=fetcher,
             refetch=refetch,
-            failed=failed,
+            dlq=failed,
             config=config,
         )
         result = await verifier.run_once()

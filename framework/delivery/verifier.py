@@ -31,9 +31,17 @@ from framework.coordination.checkpoints import Checkpoint, CheckpointConflict, C
 from framework.delivery.kafka_io import Record, RecordFetcher, RecordPublisher
 from framework.delivery.ledger import DeliveryLedger
 from framework.delivery.model import DeliveryError, LedgerEntry, check_int
-from framework.parking import ParkedRecord
+from framework.dlq import ParkedRecord
 
-__all__ = ["Refetched", "Refetch", "Parking", "VerifierConfig", "BucketOutcome", "VerifyResult", "Verifier"]
+__all__ = [
+    "Refetched",
+    "Refetch",
+    "DeadLetterSink",
+    "VerifierConfig",
+    "BucketOutcome",
+    "VerifyResult",
+    "Verifier",
+]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +64,7 @@ class Refetched:
 Refetch = Callable[[LedgerEntry], Awaitable[Refetched | None]]
 
 
-class Parking(Protocol):
+class DeadLetterSink(Protocol):
     """Where given-up messages go: ``DeadLetterWAL`` now, the dead-letter WAL through an adapter later."""
 
     async def park(self, ev: ParkedRecord) -> None: ...
@@ -140,7 +148,7 @@ class Verifier:
         *,
         fetcher: RecordFetcher | None = None,
         refetch: Refetch | None = None,
-        failed: Parking | None = None,
+        dlq: DeadLetterSink | None = None,
         config: VerifierConfig | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -150,7 +158,7 @@ class Verifier:
         self._own_fetcher = fetcher is None
         self.fetcher = fetcher or RecordFetcher(publisher.broker)
         self.refetch = refetch
-        self.failed = failed
+        self.dlq = dlq
         self.config = config or VerifierConfig()
         self._clock = clock
         self.checkpoint_name = self.config.checkpoint_name or f"delivery/{ledger.config.table}"
@@ -292,9 +300,9 @@ class Verifier:
                 record = None if found is None else found[1]
             except Exception as exc:  # noqa: BLE001 - parking without the value is still parking
                 log.warning("could not fetch %s for parking: %s", mid, exc)
-        if self.failed is not None:
+        if self.dlq is not None:
             loc = origin.location
-            await self.failed.park(
+            await self.dlq.park(
                 ParkedRecord(
                     pipeline=f"delivery:{self.ledger.config.table}",
                     topic=loc.topic if loc else "",

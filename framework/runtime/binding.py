@@ -13,14 +13,14 @@ import faust
 import mode
 from aiokafka import TopicPartition
 
-from framework.parking import DeadLetterWAL, ParkedRecord
+from framework.dlq import DeadLetterWAL, ParkedRecord
 from framework.runtime.counters import Counters
 from framework.runtime.errors import error_class, stage_of
 from framework.runtime.processor import Processor
 from framework.runtime.scheduler import KeyedScheduler, SchedulerConfig
 from framework.runtime.work import Work
 
-__all__ = ["RuntimeConfig", "AgentRuntime", "register_parking"]
+__all__ = ["RuntimeConfig", "AgentRuntime", "register_dlq_rotation"]
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +49,12 @@ class AgentRuntime:
         app: faust.App,
         topic: str,
         processor: Processor | None = None,
-        parking: DeadLetterWAL | None = None,
+        dlq: DeadLetterWAL | None = None,
         config: RuntimeConfig | None = None,
         *,
         name: str | None = None,
     ) -> None:
-        """Consume ``topic`` with ``processor``; bad messages park in ``parking`` under
+        """Consume ``topic`` with ``processor``; bad messages park in ``dlq`` under
         ``name`` (default the processor's). Both may be attached later (``attach``),
         before the worker starts consuming."""
         if name is None and processor is None:
@@ -64,7 +64,7 @@ class AgentRuntime:
         self.config = config or RuntimeConfig()
         self.counters = Counters()
         self.processor: Processor | None = processor
-        self.parking: DeadLetterWAL | None = parking
+        self.dlq: DeadLetterWAL | None = dlq
         self.topic_name = topic
         self.topic = app.topic(
             topic,
@@ -88,15 +88,15 @@ class AgentRuntime:
             return {"counters": self.counters.snapshot(), "partitions": {}, "sinks": {}}
         return self.scheduler.status()
 
-    def attach(self, processor: Processor, parking: DeadLetterWAL) -> None:
+    def attach(self, processor: Processor, dlq: DeadLetterWAL) -> None:
         """Set the processor and the dead-letter WAL (when they open with the worker)."""
-        self.processor, self.parking = processor, parking
+        self.processor, self.dlq = processor, dlq
 
     # -- scheduler callbacks --------------------------------------------------
     async def _park(self, work: Work, exc: BaseException) -> None:
         tp: Any = work.tp
-        assert self.parking is not None
-        await self.parking.park(
+        assert self.dlq is not None
+        await self.dlq.park(
             ParkedRecord(
                 pipeline=self.name,
                 topic=tp.topic,
@@ -157,7 +157,7 @@ class AgentRuntime:
     # -- the agent body -------------------------------------------------------
     async def _consume(self, stream: faust.StreamT) -> None:
         processor = self.processor
-        if processor is None or self.parking is None:
+        if processor is None or self.dlq is None:
             raise RuntimeError(f"{self.name}: no processor attached before the worker started")
         sched = self.scheduler = KeyedScheduler(
             processor,
@@ -190,15 +190,15 @@ class AgentRuntime:
             await sched.close()
 
 
-def register_parking(
-    app: faust.App, parking: DeadLetterWAL | Callable[[], DeadLetterWAL | None], rotate_every: float = 60.0
+def register_dlq_rotation(
+    app: faust.App, dlq: DeadLetterWAL | Callable[[], DeadLetterWAL | None], rotate_every: float = 60.0
 ) -> None:
     """Seal idle dead-letter segments periodically so they become replayable.
 
-    ``parking`` is the WAL, or a callable returning it (None while it is not open)."""
+    ``dlq`` is the WAL, or a callable returning it (None while it is not open)."""
 
-    @app.timer(rotate_every, name="converge.parking.rotate")
+    @app.timer(rotate_every, name="converge.dlq.rotate")
     async def rotate() -> None:
-        wal = parking() if callable(parking) else parking
+        wal = dlq() if callable(dlq) else dlq
         if wal is not None:
             await wal.rotate()

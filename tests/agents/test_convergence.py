@@ -49,6 +49,7 @@ def test_topics_consumed_one_after_another_converge(order: tuple[int, ...]) -> N
     assert oracle_divergences(h, [e for i in order for e in parts[i][1]]) == []
 
 
+@pytest.mark.slow
 # Each example: a small generated history (duplicates, replays and disorder of its own), one
 # delivery order drawn from its in-order pass (shuffled, duplicated, a replayed tail), compared
 # with the in-order pass and with the oracle; ~30 ms each, so 300 examples stay near 10 s.

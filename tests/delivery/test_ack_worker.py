@@ -16,9 +16,9 @@ from framework.delivery.kafka_io import RecordPublisher
 from framework.delivery.ledger import DeliveryLedger
 from framework.delivery.model import Ack, LedgerEntry, MessageRef
 from framework.delivery.producer import TrackedProducer
+from framework.dlq import DeadLetterWAL
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import StackInfo, free_port
-from framework.parking import DeadLetterWAL
 from framework.worker_process import start_worker, stop_worker
 from stores.sqlite.store import SqliteStore
 from tests.delivery.kafka_consumers import event_bytes

@@ -22,7 +22,7 @@ from framework.delivery.acks import (
 )
 from framework.delivery.ledger import DeliveryLedger
 from framework.delivery.model import Ack, DeliveryError
-from framework.parking import DeadLetterWAL
+from framework.dlq import DeadLetterWAL
 from framework.runtime.sinks import WideColumnSink
 from stores.errors import TransientStoreError
 from stores.sqlite.store import SqliteStore
@@ -116,7 +116,7 @@ async def test_batcher_writes_good_acks_and_parks_bad_records(ledger: DeliveryLe
     ref1 = await ledger.register("m1", "exchange")
     ref2 = await ledger.register("m2", "exchange")
     failed = DeadLetterWAL(tmp_path / "dlq")
-    batcher = AckBatcher(ledger, failed=failed)
+    batcher = AckBatcher(ledger, dlq=failed)
     raws = [
         RawAck("acks", 0, 0, encode_ack(Ack("m1", "search"))),
         RawAck("acks", 0, 1, b"{broken"),

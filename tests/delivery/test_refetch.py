@@ -18,9 +18,9 @@ from framework.delivery.model import LedgerEntry, Location
 from framework.delivery.producer import TrackedProducer
 from framework.delivery.queries import failed_messages
 from framework.delivery.verifier import Refetched, Verifier, VerifierConfig
+from framework.dlq import DeadLetterWAL
 from framework.kafka_admin import end_offsets, ensure_topics
 from framework.local_stack import StackInfo
-from framework.parking import DeadLetterWAL
 from tests.delivery.conftest import MIN, T0, Clock
 from tests.delivery.kafka_consumers import event_bytes
 
@@ -116,7 +116,7 @@ async def test_gone_for_good_is_given_up_as_unretrievable(
     failed = DeadLetterWAL(tmp_path / "dlq")
     checkpoints = SqliteCheckpointStore(tmp_path / "cp.db")
     config = VerifierConfig(lookback_seconds=1800)
-    with_callback = Verifier(ledger, checkpoints, publisher, fetcher=fetcher, refetch=nothing, failed=failed,
+    with_callback = Verifier(ledger, checkpoints, publisher, fetcher=fetcher, refetch=nothing, dlq=failed,
                              clock=clock, config=config)  # fmt: skip
     clock.now = T0 + 25 * MIN
     result = await with_callback.run_once()
@@ -125,7 +125,7 @@ async def test_gone_for_good_is_given_up_as_unretrievable(
 
     clock.now = T0 + 11 * MIN
     await ledger.register("no-callback", "s")
-    without_callback = Verifier(ledger, checkpoints, publisher, fetcher=fetcher, failed=failed, clock=clock,
+    without_callback = Verifier(ledger, checkpoints, publisher, fetcher=fetcher, dlq=failed, clock=clock,
                                 config=config)  # fmt: skip
     clock.now = T0 + 35 * MIN
     result = await without_callback.run_once()

@@ -29,9 +29,9 @@ from framework.delivery.producer import TrackedProducer
 from framework.delivery.queries import failed_messages
 from framework.delivery.report import build_report
 from framework.delivery.verifier import Verifier, VerifierConfig, VerifyResult
+from framework.dlq import DeadLetterWAL
 from framework.kafka_admin import end_offsets, ensure_topics
 from framework.local_stack import StackInfo
-from framework.parking import DeadLetterWAL
 from tests.delivery.conftest import MIN, T0, Clock, snapshot
 from tests.delivery.kafka_consumers import AckingConsumer, event_bytes
 
@@ -93,7 +93,7 @@ async def rig(
         checkpoints,
         publisher,
         fetcher=fetcher,
-        failed=failed,
+        dlq=failed,
         config=VerifierConfig(grace_seconds=600, max_retries=2, lookback_seconds=3600),
         clock=clock,
     )

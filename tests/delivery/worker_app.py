@@ -26,7 +26,7 @@ from framework.delivery.ledger import DeliveryLedger
 from framework.delivery.model import LedgerConfig
 from framework.delivery.timer import register_verifier_timer
 from framework.delivery.verifier import Verifier, VerifierConfig
-from framework.parking import DeadLetterWAL
+from framework.dlq import DeadLetterWAL
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.binding import AgentRuntime
 from framework.runtime.processor import AgentProcessor
@@ -67,7 +67,7 @@ def build() -> faust.App:
     agent = ProbeAgent()
     processor = AgentProcessor(agent, [WideColumnSink(store), *delivery_sinks(agent, ledger)])
     AgentRuntime(app, agent.topic, processor, failed)
-    register_ack_agent(app, ledger, os.environ["DELIVERY_ACKS_TOPIC"], within=0.2, failed=failed)
+    register_ack_agent(app, ledger, os.environ["DELIVERY_ACKS_TOPIC"], within=0.2, dlq=failed)
     mount_on_faust(app, ledger, token=os.environ["DELIVERY_TOKEN"])
     broker = settings.broker
     verifier = Verifier(
@@ -75,7 +75,7 @@ def build() -> faust.App:
         SqliteCheckpointStore(settings.data_dir / "checkpoints.db"),
         RecordPublisher(broker),
         fetcher=RecordFetcher(broker),
-        failed=failed,
+        dlq=failed,
         config=VerifierConfig(grace_seconds=2, max_retries=2, lookback_seconds=60),
     )
     register_verifier_timer(app, verifier, interval=0.5)

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from framework.dlq import DeadLetterStore, ParkedRecord
 from framework.kafka_admin import committed_offsets, end_offsets, ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack, StackInfo
-from framework.parking import ParkedRecord, ParkingStore
 from framework.worker_process import kill_worker, start_worker, stop_worker
 
 APP = "tests.support.order_app:build"
@@ -42,7 +42,7 @@ def _applied(path: Path) -> list[tuple[str, int]]:
 
 
 def _parked(data: Path) -> list[ParkedRecord]:
-    return [e.record for e in ParkingStore(data / "dlq").ordered()]
+    return [e.record for e in DeadLetterStore(data / "dlq").ordered()]
 
 
 def _wait(pred, timeout: float, what: str) -> None:

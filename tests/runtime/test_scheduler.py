@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -207,6 +208,7 @@ def test_revoke_drops_unfinished_work_without_acking() -> None:
     asyncio.run(main())
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(
     messages=st.lists(

@@ -34,3 +34,10 @@ def history() -> History:
 @pytest.fixture(scope="session")
 def expected(history: History) -> Expected:
     return expected_state(history.truth)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every Spark test starts or uses a JVM and the embedded stack: slow."""
+    for item in items:
+        if "/tests/spark/" in str(item.path):
+            item.add_marker(pytest.mark.slow)

@@ -18,8 +18,8 @@ from examples.activity_platform.app import app as reference_app
 from examples.activity_platform.history import History
 from examples.activity_platform.oracle import Expected, compare_documents, compare_rows
 from framework.cli import main
+from framework.dlq import DeadLetterStore
 from framework.local_stack import StackInfo
-from framework.parking import ParkingStore
 from spark_batch.archive import write_jsonl, write_parquet
 from spark_batch.backfill import backfill
 from tests.spark.support import (
@@ -175,7 +175,7 @@ def test_cli_backfill_reports_counts_and_exits_1_on_rejects(
     bad_report = json.loads((tmp_path / "bad.json").read_text())
     assert bad_report["rejected"]["-"] == {"EventError": 2} and bad_report["parked"] == 3
     # rejected events are parked with their exact text, never dropped
-    parked = [e.record for e in ParkingStore(dlq).ordered()]
+    parked = [e.record for e in DeadLetterStore(dlq).ordered()]
     assert sorted(r.value.decode() for r in parked) == sorted(lines)  # type: ignore[union-attr]
     assert {(r.stage, r.error_class) for r in parked if r.value == b"{}"} == {("parse", "EventError")}
     (mapped,) = [r for r in parked if r.stage == "map"]

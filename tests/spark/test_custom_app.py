@@ -35,8 +35,8 @@ from framework import (
     state_log_schema,
 )
 from framework.cli import main
+from framework.dlq import DeadLetterStore
 from framework.local_stack import StackInfo
-from framework.parking import ParkingStore
 from spark_batch.archive import write_jsonl
 from spark_batch.backfill import backfill
 from spark_batch.convergence import CATEGORIES, check
@@ -324,7 +324,7 @@ def test_custom_app_backfill_check_repair_and_reindex(spark: SparkSession, es: s
     filled = json.loads(report.read_text())
     assert filled["applied"] == len(good) and filled["parked"] == 3
     assert filled["rejected"] == {"-": {"EventError": 2}, "tickets": {"RuntimeError": 1}}
-    parked = {r.record.value.decode(): r.record for r in ParkingStore(dlq).ordered()}  # type: ignore[union-attr]
+    parked = {r.record.value.decode(): r.record for r in DeadLetterStore(dlq).ordered()}  # type: ignore[union-attr]
     assert parked[bad[1]].stage == "map" and parked[bad[1]].error_class == "RuntimeError"
     assert parked[bad[2]].stage == "route" and parked[bad[0]].stage == "parse"
     for alias, docs in expected.items():

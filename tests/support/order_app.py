@@ -22,7 +22,7 @@ import faust
 from framework.app import create_faust_app
 from framework.core.events import Event
 from framework.core.mutations import Mutation, Upsert
-from framework.parking import DeadLetterWAL
+from framework.dlq import DeadLetterWAL
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.backoff import BackoffConfig
 from framework.runtime.binding import AgentRuntime, RuntimeConfig

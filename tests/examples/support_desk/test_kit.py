@@ -7,6 +7,7 @@ replayed tails.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -72,6 +73,7 @@ def histories(draw: st.DrawFn) -> list[Event | bytes]:
     return events
 
 
+@pytest.mark.slow
 def test_any_delivery_converges_to_the_in_order_pass() -> None:
     check_convergence(app, histories(), max_examples=300)
 

@@ -13,14 +13,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from examples.support_desk.app import app
 from examples.support_desk.generator import generate_history
 from examples.support_desk.history import by_topic, deliver, enrichment_first
 from examples.support_desk.oracle import expected_state
 from framework import Event, Row
+from framework.dlq import DeadLetterStore
 from framework.kafka_admin import committed_offsets, end_offsets, ensure_topics, produce, wait_drained
 from framework.local_stack import StackInfo
-from framework.parking import ParkingStore
 from framework.worker_process import start_worker, stop_worker
 from stores.open import open_search_index, open_wide_store
 from tests.examples.support_desk.compare import divergences
@@ -65,6 +67,7 @@ async def _read(store_url: str, es_url: str, tenants: set[str]) -> tuple[list[li
     return rows, docs
 
 
+@pytest.mark.slow
 def test_a_worker_converges_to_the_oracle_and_parks_bad_events(stack: StackInfo, tmp_path: Path) -> None:
     app_id = f"support-desk-{uuid.uuid4().hex[:10]}"
     tenants = (f"{app_id}-north", f"{app_id}-south")
@@ -93,7 +96,7 @@ def test_a_worker_converges_to_the_oracle_and_parks_bad_events(stack: StackInfo,
         code = stop_worker(worker)
     assert code == 0, log.read_text()[-4000:]
 
-    parked = {e.record.event_type: e.record for e in ParkingStore(tmp_path / "worker" / "dlq").ordered()}
+    parked = {e.record.event_type: e.record for e in DeadLetterStore(tmp_path / "worker" / "dlq").ordered()}
     assert set(parked) == {"unknown", "ticket.merged"}, parked
     assert parked["unknown"].stage == "parse" and "not JSON" in parked["unknown"].error
     assert parked["ticket.merged"].stage == "map"

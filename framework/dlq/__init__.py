@@ -4,16 +4,16 @@ See ``wal.py`` for writing (``DeadLetterWAL.park``), ``store.py`` for reading,
 ``replay.py``, ``lifecycle.py`` (discard, cleanup) and ``export.py``.
 """
 
-from framework.parking.index import SegmentFilter, SegmentInfo, Status
-from framework.parking.record import ParkedRecord, Partition
-from framework.parking.store import Entry, ParkingStore
-from framework.parking.wal import DeadLetterWAL, WALLockedError
+from framework.dlq.index import SegmentFilter, SegmentInfo, Status
+from framework.dlq.record import ParkedRecord, Partition
+from framework.dlq.store import DeadLetterStore, Entry
+from framework.dlq.wal import DeadLetterWAL, WALLockedError
 
 __all__ = [
     "DeadLetterWAL",
     "Entry",
     "ParkedRecord",
-    "ParkingStore",
+    "DeadLetterStore",
     "Partition",
     "SegmentFilter",
     "SegmentInfo",

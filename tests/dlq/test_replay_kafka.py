@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from aiokafka.errors import KafkaConnectionError
 
+from framework.dlq import DeadLetterStore, DeadLetterWAL, SegmentFilter, Status
+from framework.dlq.replay import ORIGIN_HEADER, replay
 from framework.kafka_admin import end_offsets
 from framework.local_stack import StackInfo, free_port
-from framework.parking import DeadLetterWAL, ParkingStore, SegmentFilter, Status
-from framework.parking.replay import ORIGIN_HEADER, replay
-from tests.parking.kafka_support import new_topic, read_topic
-from tests.parking.support import FakeClock, rec
+from tests.dlq.kafka_support import new_topic, read_topic
+from tests.dlq.support import FakeClock, rec
 
 
 async def test_replay_keeps_write_order_keys_and_bytes(stack: StackInfo, tmp_path: Path) -> None:
@@ -32,7 +32,7 @@ async def test_replay_keeps_write_order_keys_and_bytes(stack: StackInfo, tmp_pat
             wal.park_sync(r)
             parked.append(r)
         wal.park_sync(rec(999, pipeline="other", topic=source))  # not selected
-    store = ParkingStore(tmp_path, clock=clock)
+    store = DeadLetterStore(tmp_path, clock=clock)
     assert len(store.segments(SegmentFilter(pipeline="orders"))) > 3
 
     rep = await replay(
@@ -65,7 +65,7 @@ async def test_window_replay_to_a_named_topic_then_the_rest(stack: StackInfo, tm
             r = rec(i, topic=source, key=b"k%d" % (i % 7), error_class="Bad" if i % 3 else "Worse")
             wal.park_sync(r)
             parked.append(r)
-    store = ParkingStore(tmp_path, clock=clock)
+    store = DeadLetterStore(tmp_path, clock=clock)
     window = SegmentFilter(error_class="Bad", since=21.0, until=61.0)  # offsets 20..59 not divisible by 3
     rep = await replay(store, window, broker=f"kafka://{boot}", topic=fixed)
     in_window = [r for r in parked if r.error_class == "Bad" and 20 <= r.offset < 60]
@@ -98,7 +98,7 @@ def _per_key_records(recs: list) -> dict[bytes, list[bytes]]:
 async def test_an_unreachable_broker_marks_nothing(tmp_path: Path) -> None:
     with DeadLetterWAL(tmp_path) as wal:
         wal.park_sync(rec(0))
-    store = ParkingStore(tmp_path)
+    store = DeadLetterStore(tmp_path)
     with pytest.raises(KafkaConnectionError):
         await replay(store, SegmentFilter(), broker=f"127.0.0.1:{free_port()}")
     assert [s.status for s in store.segments()] == [Status.SEALED]

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.parking import DeadLetterWAL, ParkedRecord, Partition
-from framework.parking.names import MAX_COMPONENT, partition_dir, sanitise
-from framework.parking.record import record_from_json, record_to_json
-from tests.parking.support import FakeClock, rec
+from framework.dlq import DeadLetterWAL, ParkedRecord, Partition
+from framework.dlq.names import MAX_COMPONENT, partition_dir, sanitise
+from framework.dlq.record import record_from_json, record_to_json
+from tests.dlq.support import FakeClock, rec
 
 HOSTILE = [
     "../../etc", "..", ".", "", "a/b", "a\\b", "/abs", "nul\x00byte", "new\nline", "\x1b[31mred",

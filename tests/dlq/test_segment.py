@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from framework.parking import DeadLetterWAL
-from framework.parking.segment import SegmentReader, decode_line, encode_line
-from tests.parking.support import FakeClock, rec
+from framework.dlq import DeadLetterWAL
+from framework.dlq.segment import SegmentReader, decode_line, encode_line
+from tests.dlq.support import FakeClock, rec
 
 
 def _one_segment(root: Path, n: int) -> Path:
@@ -40,7 +40,7 @@ def test_torn_last_record_is_skipped_with_a_warning(tmp_path: Path, cut: int, ca
     data = path.read_bytes()
     last_start = data.rstrip(b"\n").rfind(b"\n") + 1
     path.write_bytes(data[: last_start + cut])  # the last record ends mid-line
-    with caplog.at_level(logging.WARNING, logger="framework.parking"):
+    with caplog.at_level(logging.WARNING, logger="framework.dlq"):
         assert _offsets(tmp_path / "wal") == [0, 1, 2, 3]
     assert "torn line" in caplog.text and f"offset {last_start}" in caplog.text
 
@@ -49,7 +49,7 @@ def test_garbage_appended_is_skipped_with_a_warning(tmp_path: Path, caplog) -> N
     path = _one_segment(tmp_path / "wal", 3)
     with open(path, "ab") as f:
         f.write(b"\x00\xff garbage \x13\n\x00\x00partial")
-    with caplog.at_level(logging.WARNING, logger="framework.parking"):
+    with caplog.at_level(logging.WARNING, logger="framework.dlq"):
         assert _offsets(tmp_path / "wal") == [0, 1, 2]
     r = SegmentReader(path).scan()
     assert r.count == 3 and [d[2] for d in r.damage] == ["malformed line", "torn line (no newline)"]
@@ -60,6 +60,6 @@ def test_a_corrupt_record_in_the_middle_costs_only_that_record(tmp_path: Path, c
     lines = path.read_bytes().splitlines(keepends=True)
     lines[2] = lines[2].replace(b'"offset":1', b'"offset":9')  # payload changed, checksum not
     path.write_bytes(b"".join(lines))
-    with caplog.at_level(logging.WARNING, logger="framework.parking"):
+    with caplog.at_level(logging.WARNING, logger="framework.dlq"):
         assert _offsets(tmp_path / "wal") == [0, 2, 3, 4]
     assert "checksum mismatch" in caplog.text

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from framework.parking import DeadLetterWAL, ParkingStore, SegmentFilter, Status
-from framework.parking.export import export_records, import_file, read_export
-from framework.parking.lifecycle import cleanup, discard
-from tests.parking.support import FakeClock, rec
+from framework.dlq import DeadLetterStore, DeadLetterWAL, SegmentFilter, Status
+from framework.dlq.export import export_records, import_file, read_export
+from framework.dlq.lifecycle import cleanup, discard
+from tests.dlq.support import FakeClock, rec
 
 
 def _fill(root: Path, clock: FakeClock, n: int = 12, **kw: object) -> None:
@@ -21,14 +21,14 @@ def _fill(root: Path, clock: FakeClock, n: int = 12, **kw: object) -> None:
             wal.park_sync(rec(i, error_class="Even" if i % 2 == 0 else "Odd"))
 
 
-def _live(store: ParkingStore, **flt: object) -> list[int]:
+def _live(store: DeadLetterStore, **flt: object) -> list[int]:
     return [e.record.offset for e in store.records(SegmentFilter(**flt))]  # type: ignore[arg-type]
 
 
 def test_discard_marks_segments_and_cleanup_deletes_them_after_the_grace_period(tmp_path: Path) -> None:
     clock = FakeClock(0.0)
     _fill(tmp_path, clock, max_segment_bytes=800)
-    store = ParkingStore(tmp_path, clock=clock)
+    store = DeadLetterStore(tmp_path, clock=clock)
     before = store.segments(SegmentFilter(error_class="Even"))
     out = discard(store, SegmentFilter(error_class="Even"))
     assert (out.segments, out.records, out.skipped_open) == (len(before), 6, 0)
@@ -54,7 +54,7 @@ def test_discard_marks_segments_and_cleanup_deletes_them_after_the_grace_period(
 def test_discard_by_time_window_splits_a_partly_covered_segment(tmp_path: Path) -> None:
     clock = FakeClock(0.0)
     _fill(tmp_path, clock)  # offsets 0..11 parked at t = 1..12, one segment per partition
-    store = ParkingStore(tmp_path, clock=clock)
+    store = DeadLetterStore(tmp_path, clock=clock)
     out = discard(store, SegmentFilter(error_class="Odd", since=4.0, until=9.0))  # offsets 3, 5, 7
     assert out.records == 3
     assert _live(store, error_class="Odd") == [1, 9, 11]
@@ -80,7 +80,7 @@ def test_open_segments_are_left_to_their_writer(tmp_path: Path) -> None:
 def test_cleanup_reports_unindexed_files_and_leaves_them(tmp_path: Path) -> None:
     clock = FakeClock(0.0)
     _fill(tmp_path, clock, n=2)
-    store = ParkingStore(tmp_path, clock=clock)
+    store = DeadLetterStore(tmp_path, clock=clock)
     (seg, _) = store.segments()
     stray = store.abspath(seg).with_name("0000000000000099-deadbeef.seg")
     stray.write_bytes(store.abspath(seg).read_bytes())
@@ -98,7 +98,7 @@ def test_export_is_portable_json_lines_and_imports_back(tmp_path: Path) -> None:
             value = bytes(range(i * 40, i * 40 + 40))
             wal.park_sync(rec(i, key=key, value=value, error_class="Even" if i % 2 == 0 else "Odd"))
         originals = [e.record for e in wal.store.ordered()]
-    store = ParkingStore(root, clock=clock)
+    store = DeadLetterStore(root, clock=clock)
     assert export_records(store, SegmentFilter(pipeline="orders"), out) == 6
     lines = out.read_text().splitlines()
     header = json.loads(lines[0])
@@ -119,7 +119,7 @@ def test_import_refuses_a_damaged_file_before_parking_anything(tmp_path: Path) -
     clock = FakeClock(0.0)
     _fill(tmp_path / "a", clock, n=3)
     out = tmp_path / "x.jsonl"
-    export_records(ParkingStore(tmp_path / "a"), SegmentFilter(), out)
+    export_records(DeadLetterStore(tmp_path / "a"), SegmentFilter(), out)
     lines = out.read_text().splitlines()
     bad = json.loads(lines[2]) | {"key": "??"}
     out.write_text("\n".join([*lines[:2], json.dumps(bad), lines[3]]) + "\n")

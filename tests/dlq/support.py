@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from framework.parking import ParkedRecord
+from framework.dlq import ParkedRecord
 
 
 class FakeClock:

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field, replace
 from aiokafka import AIOKafkaProducer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from framework.parking.index import SegmentFilter, Status
-from framework.parking.lifecycle import settle
-from framework.parking.store import Entry, ParkingStore, SegmentEnd
+from framework.dlq.index import SegmentFilter, Status
+from framework.dlq.lifecycle import settle
+from framework.dlq.store import DeadLetterStore, Entry, SegmentEnd
 
 __all__ = ["replay", "ReplayReport", "ORIGIN_HEADER"]
 
@@ -45,7 +45,7 @@ def _progress(enabled: bool) -> Progress:
 
 
 async def replay(
-    store: ParkingStore,
+    store: DeadLetterStore,
     flt: SegmentFilter,
     *,
     broker: str,

@@ -15,10 +15,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
-from framework.parking.index import SegmentFilter
-from framework.parking.record import ParkedRecord, record_from_json, record_to_json
-from framework.parking.store import Entry, ParkingStore
-from framework.parking.wal import DeadLetterWAL
+from framework.dlq.index import SegmentFilter
+from framework.dlq.record import ParkedRecord, record_from_json, record_to_json
+from framework.dlq.store import DeadLetterStore, Entry
+from framework.dlq.wal import DeadLetterWAL
 
 __all__ = ["EXPORT_FORMAT", "export_records", "read_export", "import_file"]
 
@@ -26,7 +26,7 @@ EXPORT_FORMAT = "converge-dlq-export"
 EXPORT_VERSION = 1
 
 
-def _write(out: IO[str], store: ParkingStore, flt: SegmentFilter) -> int:
+def _write(out: IO[str], store: DeadLetterStore, flt: SegmentFilter) -> int:
     header = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": store.clock(),
               "filter": {k: v for k, v in asdict(flt).items() if v is not None}}  # fmt: skip
     out.write(json.dumps(header, ensure_ascii=False, default=str) + "\n")
@@ -39,7 +39,7 @@ def _write(out: IO[str], store: ParkingStore, flt: SegmentFilter) -> int:
     return n
 
 
-def export_records(store: ParkingStore, flt: SegmentFilter, out: str | Path) -> int:
+def export_records(store: DeadLetterStore, flt: SegmentFilter, out: str | Path) -> int:
     """Write the records matching ``flt`` (live ones unless ``flt.statuses``) to ``out`` ('-' = stdout).
 
     A file is written to a temporary name, fsynced and renamed, so it is complete or absent.

@@ -22,15 +22,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from framework.parking.index import NewSegment, SegmentFilter, SegmentInfo, Status
-from framework.parking.names import partition_dir
-from framework.parking.record import ParkedRecord, Partition, record_to_json
-from framework.parking.segment import SegmentReader, SegmentWriter, encode_line
-from framework.parking.store import Entry, ParkingStore
+from framework.dlq.index import NewSegment, SegmentFilter, SegmentInfo, Status
+from framework.dlq.names import partition_dir
+from framework.dlq.record import ParkedRecord, Partition, record_to_json
+from framework.dlq.segment import SegmentReader, SegmentWriter, encode_line
+from framework.dlq.store import DeadLetterStore, Entry
 
 __all__ = ["DeadLetterWAL", "WALLockedError", "recover_open", "seal_abandoned"]
 
-log = logging.getLogger("framework.parking")
+log = logging.getLogger("framework.dlq")
 
 DEFAULT_MAX_SEGMENT_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_SEGMENT_AGE_S = 3600.0
@@ -52,7 +52,7 @@ def _try_lock(root: Path) -> int | None:
     return fd
 
 
-def recover_open(store: ParkingStore) -> int:
+def recover_open(store: DeadLetterStore) -> int:
     """Recount and seal every open segment (call only while holding the writer lock); returns how many."""
     n = 0
     for seg in store.segments(SegmentFilter(statuses=(Status.OPEN,))):
@@ -69,7 +69,7 @@ def recover_open(store: ParkingStore) -> int:
     return n
 
 
-def seal_abandoned(store: ParkingStore) -> bool:
+def seal_abandoned(store: DeadLetterStore) -> bool:
     """Seal segments left open by a dead writer, unless a live writer holds the root; True if done."""
     fd = _try_lock(store.root)
     if fd is None:
@@ -106,7 +106,7 @@ class DeadLetterWAL:
         clock: Callable[[], float] = time.time,
         lock_timeout_s: float = 30.0,
     ) -> None:
-        self.store = ParkingStore(root, clock=clock)
+        self.store = DeadLetterStore(root, clock=clock)
         self.root = self.store.root
         self.max_segment_bytes = max_segment_bytes
         self.max_segment_age_s = max_segment_age_s
@@ -223,7 +223,7 @@ class DeadLetterWAL:
 
     # -- reading ------------------------------------------------------------------
     def iterate(self, flt: SegmentFilter | None = None) -> Iterator[Entry]:
-        """Live records per partition in write order (see ``ParkingStore.records``)."""
+        """Live records per partition in write order (see ``DeadLetterStore.records``)."""
         return self.store.records(flt)
 
     def segments(self, flt: SegmentFilter | None = None) -> list[SegmentInfo]:

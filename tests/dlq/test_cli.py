@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from framework.cli import main
+from framework.dlq import DeadLetterStore, DeadLetterWAL, SegmentFilter, Status
 from framework.local_stack import StackInfo
-from framework.parking import DeadLetterWAL, ParkingStore, SegmentFilter, Status
-from tests.parking.kafka_support import new_topic, read_topic
-from tests.parking.support import FakeClock, rec
-from tests.parking.test_crash import REPO, _run_and_kill
+from tests.dlq.kafka_support import new_topic, read_topic
+from tests.dlq.support import FakeClock, rec
+from tests.dlq.test_crash import REPO, _run_and_kill
 
 
 def _fill(root: Path) -> None:
@@ -59,11 +59,11 @@ def test_list_show_discard_export_import_cleanup(tmp_path: Path, capsys: pytest.
     dump = tmp_path / "e1.jsonl"
     assert main(["dlq", "export", "--root", str(root), "--out", str(dump)]) == 0
     assert main(["dlq", "import", "--root", str(other), str(dump)]) == 0
-    assert [e.record.offset for e in ParkingStore(other).ordered()] == [1, 3, 5]
+    assert [e.record.offset for e in DeadLetterStore(other).ordered()] == [1, 3, 5]
 
     assert main(["dlq", "cleanup", "--root", str(root), "--grace", "0"]) == 0
     assert "deleted 1 replayed/discarded segments" in capsys.readouterr().out
-    assert {s.partition.error_class for s in ParkingStore(root).segments()} == {"E1"}
+    assert {s.partition.error_class for s in DeadLetterStore(root).segments()} == {"E1"}
 
     assert main(["dlq", "list", "--root", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
@@ -85,7 +85,7 @@ async def test_cli_replays_what_a_killed_worker_parked(stack: StackInfo, tmp_pat
     assert n >= len(acked)
     values = [m.value for m in await read_topic(stack.kafka_bootstrap, target)]
     assert values[: len(acked)] == [b"\x00\xff" * (i % 7) for i in acked]
-    assert {s.status for s in ParkingStore(root).segments()} == {Status.REPLAYED}
+    assert {s.status for s in DeadLetterStore(root).segments()} == {Status.REPLAYED}
 
 
 async def test_cli_leaves_a_live_writers_open_segment_alone(stack: StackInfo, tmp_path: Path) -> None:

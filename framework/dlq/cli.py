@@ -25,8 +25,8 @@ from framework.cli_support import (
     print_json,
     time_arg,
 )
-from framework.parking.index import SegmentFilter, SegmentInfo, Status
-from framework.parking.store import LIVE, ParkingStore
+from framework.dlq.index import SegmentFilter, SegmentInfo, Status
+from framework.dlq.store import LIVE, DeadLetterStore
 
 __all__ = ["register", "dlq_root"]
 
@@ -93,13 +93,13 @@ def dlq_root(args: argparse.Namespace) -> Path:
         ) from None
 
 
-def _open_store(args: argparse.Namespace) -> ParkingStore:
-    from framework.parking.wal import seal_abandoned
+def _open_store(args: argparse.Namespace) -> DeadLetterStore:
+    from framework.dlq.wal import seal_abandoned
 
     root = dlq_root(args)
     if not (root / "index.sqlite3").exists():
         raise UserError(f"no dead-letter WAL at {root}")
-    store = ParkingStore(root)
+    store = DeadLetterStore(root)
     seal_abandoned(store)  # segments left open by a dead writer become replayable
     return store
 
@@ -150,7 +150,7 @@ def _list(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     import json
 
-    from framework.parking.record import record_to_json
+    from framework.dlq.record import record_to_json
 
     store = _open_store(args)
     entries = list(islice(store.ordered(_filter(args, LIVE)), args.limit))
@@ -183,7 +183,7 @@ def _broker(args: argparse.Namespace) -> str:
     return info.kafka_bootstrap
 
 
-def _count(store: ParkingStore, flt: SegmentFilter) -> tuple[int, int]:
+def _count(store: DeadLetterStore, flt: SegmentFilter) -> tuple[int, int]:
     segs, n = set(), 0
     for e in store.records(flt):
         segs.add(e.segment.id)
@@ -192,7 +192,7 @@ def _count(store: ParkingStore, flt: SegmentFilter) -> tuple[int, int]:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from framework.parking.replay import replay
+    from framework.dlq.replay import replay
 
     store = _open_store(args)
     flt = _filter(args, (Status.SEALED,))
@@ -212,7 +212,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _discard(args: argparse.Namespace) -> int:
-    from framework.parking.lifecycle import discard
+    from framework.dlq.lifecycle import discard
 
     store = _open_store(args)
     flt = _filter(args, (Status.SEALED,))
@@ -231,7 +231,7 @@ def _discard(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from framework.parking.export import export_records
+    from framework.dlq.export import export_records
 
     n = export_records(_open_store(args), _filter(args, LIVE), args.out)
     if args.out != "-":
@@ -240,8 +240,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from framework.parking.export import import_file
-    from framework.parking.wal import DeadLetterWAL, WALLockedError
+    from framework.dlq.export import import_file
+    from framework.dlq.wal import DeadLetterWAL, WALLockedError
 
     root = dlq_root(args)
     try:
@@ -254,7 +254,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _cleanup(args: argparse.Namespace) -> int:
-    from framework.parking.lifecycle import cleanup
+    from framework.dlq.lifecycle import cleanup
 
     rep = cleanup(_open_store(args), args.grace, dry_run=args.dry_run)
     verb = "would delete" if args.dry_run else "deleted"

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from framework.parking.record import ParkedRecord, Partition, record_from_json
+from framework.dlq.record import ParkedRecord, Partition, record_from_json
 
 __all__ = ["FORMAT_VERSION", "encode_line", "decode_line", "SegmentWriter", "SegmentReader", "fsync_dir"]
 
-log = logging.getLogger("framework.parking")
+log = logging.getLogger("framework.dlq")
 
 FORMAT_VERSION = 1
 _HEADER_KEY = "converge_dlq_segment"

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.parking import DeadLetterWAL, ParkingStore, SegmentFilter, Status, WALLockedError
-from framework.parking.segment import SegmentReader
-from tests.parking.support import FakeClock, rec
+from framework.dlq import DeadLetterStore, DeadLetterWAL, SegmentFilter, Status, WALLockedError
+from framework.dlq.segment import SegmentReader
+from tests.dlq.support import FakeClock, rec
 
 
 async def test_park_is_async_and_records_read_back_per_partition(tmp_path: Path) -> None:
@@ -41,9 +41,9 @@ def test_index_metadata_counts_bytes_and_timestamps(tmp_path: Path) -> None:
         assert (seg.first_lsn, seg.last_lsn) == (1, 4)
         assert seg.bytes == wal.store.abspath(seg).stat().st_size
         assert seg.created_at == 1000.0
-    (seg,) = ParkingStore(tmp_path).segments()
+    (seg,) = DeadLetterStore(tmp_path).segments()
     assert seg.status is Status.SEALED and seg.count == 4
-    r = SegmentReader(ParkingStore(tmp_path).abspath(seg)).scan()
+    r = SegmentReader(DeadLetterStore(tmp_path).abspath(seg)).scan()
     assert (r.count, r.first_ts, r.last_ts, r.damage) == (4, 1000.0, 1009.0, [])
     assert r.header is not None and r.header["error_class"] == "ValidationError"
 
@@ -88,7 +88,7 @@ def test_one_writer_per_root_and_readers_alongside(tmp_path: Path) -> None:
     wal.park_sync(rec(0))
     with pytest.raises(WALLockedError):
         DeadLetterWAL(tmp_path, lock_timeout_s=0.1)
-    reader = ParkingStore(tmp_path)
+    reader = DeadLetterStore(tmp_path)
     assert [e.record.offset for e in reader.records()] == [0]
     wal.park_sync(rec(1))
     assert [e.record.offset for e in reader.records()] == [0, 1]
@@ -105,7 +105,7 @@ def test_an_open_segment_is_read_only_up_to_its_acknowledged_bytes(tmp_path: Pat
         (seg,) = wal.segments()
         with open(wal.store.abspath(seg), "ab") as f:
             f.write(b"0000 in-flight")
-        assert [e.record.offset for e in ParkingStore(tmp_path).records()] == [0]
+        assert [e.record.offset for e in DeadLetterStore(tmp_path).records()] == [0]
 
 
 def test_lsn_continues_across_restarts_and_cleanup(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Child process of the crash tests: parks records, printing each acknowledged offset, until killed.
 
-``python -m tests.parking.crash_child ROOT MODE`` with MODE:
+``python -m tests.dlq.crash_child ROOT MODE`` with MODE:
 
 - ``loop``: park forever;
 - ``before-fsync``: park 5 records, then block the 6th after its write, before its fsync;
@@ -16,8 +16,8 @@ import os
 import sys
 import time
 
-from framework.parking import DeadLetterWAL, segment
-from tests.parking.support import rec
+from framework.dlq import DeadLetterWAL, segment
+from tests.dlq.support import rec
 
 
 def _block(*_: object) -> None:

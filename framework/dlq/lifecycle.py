@@ -13,14 +13,14 @@ import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from framework.parking.index import NewSegment, SegmentFilter, SegmentInfo, Status
-from framework.parking.record import ParkedRecord, record_to_json
-from framework.parking.segment import SegmentReader, SegmentWriter, encode_line, fsync_dir
-from framework.parking.store import ParkingStore
+from framework.dlq.index import NewSegment, SegmentFilter, SegmentInfo, Status
+from framework.dlq.record import ParkedRecord, record_to_json
+from framework.dlq.segment import SegmentReader, SegmentWriter, encode_line, fsync_dir
+from framework.dlq.store import DeadLetterStore
 
 __all__ = ["settle", "discard", "cleanup", "Outcome", "CleanupReport"]
 
-log = logging.getLogger("framework.parking")
+log = logging.getLogger("framework.dlq")
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class _Part:
         self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
         self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
 
-    def write(self, store: ParkingStore, seg: SegmentInfo, status: Status) -> tuple[Path, NewSegment]:
+    def write(self, store: DeadLetterStore, seg: SegmentInfo, status: Status) -> tuple[Path, NewSegment]:
         path = store.abspath(seg).parent / f"{self.first_lsn:016d}-{uuid.uuid4().hex[:8]}.seg"
         w = SegmentWriter.create(path, seg.partition, seg.created_at)
         try:
@@ -71,7 +71,7 @@ class _Part:
         return path, new
 
 
-def _split(store: ParkingStore, seg: SegmentInfo, flt: SegmentFilter, status: Status) -> int | None:
+def _split(store: DeadLetterStore, seg: SegmentInfo, flt: SegmentFilter, status: Status) -> int | None:
     """Mark the records of ``seg`` inside ``flt``'s window with ``status``; returns how many."""
     taken, kept = _Part(), _Part()
     for lsn, rec in SegmentReader(store.abspath(seg)):
@@ -107,11 +107,11 @@ def _inside(seg: SegmentInfo, flt: SegmentFilter) -> bool:
     return (flt.since is None or seg.first_ts >= flt.since) and (flt.until is None or seg.last_ts < flt.until)
 
 
-def _mark(store: ParkingStore, seg: SegmentInfo, status: Status, n: int) -> int | None:
+def _mark(store: DeadLetterStore, seg: SegmentInfo, status: Status, n: int) -> int | None:
     return n if store.index.set_status(seg.id, status, store.clock(), Status.SEALED) else None
 
 
-def settle(store: ParkingStore, seg: SegmentInfo, flt: SegmentFilter, status: Status) -> int | None:
+def settle(store: DeadLetterStore, seg: SegmentInfo, flt: SegmentFilter, status: Status) -> int | None:
     """Give the sealed ``seg`` the ``status`` for its records in ``flt``'s window; returns how many.
 
     A segment wholly inside the window is marked as is; a partly covered one is split first.
@@ -123,7 +123,7 @@ def settle(store: ParkingStore, seg: SegmentInfo, flt: SegmentFilter, status: St
     return _split(store, seg, flt, status)
 
 
-def discard(store: ParkingStore, flt: SegmentFilter) -> Outcome:
+def discard(store: DeadLetterStore, flt: SegmentFilter) -> Outcome:
     """Mark the sealed records matching ``flt`` discarded (deleted later by ``cleanup``)."""
     segments = records = 0
     with store.exclusive():
@@ -135,7 +135,7 @@ def discard(store: ParkingStore, flt: SegmentFilter) -> Outcome:
     return Outcome(segments, records, skipped)
 
 
-def cleanup(store: ParkingStore, grace_s: float, *, dry_run: bool = False) -> CleanupReport:
+def cleanup(store: DeadLetterStore, grace_s: float, *, dry_run: bool = False) -> CleanupReport:
     """Delete replayed and discarded segments marked at least ``grace_s`` ago; report unindexed files."""
     cutoff = store.clock() - grace_s
     n = size = 0
@@ -159,7 +159,7 @@ def cleanup(store: ParkingStore, grace_s: float, *, dry_run: bool = False) -> Cl
     return CleanupReport(n, size, orphans)
 
 
-def _prune(store: ParkingStore, d: Path) -> None:
+def _prune(store: DeadLetterStore, d: Path) -> None:
     """Remove now-empty partition directories up to ``segments/``."""
     while d != store.segments_root and d.is_relative_to(store.segments_root):
         try:

@@ -19,12 +19,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from framework.parking.index import SegmentFilter, SegmentIndex, SegmentInfo, Status
-from framework.parking.names import UnsafePathError
-from framework.parking.record import ParkedRecord
-from framework.parking.segment import SegmentReader
+from framework.dlq.index import SegmentFilter, SegmentIndex, SegmentInfo, Status
+from framework.dlq.names import UnsafePathError
+from framework.dlq.record import ParkedRecord
+from framework.dlq.segment import SegmentReader
 
-__all__ = ["ParkingStore", "Entry", "SegmentEnd", "LIVE"]
+__all__ = ["DeadLetterStore", "Entry", "SegmentEnd", "LIVE"]
 
 LIVE = (Status.OPEN, Status.SEALED)
 
@@ -47,7 +47,7 @@ class SegmentEnd:
     selected: int
 
 
-class ParkingStore:
+class DeadLetterStore:
     """The index plus the segment files of a WAL root; no writer lock needed."""
 
     def __init__(self, root: str | Path, *, clock: Callable[[], float] = time.time) -> None:

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from framework.parking import DeadLetterWAL, ParkingStore, Status
-from tests.parking.support import rec
+from framework.dlq import DeadLetterStore, DeadLetterWAL, Status
+from tests.dlq.support import rec
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _run_and_kill(root: Path, mode: str, acks_before_kill: int | None = None) -> list[int]:
     """Start the child, wait for WAIT (or ``acks_before_kill`` acks), SIGKILL it; returns acked offsets."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.parking.crash_child", str(root), mode],
+        [sys.executable, "-m", "tests.dlq.crash_child", str(root), mode],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     acked: list[int] = []
@@ -57,7 +57,7 @@ def test_killed_while_parking_in_a_loop(tmp_path: Path) -> None:
 def test_killed_between_write_and_fsync(tmp_path: Path, caplog) -> None:
     acked = _run_and_kill(tmp_path / "wal", "before-fsync")
     assert acked == [0, 1, 2, 3, 4]
-    with caplog.at_level(logging.WARNING, logger="framework.parking"):
+    with caplog.at_level(logging.WARNING, logger="framework.dlq"):
         offsets, _ = _reopen(tmp_path / "wal")
     # The 6th record was written (the page cache survives a process crash) but never acked: recovery
     # recounts the file and keeps it (at least once); the index, updated only after fsync, said 5.
@@ -68,13 +68,13 @@ def test_killed_between_write_and_fsync(tmp_path: Path, caplog) -> None:
 def test_killed_mid_write_leaves_a_torn_tail_that_is_skipped(tmp_path: Path, caplog) -> None:
     acked = _run_and_kill(tmp_path / "wal", "half-write")
     assert acked == [0, 1, 2, 3, 4]
-    with caplog.at_level(logging.WARNING, logger="framework.parking"):
+    with caplog.at_level(logging.WARNING, logger="framework.dlq"):
         offsets, statuses = _reopen(tmp_path / "wal")
     assert offsets == [0, 1, 2, 3, 4]
     assert "torn line" in caplog.text
     assert statuses == [Status.SEALED]
     # The torn segment was sealed at recovery with its true size and count; the record parked after
     # recovery went to a new segment rather than after the torn bytes.
-    torn, fresh = ParkingStore(tmp_path / "wal").segments()
-    assert (torn.count, torn.bytes) == (5, ParkingStore(tmp_path / "wal").abspath(torn).stat().st_size)
+    torn, fresh = DeadLetterStore(tmp_path / "wal").segments()
+    assert (torn.count, torn.bytes) == (5, DeadLetterStore(tmp_path / "wal").abspath(torn).stat().st_size)
     assert (fresh.count, fresh.first_lsn) == (1, 6)  # the torn, never-acked lsn 6 is free again

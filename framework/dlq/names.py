@@ -13,7 +13,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from framework.parking.record import Partition
+from framework.dlq.record import Partition
 
 __all__ = ["MAX_COMPONENT", "sanitise", "partition_dir", "label", "UnsafePathError"]
 

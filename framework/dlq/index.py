@@ -11,8 +11,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from framework.parking.names import label
-from framework.parking.record import Partition
+from framework.dlq.names import label
+from framework.dlq.record import Partition
 
 __all__ = ["Status", "SegmentInfo", "SegmentFilter", "SegmentIndex", "NewSegment"]
 
