@@ -20,12 +20,18 @@ The ``compare_*`` functions are pure and return every divergence.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar
+from typing import Any
 
 from examples.support_desk.truth import StatusChange, TicketTruth, Truth
-from framework import Row
+from framework.testing.compare import (
+    CellState,
+    Divergence,
+    compare_documents,
+    compare_rows,
+    row_cells,
+)
 
 __all__ = [
     "CellState",
@@ -37,9 +43,6 @@ __all__ = [
     "row_cells",
 ]
 
-#: A cell as compared: its value and its write time.
-CellState: TypeAlias = tuple[Any, int]
-K = TypeVar("K", bound=Hashable)
 _PII = ("requester_email", "requester_name")
 
 
@@ -59,19 +62,7 @@ class Expected:
     documents: dict[str, tuple[dict[str, Any], int]]
 
 
-@dataclass(frozen=True)
-class Divergence:
-    """One difference; ``field`` None means the whole row or document."""
 
-    table: str
-    key: Hashable
-    field: str | None
-    expected: Any
-    actual: Any
-
-    def __str__(self) -> str:
-        where = f"{self.table}[{self.key!r}]" + (f".{self.field}" if self.field else "")
-        return f"{where}: expected {self.expected!r}, got {self.actual!r}"
 
 
 def _ticket_cells(t: TicketTruth) -> dict[str, CellState]:
@@ -132,47 +123,3 @@ def expected_state(truth: Truth) -> Expected:
             out.tickets[tid] = cells
             out.documents[tid] = _document(t, cells)
     return out
-
-
-def compare_rows(
-    table: str, expected: Mapping[K, Mapping[str, CellState]], actual: Mapping[K, Mapping[str, CellState]]
-) -> list[Divergence]:
-    """Differences between expected and actual rows (key -> column -> (value, write time))."""
-    out: list[Divergence] = []
-    for key in sorted(set(expected) | set(actual), key=repr):
-        exp, act = expected.get(key), actual.get(key)
-        if exp is None or act is None:
-            out.append(Divergence(table, key, None, exp, act))
-            continue
-        out += [
-            Divergence(table, key, c, exp.get(c), act.get(c))
-            for c in sorted(set(exp) | set(act))
-            if exp.get(c) != act.get(c)
-        ]
-    return out
-
-
-def compare_documents(
-    expected: Mapping[str, tuple[Mapping[str, Any], int]],
-    actual: Mapping[str, tuple[Mapping[str, Any], int | None]],
-) -> list[Divergence]:
-    """Differences between expected and actual documents (doc_id -> (source, version))."""
-    out: list[Divergence] = []
-    for doc_id in sorted(set(expected) | set(actual)):
-        exp, act = expected.get(doc_id), actual.get(doc_id)
-        if exp is None or act is None:
-            out.append(Divergence("index", doc_id, None, exp, act))
-            continue
-        out += [
-            Divergence("index", doc_id, f, exp[0].get(f), act[0].get(f))
-            for f in sorted(set(exp[0]) | set(act[0]))
-            if exp[0].get(f) != act[0].get(f)
-        ]
-        if exp[1] != act[1]:
-            out.append(Divergence("index", doc_id, "_version", exp[1], act[1]))
-    return out
-
-
-def row_cells(row: Row) -> dict[str, CellState]:
-    """A store row as compared: column -> (value, write time) of its live cells."""
-    return {name: (cell.value, cell.writetime) for name, cell in row.cells.items() if cell.value is not None}

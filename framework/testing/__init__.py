@@ -11,6 +11,8 @@
 - ``assert_pure(agent, events)``: ``handle`` is deterministic, leaves its event alone
   and does no clock, randomness or I/O calls.
 - ``MemoryIndex``: the in-memory ``SearchIndex``.
+- ``compare_rows``, ``compare_documents``, ``row_cells``, ``hit_document``, ``Divergence``:
+  what a run stored against what an oracle expects, one difference at a time.
 - The pytest plugin (``framework.testing.plugin``, a ``pytest11`` entry point, so pytest
   loads it wherever converge is installed): fixtures ``converge_driver`` and ``converge_stack``.
 
@@ -37,6 +39,12 @@ __all__ = [
     "check_convergence",
     "assert_pure",
     "forbid_impurity",
+    "CellState",
+    "Divergence",
+    "compare_rows",
+    "compare_documents",
+    "row_cells",
+    "hit_document",
 ]
 
 _WHERE = {
@@ -54,6 +62,10 @@ _WHERE = {
     "check_convergence": "framework.testing.assertions",
     "assert_pure": "framework.testing.purity",
     "forbid_impurity": "framework.testing.purity",
+    **dict.fromkeys(
+        ("CellState", "Divergence", "compare_rows", "compare_documents", "row_cells", "hit_document"),
+        "framework.testing.compare",
+    ),
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
@@ -66,6 +78,14 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
         snapshot,
     )
     from framework.testing.builders import Timeline, make_event
+    from framework.testing.compare import (
+        CellState,
+        Divergence,
+        compare_documents,
+        compare_rows,
+        hit_document,
+        row_cells,
+    )
     from framework.testing.driver import Driver, Parked
     from framework.testing.index import MemoryIndex
     from framework.testing.purity import assert_pure, forbid_impurity
