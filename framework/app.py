@@ -137,7 +137,7 @@ class App:
 
         settings = settings or Settings.resolve(self.name)
         faust_app = create_faust_app(settings)
-        wire(self, faust_app, settings)
+        faust_app.converge = wire(self, faust_app, settings)
         return faust_app
 
 
@@ -151,12 +151,14 @@ def _unique(names: Iterable[str], what: str) -> None:
 
 class ConvergeFaustApp(faust.App):
     """A ``faust.App`` with hooks: ``starting`` runs before the consumer and agents start,
-    ``stopped`` after they stopped."""
+    ``stopped`` after they stopped. ``converge`` is the app's wiring (``framework.wiring.Wiring``:
+    resources, runtimes, ``status()``) when built by ``App.worker``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.starting: list[Any] = []
         self.stopped: list[Any] = []
+        self.converge: Any = None
 
     async def on_start(self) -> None:
         await super().on_start()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from framework.kafka_admin import ensure_topics
 from framework.resources import Resources
@@ -16,10 +17,22 @@ from framework.settings import Settings
 if TYPE_CHECKING:
     from framework.app import App, ConvergeFaustApp
 
-__all__ = ["wire"]
+__all__ = ["Wiring", "wire"]
 
 
-def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Resources:
+@dataclass(frozen=True)
+class Wiring:
+    """What ``wire`` set up on a worker: its resources and one runtime per agent and projector."""
+
+    resources: Resources
+    runtimes: tuple[AgentRuntime, ...]
+
+    def status(self) -> dict[str, Any]:
+        """Every runtime's ``status()``, by runtime name."""
+        return {r.name: r.status() for r in self.runtimes}
+
+
+def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
     """Register one runtime per agent and per projection on ``worker``; open the resources
     and attach the processors when the worker starts, close them when it has stopped."""
     resources = Resources(app, settings)
@@ -58,4 +71,4 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Resources:
     worker.starting.append(starting)
     worker.stopped.append(resources.close)
     register_dlq_rotation(worker, lambda: resources.dlq)
-    return resources
+    return Wiring(resources, tuple(r for r, _ in agents) + tuple(r for r, _ in projectors))

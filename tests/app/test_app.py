@@ -178,3 +178,14 @@ def test_a_worker_for_an_app_with_projections_needs_an_index(tmp_path: Path) -> 
     settings = Settings.resolve("toy", env={"CONVERGE_DATA_DIR": str(tmp_path)})
     with pytest.raises(ValueError, match="set es_url"):
         toy_app().worker(settings)
+
+
+def test_the_worker_has_one_runtime_per_agent_and_projection(tmp_path: Path) -> None:
+    settings = Settings.resolve(
+        "toy", env={"CONVERGE_DATA_DIR": str(tmp_path), "CONVERGE_ES_URL": "http://127.0.0.1:9"}
+    )
+    worker = toy_app().worker(settings)
+    assert [r.name for r in worker.converge.runtimes] == ["notes", "project.notes"]
+    assert [r.topic_name for r in worker.converge.runtimes] == ["notes-in", "toy.notes.changes"]
+    status = worker.converge.status()  # before start: counters only
+    assert status["notes"]["counters"]["received"] == 0 and status["notes"]["partitions"] == {}
