@@ -30,7 +30,7 @@ from framework.runtime.agent import KeyedAgent
 from framework.runtime.binding import AgentRuntime, RuntimeConfig
 from framework.runtime.processor import AgentProcessor
 from framework.runtime.scheduler import SchedulerConfig
-from framework.runtime.sinks import WideColumnSink
+from framework.runtime.sinks import WideColumnSink, Written
 from framework.settings import Settings
 from stores.sqlite.store import SqliteStore
 
@@ -73,12 +73,16 @@ class LatencyStoreSink(WideColumnSink):
         self.noop = os.environ.get("BENCH_NOOP_SINK") == "1"  # isolates the runtime from the store
 
     async def write(self, event: Event, mutations: Sequence[Mutation]) -> None:
+        await self.write_batch([(event, mutations)])
+
+    async def write_batch(self, batch: Sequence[Written]) -> None:
+        """One injected latency per call: a batch is one round trip."""
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         if not self.noop:
-            await super().write(event, mutations)
+            await super().write_batch(batch)
         if self.meter is not None:
-            self.meter.tick()
+            self.meter.tick(len(batch))
 
 
 def build() -> faust.App:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,9 +47,9 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
     raw = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
     change_topics = {app.change_topic(p): worker.topic(app.change_topic(p), **raw) for p in app.projections}
 
-    async def announce(topic: str, key: bytes, value: bytes) -> None:
-        sent = await change_topics[topic].send(key=key, value=value)
-        await sent  # on the broker before the source event is acknowledged
+    async def announce(topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
+        sent = [await change_topics[topic].send(key=k, value=v) for k, v in records]
+        await asyncio.gather(*sent)  # on the broker before the source events are acknowledged
 
     async def starting() -> None:
         await ensure_topics(settings.broker, {t: settings.partitions for t in app.topics()})

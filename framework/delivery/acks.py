@@ -121,7 +121,11 @@ class DeliveryAckSink:
         self.untraced = 0
 
     async def write(self, event: Event, mutations: Sequence[Mutation]) -> None:
-        result = await self.ledger.ack_many([Ack(self._message_id_of(event), self.consumer)])
+        await self.write_batch([(event, mutations)])
+
+    async def write_batch(self, batch: Sequence[tuple[Event, Sequence[Mutation]]]) -> None:
+        """One ``ack_many`` for every event of the batch."""
+        result = await self.ledger.ack_many([Ack(self._message_id_of(e), self.consumer) for e, _ in batch])
         self.acked += len(result.acked)
         self.untraced += len(result.unknown)
 

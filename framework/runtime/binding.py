@@ -14,6 +14,7 @@ import mode
 from aiokafka import TopicPartition
 
 from framework.dlq import DeadLetterWAL, ParkedRecord
+from framework.runtime.batch import run_batch
 from framework.runtime.counters import Counters
 from framework.runtime.errors import error_class, stage_of
 from framework.runtime.processor import Processor
@@ -174,12 +175,14 @@ class AgentRuntime:
                 self.counters.batches += 1
                 self.counters.last_batch_size = len(batch)
                 last: dict[Any, int] = {}
+                works = []
                 for event in batch:
                     msg = event.message
                     work = Work(msg.tp, msg.offset, msg.key, msg.value, ack=event.ack)
                     processor.prepare(work)
-                    sched.submit(work)
+                    works.append(work)
                     last[msg.tp] = msg.offset
+                await run_batch(works, sched, processor, self._park)
                 self.counters.lag = sum(
                     max(0, (consumer.highwater(tp) or 0) - off - 1) for tp, off in last.items()
                 )

@@ -52,21 +52,34 @@ def changed_partition(event: Event, projection: Projection) -> PartitionKey:
 
 
 class ChangeFeedSink:
-    """Announces the partitions an event changed to each projection's change topic.
+    """Announces the partitions events changed to each projection's change topic.
 
-    ``send(topic, key, value)`` must return only when the broker has the
-    record, so the source event is acknowledged after its announcement.
+    ``publish(topic, records)`` sends ``(key, value)`` records and returns only
+    when the broker has all of them, so the source events are acknowledged
+    after their announcements. A batch announces each changed partition once,
+    at the highest version the batch wrote into it.
     """
 
     name = "change_feed"
 
     def __init__(
-        self, send: Callable[[str, bytes, bytes], Awaitable[None]], topics: Mapping[str, Projection]
+        self,
+        publish: Callable[[str, Sequence[tuple[bytes, bytes]]], Awaitable[None]],
+        topics: Mapping[str, Projection],
     ) -> None:
-        self._send = send
+        self._publish = publish
         self.topics = dict(topics)
 
     async def write(self, event: Event, mutations: Sequence[Mutation]) -> None:
+        await self.write_batch([(event, mutations)])
+
+    async def write_batch(self, batch: Sequence[tuple[Event, Sequence[Mutation]]]) -> None:
         for topic, projection in self.topics.items():
-            for change in change_events(event, mutations, projection):
-                await self._send(topic, change.ordering_key.encode(), change.to_json())
+            latest: dict[str, Event] = {}
+            for event, mutations in batch:
+                for change in change_events(event, mutations, projection):
+                    seen = latest.get(change.ordering_key)
+                    if seen is None or change.version > seen.version:
+                        latest[change.ordering_key] = change
+            if latest:
+                await self._publish(topic, [(c.ordering_key.encode(), c.to_json()) for c in latest.values()])

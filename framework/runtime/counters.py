@@ -24,6 +24,9 @@ class Counters:
     resumes: int = 0
     crashes: int = 0
     lag: int = 0
+    #: micro-batches written by the batch path, and those that fell back to the per-key path
+    batch_writes: int = 0
+    batch_fallbacks: int = 0
 
     def snapshot(self) -> dict[str, int]:
         return asdict(self)

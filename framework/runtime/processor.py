@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Sequence
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from framework.core.events import Event, EventError, parse_event
 from framework.core.projection import Projection
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.errors import MessageError, SinkFailure, is_transient
 from framework.runtime.mapping import map_event
-from framework.runtime.sinks import Sink
+from framework.runtime.sinks import BatchSink, Sink, Written
 from framework.runtime.work import Work
 from stores.errors import TransientStoreError
 
@@ -21,15 +21,24 @@ T = TypeVar("T")
 
 
 class Processor(Protocol):
-    """What the runtime runs for each message: ``prepare`` ahead, then one call per attempt."""
+    """What the runtime runs: ``prepare`` each message ahead, then either one call per attempt
+    (the per-key path) or, when ``batchable``, ``map_batch`` and ``write_batch`` for many."""
 
     name: str
+    batchable: bool
 
     def prepare(self, work: Work) -> None:
         """Parse ahead of scheduling so the work joins its relation key's lane."""
 
     async def __call__(self, work: Work) -> None:
         """One attempt; raises MessageError (park) or a transient error (retry)."""
+
+    def map_batch(self, works: Sequence[Work]) -> tuple[list[Any], list[tuple[Work, MessageError]]]:
+        """The pure step for many messages: what to write for the good ones (an opaque item
+        per work, in order), and each bad one with its error."""
+
+    async def write_batch(self, items: Sequence[Any]) -> None:
+        """Write every item, each sink once; raises when any of it may not be durable."""
 
 
 def parse_work(work: Work) -> Event:
@@ -75,6 +84,7 @@ class AgentProcessor:
         self.sinks = tuple(sinks)
         self.sink_timeout = sink_timeout
         self.projections = tuple(projections)
+        self.batchable = all(isinstance(s, BatchSink) for s in self.sinks)
 
     def prepare(self, work: Work) -> None:
         """Parse ahead; a message that does not parse keeps its Kafka key as relation and is
@@ -90,3 +100,20 @@ class AgentProcessor:
         mutations = map_event(self.agent, event, self.projections)
         for sink in self.sinks:
             await bounded(sink.name, self.sink_timeout, sink.write(event, mutations))
+
+    def map_batch(self, works: Sequence[Work]) -> tuple[list[Any], list[tuple[Work, MessageError]]]:
+        items: list[tuple[Work, Written]] = []
+        bad: list[tuple[Work, MessageError]] = []
+        for work in works:
+            try:
+                event = work.event if work.event is not None else parse_work(work)
+                items.append((work, (event, map_event(self.agent, event, self.projections))))
+            except MessageError as exc:
+                bad.append((work, exc))
+        return items, bad
+
+    async def write_batch(self, items: Sequence[Any]) -> None:
+        batch = [written for _, written in items]
+        for sink in self.sinks:
+            assert isinstance(sink, BatchSink)
+            await bounded(sink.name, self.sink_timeout, sink.write_batch(batch))

@@ -6,14 +6,17 @@ the same functions for backfill, repair and reindex.
 
 from __future__ import annotations
 
-from typing import Literal
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from framework.core.projection import Document, PartitionKey, Projection
 from framework.runtime.change_feed import changed_partition
 from framework.runtime.errors import MessageError
 from framework.runtime.processor import bounded, parse_work
 from framework.runtime.work import Work
-from stores.base import SearchIndex, WideColumnStore
+from stores.base import IndexOp, SearchIndex, WideColumnStore
+from stores.errors import PermanentStoreError, TransientStoreError
 
 __all__ = ["read_document", "write_document", "project_partition", "ProjectionProcessor"]
 
@@ -56,12 +59,20 @@ async def project_partition(
 class ProjectionProcessor:
     """Runs a projection for each change event; one document's changes are serial."""
 
+    batchable = True
+
     def __init__(
-        self, projection: Projection, store: WideColumnStore, index: SearchIndex, sink_timeout: float = 10.0
+        self,
+        projection: Projection,
+        store: WideColumnStore,
+        index: SearchIndex,
+        sink_timeout: float = 10.0,
+        read_concurrency: int = 32,
     ) -> None:
         self.projection = projection
         self.name = f"project.{projection.name}"
         self.store, self.index, self.sink_timeout = store, index, sink_timeout
+        self.read_concurrency = read_concurrency
 
     def prepare(self, work: Work) -> None:
         try:
@@ -69,12 +80,45 @@ class ProjectionProcessor:
         except Exception:  # noqa: BLE001 - reported by __call__ when the work runs
             work.event = None
 
-    async def __call__(self, work: Work) -> None:
+    def _key(self, work: Work) -> PartitionKey:
         event = work.event if work.event is not None else parse_work(work)
         try:
-            key = changed_partition(event, self.projection)
+            return changed_partition(event, self.projection)
         except Exception as exc:  # noqa: BLE001 - a malformed change is the message's
             raise MessageError("map", exc) from exc
+
+    async def __call__(self, work: Work) -> None:
+        key = self._key(work)
         read = read_document(self.store, self.projection, key)
         document = await bounded("wide_column", self.sink_timeout, read)
         await bounded("index", self.sink_timeout, write_document(self.index, self.projection.alias, document))
+
+    def map_batch(self, works: Sequence[Work]) -> tuple[list[Any], list[tuple[Work, MessageError]]]:
+        items: list[tuple[Work, PartitionKey]] = []
+        bad: list[tuple[Work, MessageError]] = []
+        for work in works:
+            try:
+                items.append((work, self._key(work)))
+            except MessageError as exc:
+                bad.append((work, exc))
+        return items, bad
+
+    async def write_batch(self, items: Sequence[Any]) -> None:
+        """Each changed partition once: read them (bounded concurrency), then one bulk request."""
+        keys = {self.projection.document_id(key): key for _, key in items}
+        documents = await bounded("wide_column", self.sink_timeout, self._read_all(list(keys.values())))
+        ops = [IndexOp(doc_id, version, doc) for doc_id, doc, version in documents]
+        result = await bounded("index", self.sink_timeout, self.index.bulk(self.projection.alias, ops))
+        if result.failed:
+            first, alias = result.failed[0], self.projection.alias
+            text = f"bulk {alias}: {len(result.failed)} failed ({first.doc_id}: {first.reason})"
+            raise TransientStoreError(text) if result.retryable else PermanentStoreError(text)
+
+    async def _read_all(self, keys: list[PartitionKey]) -> list[Document]:
+        limit = asyncio.Semaphore(self.read_concurrency)
+
+        async def one(key: PartitionKey) -> Document:
+            async with limit:
+                return await read_document(self.store, self.projection, key)
+
+        return list(await asyncio.gather(*(one(k) for k in keys)))

@@ -100,12 +100,51 @@ class KeyedScheduler:
 
     # -- intake ------------------------------------------------------------
     def submit(self, work: Work) -> None:
-        """Accept a message; messages of one partition must arrive in offset order."""
+        """Accept a message for the per-key path; messages of one partition must arrive in
+        offset order."""
+        self.track(work)
+        self.enqueue(work)
+
+    def track(self, work: Work) -> int:
+        """Register a received message for ordered acknowledgement (without running it);
+        returns its partition's generation, to hand back to ``enqueue`` or ``finish``."""
         tracker = self._trackers.get(work.tp)
         if tracker is None:
             tracker = self._trackers[work.tp] = OffsetTracker()
         tracker.track(work.offset, work)
         self.counters.received += 1
+        self._sync_pause(work.tp)
+        return self._revoked_epoch.get(work.tp, 0)
+
+    def busy(self, work: Work) -> bool:
+        """True when earlier messages of ``work``'s relation key are still in the per-key path
+        (running, retrying or waiting): then ``work`` must wait behind them."""
+        return (work.tp, work.relation) in self._lanes
+
+    def current(self, work: Work, generation: int) -> bool:
+        """False when ``work``'s partition was revoked since it was tracked at ``generation``."""
+        return self._revoked_epoch.get(work.tp, 0) == generation
+
+    def finish(self, work: Work, generation: int, *, parked: bool = False) -> None:
+        """A tracked message finished outside the per-key path (written, or ``parked``, in a
+        batch); nothing happens when its partition was revoked since."""
+        if not self.current(work, generation):
+            return
+        if parked:
+            self.counters.parked += 1
+            self.failures.parked(work.tp, work.relation)
+        else:
+            self.counters.processed += 1
+            self.failures.succeeded(work.tp, work.relation)
+        self._finish(work)
+
+    @property
+    def outage(self) -> bool:
+        """True while some sink counts as down (every partition is paused)."""
+        return self._outage
+
+    def enqueue(self, work: Work) -> None:
+        """Run a tracked message in the per-key path, behind earlier ones of its relation key."""
         self._idle.clear()
         lane_key = (work.tp, work.relation)
         lane = self._lanes.get(lane_key)
@@ -116,7 +155,6 @@ class KeyedScheduler:
             self.failures.set_skipped(work.tp, work.relation, len(lane.queue) - 1)
         if lane.task is None:
             lane.task = asyncio.ensure_future(self._run_lane(lane_key, lane))
-        self._sync_pause(work.tp)
 
     def _sync_pause(self, tp: Hashable) -> None:
         tracker = self._trackers.get(tp)

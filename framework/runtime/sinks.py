@@ -1,15 +1,23 @@
-"""Sinks: where an event's mutations go. Each write is awaited until durable."""
+"""Sinks: where an event's mutations go. Each write is awaited until durable.
+
+A sink may also write a whole micro-batch at once (``write_batch``: one
+round trip for many events); the runtime uses the batch path only when every
+sink of an agent can.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from framework.core.events import Event
 from framework.core.mutations import Mutation
 from stores.base import WideColumnStore
 
-__all__ = ["Sink", "WideColumnSink"]
+__all__ = ["Sink", "BatchSink", "Written", "WideColumnSink"]
+
+#: One event and the mutations it maps to.
+Written = tuple[Event, Sequence[Mutation]]
 
 
 class Sink(Protocol):
@@ -20,8 +28,20 @@ class Sink(Protocol):
     async def write(self, event: Event, mutations: Sequence[Mutation]) -> None: ...
 
 
+@runtime_checkable
+class BatchSink(Protocol):
+    """A sink that also writes many events' mutations in one go, with the same effect as
+    writing them one by one in any order; returns only when all are durable."""
+
+    name: str
+
+    async def write(self, event: Event, mutations: Sequence[Mutation]) -> None: ...
+
+    async def write_batch(self, batch: Sequence[Written]) -> None: ...
+
+
 class WideColumnSink:
-    """Applies mutations to a wide-column store."""
+    """Applies mutations to a wide-column store; a batch is one ``apply`` (rows merged by the store)."""
 
     name = "wide_column"
 
@@ -29,5 +49,10 @@ class WideColumnSink:
         self.store = store
 
     async def write(self, event: Event, mutations: Sequence[Mutation]) -> None:
+        if mutations:
+            await self.store.apply(mutations)
+
+    async def write_batch(self, batch: Sequence[Written]) -> None:
+        mutations = [m for _, ms in batch for m in ms]
         if mutations:
             await self.store.apply(mutations)

@@ -96,8 +96,8 @@ class Driver:
                 sinks.append(ChangeFeedSink(self._announce, {app.change_topic(p): p for p in projections}))
             self._agents[agent.name] = AgentProcessor(agent, sinks, timeout, projections)
 
-    async def _announce(self, topic: str, key: bytes, value: bytes) -> None:
-        self._changes.append((topic, key, value))
+    async def _announce(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
+        self._changes.extend((topic, key, value) for key, value in records)
 
     # -- sending --------------------------------------------------------------
     def send(self, events: Message | Iterable[Message], *, topic: str | None = None) -> list[Parked]:
