@@ -7,6 +7,7 @@ layer wraps them with ``framework.core.sync.run_sync`` where it needs blocking c
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,17 @@ class WideColumnStore(abc.ABC):
         ``start`` and ``end`` are inclusive bounds on a prefix of the
         clustering key, compared in natural (ascending) column order.
         """
+
+    async def read_rows(self, table: str, keys: Sequence[Mapping[str, CellValue]]) -> list[Row | None]:
+        """``read_row`` of each key, in order (adapters override it with fewer round trips)."""
+        return list(await asyncio.gather(*(self.read_row(table, k) for k in keys)))
+
+    async def read_partitions(
+        self, table: str, partition_keys: Sequence[Mapping[str, CellValue]]
+    ) -> list[list[Row]]:
+        """``read_partition`` of each partition key, in order (adapters override it with fewer
+        round trips)."""
+        return list(await asyncio.gather(*(self.read_partition(table, k) for k in partition_keys)))
 
     @abc.abstractmethod
     def scan(self, table: str, *, shard: int = 0, shards: int = 1) -> AsyncIterator[Row]:

@@ -6,7 +6,6 @@ the same functions for backfill, repair and reindex.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -18,16 +17,28 @@ from framework.runtime.work import Work
 from stores.base import IndexOp, SearchIndex, WideColumnStore
 from stores.errors import PermanentStoreError, TransientStoreError
 
-__all__ = ["read_document", "write_document", "project_partition", "ProjectionProcessor"]
+__all__ = ["read_document", "read_documents", "write_document", "project_partition", "ProjectionProcessor"]
 
 Action = Literal["index", "delete", "stale"]
 
 
 async def read_document(store: WideColumnStore, projection: Projection, key: PartitionKey) -> Document:
     """The current document of one partition, read from every source table and the version mark."""
-    rows = {t.name: await store.read_partition(t.name, key) for t in projection.tables}
-    mark = await store.read_row(projection.version_table.name, key)
-    return projection.document(key, rows, mark)
+    return (await read_documents(store, projection, [key]))[0]
+
+
+async def read_documents(
+    store: WideColumnStore, projection: Projection, keys: Sequence[PartitionKey]
+) -> list[Document]:
+    """The current documents of many partitions: one multi-partition read per source table."""
+    if not keys:
+        return []
+    by_table = {t.name: await store.read_partitions(t.name, keys) for t in projection.tables}
+    marks = await store.read_rows(projection.version_table.name, keys)
+    return [
+        projection.document(key, {name: rows[i] for name, rows in by_table.items()}, marks[i])
+        for i, key in enumerate(keys)
+    ]
 
 
 async def write_document(
@@ -67,12 +78,10 @@ class ProjectionProcessor:
         store: WideColumnStore,
         index: SearchIndex,
         sink_timeout: float = 10.0,
-        read_concurrency: int = 32,
     ) -> None:
         self.projection = projection
         self.name = f"project.{projection.name}"
         self.store, self.index, self.sink_timeout = store, index, sink_timeout
-        self.read_concurrency = read_concurrency
 
     def prepare(self, work: Work) -> None:
         try:
@@ -106,19 +115,11 @@ class ProjectionProcessor:
     async def write_batch(self, items: Sequence[Any]) -> None:
         """Each changed partition once: read them (bounded concurrency), then one bulk request."""
         keys = {self.projection.document_id(key): key for _, key in items}
-        documents = await bounded("wide_column", self.sink_timeout, self._read_all(list(keys.values())))
+        read = read_documents(self.store, self.projection, list(keys.values()))
+        documents = await bounded("wide_column", self.sink_timeout, read)
         ops = [IndexOp(doc_id, version, doc) for doc_id, doc, version in documents]
         result = await bounded("index", self.sink_timeout, self.index.bulk(self.projection.alias, ops))
         if result.failed:
             first, alias = result.failed[0], self.projection.alias
             text = f"bulk {alias}: {len(result.failed)} failed ({first.doc_id}: {first.reason})"
             raise TransientStoreError(text) if result.retryable else PermanentStoreError(text)
-
-    async def _read_all(self, keys: list[PartitionKey]) -> list[Document]:
-        limit = asyncio.Semaphore(self.read_concurrency)
-
-        async def one(key: PartitionKey) -> Document:
-            async with limit:
-                return await read_document(self.store, self.projection, key)
-
-        return list(await asyncio.gather(*(one(k) for k in keys)))

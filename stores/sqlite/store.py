@@ -141,6 +141,16 @@ class SqliteStore(WideColumnStore):
     async def read_row(self, table: str, key: Mapping[str, CellValue]) -> Row | None:
         return await self._call(self._engine.read_row, table, key)
 
+    async def read_rows(self, table: str, keys: Sequence[Mapping[str, CellValue]]) -> list[Row | None]:
+        """Every row in one hop to the store's thread."""
+        return await self._call(lambda: [self._engine.read_row(table, k) for k in keys])
+
+    async def read_partitions(
+        self, table: str, partition_keys: Sequence[Mapping[str, CellValue]]
+    ) -> list[list[Row]]:
+        """Every partition in one hop to the store's thread."""
+        return await self._call(lambda: [self._engine.read_partition(table, k) for k in partition_keys])
+
     async def read_partition(
         self,
         table: str,
