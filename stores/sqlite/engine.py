@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from framework.core.cells import Cell, is_live, reconcile, shadowed
+from framework.core.cells import Cell, is_live, order_bytes, reconcile, shadowed
 from framework.core.mutations import CellValue, Delete, LogState, Mutation, Upsert
 from framework.core.rows import Row
 from framework.core.schema import Column, SchemaError, TableSchema
@@ -43,12 +43,20 @@ _DDL = (
     "CREATE TABLE IF NOT EXISTS converge_tables (name TEXT PRIMARY KEY, body TEXT NOT NULL) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS converge_cells ("
     " tbl TEXT NOT NULL, pk BLOB NOT NULL, ck BLOB NOT NULL, col TEXT NOT NULL,"
-    " val, wt INTEGER NOT NULL, exp INTEGER, ph INTEGER NOT NULL,"
+    " val, wt INTEGER NOT NULL, exp INTEGER, ph INTEGER NOT NULL, ob BLOB,"
     " PRIMARY KEY (tbl, pk, ck, col)) WITHOUT ROWID",
 )
 _SELECT_ROW = "SELECT col, val, wt, exp FROM converge_cells WHERE tbl = ? AND pk = ? AND ck = ?"
+# The cell rules in SQL (framework.core.cells.reconcile): a write replaces the stored cell only when
+# its rank (write time, tombstone, order bytes of the value, expiry; 2**62 = no expiry) is higher, so
+# nothing is read first. A fixed statement; every value is bound.
 _UPSERT_CELL = (
-    "INSERT OR REPLACE INTO converge_cells (tbl, pk, ck, col, val, wt, exp, ph) VALUES (?,?,?,?,?,?,?,?)"
+    "INSERT INTO converge_cells (tbl, pk, ck, col, val, wt, exp, ph, ob) VALUES (?,?,?,?,?,?,?,?,?)"
+    " ON CONFLICT (tbl, pk, ck, col) DO UPDATE SET"
+    " val = excluded.val, wt = excluded.wt, exp = excluded.exp, ob = excluded.ob"
+    " WHERE (excluded.wt, excluded.val IS NULL, excluded.ob, coalesce(excluded.exp, 4611686018427387904))"
+    " > (converge_cells.wt, converge_cells.val IS NULL, converge_cells.ob,"
+    " coalesce(converge_cells.exp, 4611686018427387904))"
 )
 _PURGE_SHADOWED = "DELETE FROM converge_cells WHERE tbl = ? AND pk = ? AND ck = ? AND col <> '' AND wt <= ?"
 _SCAN_KEYS = (
@@ -127,6 +135,24 @@ class SqliteEngine:
             name: schema_from_json(body)
             for name, body in self._conn.execute("SELECT name, body FROM converge_tables")
         }
+        self._add_order_bytes()
+
+    def _add_order_bytes(self) -> None:
+        """Files written before the cell rules ran in SQL lack the ``ob`` column: add and fill it."""
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(converge_cells)")}
+        if "ob" in columns:
+            return
+        with self._transaction():
+            self._conn.execute("ALTER TABLE converge_cells ADD COLUMN ob BLOB")
+            rows = self._conn.execute("SELECT tbl, pk, ck, col, val FROM converge_cells").fetchall()
+            updates = []
+            for tbl, pk, ck, col, val in rows:
+                schema = self._schemas.get(tbl)
+                value = _from_sql(schema, col, val) if schema is not None and col != _ROW_TOMBSTONE else val
+                updates.append((order_bytes(value), tbl, pk, ck, col))
+            self._conn.executemany(
+                "UPDATE converge_cells SET ob = ? WHERE tbl = ? AND pk = ? AND ck = ? AND col = ?", updates
+            )
 
     # -- schema -------------------------------------------------------------
 
@@ -163,15 +189,30 @@ class SqliteEngine:
     # -- writes -------------------------------------------------------------
 
     def apply(self, mutations: Sequence[Mutation]) -> None:
-        """Validate every mutation, then apply them all in one durable transaction."""
+        """Validate every mutation, merge them per row, then write them all in one durable
+        transaction; the cell rules run in SQL, so nothing is read first."""
         with self._lock:
             self._check_open()
             plans = self._plan(mutations)
             if not plans:
                 return
+            tombstones: list[tuple[Any, ...]] = []
+            cells: list[tuple[Any, ...]] = []
+            for (table, pk, ck), plan in plans.items():
+                if plan.tombstone is not None:
+                    mark = (_ROW_TOMBSTONE, None, plan.tombstone, None, plan.ph, b"")
+                    tombstones.append((table, pk, ck, *mark))
+                for name, cell in plan.cells.items():
+                    if not shadowed(cell, plan.tombstone):
+                        value = _to_sql(cell.value)
+                        ob = order_bytes(cell.value)
+                        cells.append((table, pk, ck, name, value, cell.writetime, cell.expires_at, plan.ph, ob))  # noqa: E501
             with self._transaction():
-                for (table, pk, ck), plan in plans.items():
-                    self._write_row(table, pk, ck, plan)
+                if tombstones:
+                    self._conn.executemany(_UPSERT_CELL, tombstones)
+                    self._conn.executemany(_PURGE_SHADOWED, [m[:3] + (m[5],) for m in tombstones])
+                if cells:
+                    self._conn.executemany(_UPSERT_CELL, cells)
 
     def _plan(
         self, mutations: Sequence[Mutation], now: int | None = None
@@ -212,32 +253,6 @@ class SqliteEngine:
     def _merge(plan: _RowPlan, name: str, cell: Cell) -> None:
         old = plan.cells.get(name)
         plan.cells[name] = cell if old is None else reconcile(old, cell)
-
-    def _write_row(self, table: str, pk: bytes, ck: bytes, plan: _RowPlan) -> None:
-        existing: dict[str, Cell] = {}
-        stored_tombstone: int | None = None
-        for col, val, wt, exp in self._conn.execute(_SELECT_ROW, (table, pk, ck)):
-            if col == _ROW_TOMBSTONE:
-                stored_tombstone = wt
-            else:
-                existing[col] = Cell(_from_sql(plan.schema, col, val), wt, exp)
-        tombstone = stored_tombstone
-        if plan.tombstone is not None and (tombstone is None or plan.tombstone > tombstone):
-            tombstone = plan.tombstone
-            self._conn.execute(_UPSERT_CELL, (table, pk, ck, _ROW_TOMBSTONE, None, tombstone, None, plan.ph))
-            self._conn.execute(_PURGE_SHADOWED, (table, pk, ck, tombstone))
-        writes = []
-        for name, cell in plan.cells.items():
-            if shadowed(cell, tombstone):
-                continue
-            old = existing.get(name)
-            if old is not None and not shadowed(old, tombstone) and reconcile(old, cell) is old:
-                continue
-            writes.append(
-                (table, pk, ck, name, _to_sql(cell.value), cell.writetime, cell.expires_at, plan.ph)
-            )
-        if writes:
-            self._conn.executemany(_UPSERT_CELL, writes)
 
     # -- reads --------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from framework.core.cells import order_bytes
 from framework.core.mutations import Delete, Upsert
 from framework.core.schema import Column, SchemaError, TableSchema
 from stores.errors import StoreError
@@ -58,24 +59,31 @@ def test_schemas_persist_and_may_only_grow(tmp_path: Path) -> None:
         assert engine.read_row("hub", K).values() == {"n": 1, "extra": "x"}  # type: ignore[union-attr]
 
 
-def test_a_failing_transaction_leaves_nothing_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_transaction_leaves_nothing_behind() -> None:
+    """The second statement of a batch fails (an injected I/O error): the first is rolled back."""
     engine = SqliteEngine(":memory:")
     engine.ensure_table(hub_schema("hub"))
-    original = engine._write_row
-    calls = []
+    real = engine._conn
 
-    def second_row_fails(*args: object) -> None:
-        calls.append(args)
-        if len(calls) == 2:
-            raise sqlite3.OperationalError("disk I/O error (injected)")
-        original(*args)  # type: ignore[arg-type]
+    class SecondWriteFails:
+        calls = 0
 
-    monkeypatch.setattr(engine, "_write_row", second_row_fails)
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+        def executemany(self, sql: str, rows: object) -> object:
+            SecondWriteFails.calls += 1
+            if SecondWriteFails.calls == 2:
+                raise sqlite3.OperationalError("disk I/O error (injected)")
+            return real.executemany(sql, rows)  # type: ignore[arg-type]
+
+    engine._conn = SecondWriteFails()  # type: ignore[assignment]
     with pytest.raises(sqlite3.OperationalError):
-        engine.apply([Upsert("hub", K, {"n": 1}, 1), Upsert("hub", {**K, "id": 8}, {"n": 2}, 1)])
-    monkeypatch.undo()
-    assert engine.read_row("hub", K) is None and list(engine.scan("hub")) == []
-    engine.apply([Upsert("hub", K, {"n": 3}, 1)])  # the connection is usable again
+        engine.apply([Delete("hub", K, 5), Upsert("hub", {**K, "id": 8}, {"n": 2}, 1)])
+    engine._conn = real
+    assert SecondWriteFails.calls == 2
+    assert real.execute("SELECT count(*) FROM converge_cells").fetchone() == (0,)  # the tombstone too
+    engine.apply([Upsert("hub", K, {"n": 3}, 6)])  # the connection is usable again
     assert engine.read_row("hub", K).values() == {"n": 3}  # type: ignore[union-attr]
 
 
@@ -161,3 +169,19 @@ def test_key_encoding_round_trips_and_preserves_order(a: tuple, b: tuple, bools:
         assert mixed >= prefix and (end is None or mixed < end)
     flags = (Column("x", "boolean"), Column("y", "boolean"))
     assert decode_key(flags, encode_key(flags, bools)) == bools
+
+
+def test_a_file_from_before_the_sql_cell_rules_is_migrated(tmp_path: Path) -> None:
+    """A file without the order-bytes column gets it filled on open; the rules then hold on old cells."""
+    path = tmp_path / "old.db"
+    with SqliteEngine(path) as engine:
+        engine.ensure_table(hub_schema("hub"))
+        engine.apply([Upsert("hub", K, {"n": 5}, 10)])
+        engine._conn.execute("ALTER TABLE converge_cells DROP COLUMN ob")  # the old layout
+    with SqliteEngine(path) as engine:
+        (ob,) = engine._conn.execute("SELECT ob FROM converge_cells WHERE col = 'n'").fetchone()
+        assert ob == order_bytes(5)
+        engine.apply([Upsert("hub", K, {"n": 4}, 10)])  # same write time, smaller value: loses
+        assert engine.read_row("hub", K).values() == {"n": 5}  # type: ignore[union-attr]
+        engine.apply([Upsert("hub", K, {"n": 6}, 10)])  # larger value wins the tie
+        assert engine.read_row("hub", K).values() == {"n": 6}  # type: ignore[union-attr]
