@@ -17,6 +17,7 @@ from framework.dlq import DeadLetterWAL, ParkedRecord
 from framework.runtime.batch import run_batch
 from framework.runtime.counters import Counters
 from framework.runtime.errors import error_class, stage_of
+from framework.runtime.fetch_pacing import pace_empty_fetches
 from framework.runtime.processor import Processor
 from framework.runtime.scheduler import KeyedScheduler, SchedulerConfig
 from framework.runtime.work import Work
@@ -32,13 +33,15 @@ class RuntimeConfig:
 
     ``max_batch``/``within``: noack_take size and wait. ``sink_timeout``: bound
     on each sink call. ``drain_timeout``: how long shutdown waits for running
-    work before leaving the rest to redelivery.
+    work before leaving the rest to redelivery. ``idle_fetch_backoff``: pause
+    after a fetch that brought nothing (``fetch_pacing``; 0 turns it off).
     """
 
     max_batch: int = 500
     within: float = 0.05
     sink_timeout: float = 10.0
     drain_timeout: float = 10.0
+    idle_fetch_backoff: float = 0.02
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
 
 
@@ -81,6 +84,7 @@ class AgentRuntime:
             supervisor_strategy=mode.CrashingSupervisor,
         )(self._consume)
         app.on_partitions_revoked.connect(self._on_revoked)
+        app.on_partitions_assigned.connect(self._on_assigned)
 
     def status(self) -> dict[str, Any]:
         """The scheduler's status (counters, queues per partition, sink health); counters only
@@ -147,6 +151,12 @@ class AgentRuntime:
 
     def _crash(self, exc: BaseException) -> None:
         asyncio.ensure_future(self.app.crash(exc))
+
+    def _on_assigned(self, sender: Any, assigned: set[Any], **kwargs: Any) -> None:
+        thread = getattr(self.app.consumer, "_thread", None)
+        consumer = getattr(thread, "_consumer", None)
+        if consumer is not None and self.config.idle_fetch_backoff > 0:
+            pace_empty_fetches(consumer, self.config.idle_fetch_backoff)
 
     def _on_revoked(self, sender: Any, revoked: set[Any], **kwargs: Any) -> None:
         if self.scheduler is not None:
