@@ -22,6 +22,7 @@ document and is deleted at the mark.
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -65,8 +66,8 @@ class Projection(abc.ABC):
         """The document id of a partition (default: its key values joined by ``:``)."""
         return ":".join(str(key[c.name]) for c in self.partition_key)
 
-    # -- derived, framework side ---------------------------------------------
-    @property
+    # -- derived, framework side (computed once per instance) -----------------
+    @functools.cached_property
     def partition_key(self) -> tuple[Column, ...]:
         """The partition key every source table shares; SchemaError when they differ."""
         tables = tuple(self.tables)
@@ -83,11 +84,11 @@ class Projection(abc.ABC):
                 )
         return first
 
-    @property
+    @functools.cached_property
     def source_names(self) -> frozenset[str]:
         return frozenset(t.name for t in self.tables)
 
-    @property
+    @functools.cached_property
     def version_table(self) -> TableSchema:
         """``<name>_version``: the partition key and the partition's highest write version."""
         return TableSchema(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -77,16 +78,28 @@ class TableSchema:
     def all_columns(self) -> tuple[Column, ...]:
         return self.partition_key + self.clustering_key + self.columns
 
+    @functools.cached_property
+    def _by_name(self) -> dict[str, Column]:
+        return {c.name: c for c in self.all_columns}
+
+    @functools.cached_property
+    def _key_names(self) -> tuple[frozenset[str], frozenset[str]]:
+        return frozenset(c.name for c in self.partition_key), frozenset(c.name for c in self.key_columns)
+
+    @functools.cached_property
+    def _regular(self) -> dict[str, Column]:
+        return {c.name: c for c in self.columns}
+
     def column(self, name: str) -> Column:
-        for c in self.all_columns:
-            if c.name == name:
-                return c
-        raise SchemaError(name, f"no column {name!r} in table {self.name}")
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise SchemaError(name, f"no column {name!r} in table {self.name}") from None
 
     def check_key(self, key: Mapping[str, Any], *, partition_only: bool = False) -> None:
         """Raise SchemaError unless ``key`` names exactly the (partition) key columns."""
         wanted = self.partition_key if partition_only else self.key_columns
-        if set(key) != {c.name for c in wanted}:
+        if key.keys() != self._key_names[0 if partition_only else 1]:
             raise SchemaError(
                 "key", f"{self.name}: expected key columns {[c.name for c in wanted]}, got {sorted(key)}"
             )
@@ -97,7 +110,7 @@ class TableSchema:
 
     def check_cells(self, cells: Mapping[str, Any]) -> None:
         """Raise SchemaError unless every cell is a regular column of the right type."""
-        regular = {c.name: c for c in self.columns}
+        regular = self._regular
         for name, value in cells.items():
             if name not in regular:
                 raise SchemaError(name, f"{self.name}: {name!r} is not a regular column")

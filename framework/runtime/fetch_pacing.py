@@ -34,7 +34,10 @@ def pace_empty_fetches(consumer: Any, idle_backoff: float) -> bool:
     async def paced(assignment: Any, node_id: Any, request: Any) -> bool:
         got = await step(assignment, node_id, request)
         if not got:
-            await asyncio.sleep(idle_backoff)
+            try:
+                await asyncio.sleep(idle_backoff)
+            except asyncio.CancelledError:  # closing or unassigned: like aiokafka's own step, no error
+                return False
         return got
 
     setattr(paced, _MARK, True)
