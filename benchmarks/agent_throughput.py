@@ -6,7 +6,10 @@ KeyedAgent runtime; (c0) the runtime with a no-op sink, to separate its own
 cost from the store's. The sink is the embedded SQLite store with an injected
 latency per write (0 ms and 2 ms by default).
 
-    python -m benchmarks.agent_throughput --events 20000 --keys 1000 --latency-ms 0 2
+    python -m benchmarks.agent_throughput --events 20000 --keys 1000 --latency-ms 0 2 --repeat 3
+
+With ``--repeat N`` every variant runs N times, interleaved, and the median is
+printed (with the range): single runs on 2 shared cores vary by 30 % or more.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import tempfile
 import time
 import uuid
@@ -79,11 +83,18 @@ def faust_variant(
     return r["events"] / r["seconds"]
 
 
+def _median(runs: list[float]) -> str:
+    if len(runs) == 1:
+        return f"{runs[0]:10.0f} ev/s"
+    return f"{statistics.median(runs):10.0f} ev/s  ({min(runs):.0f}-{max(runs):.0f})"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=20_000)
     ap.add_argument("--keys", type=int, default=1_000)
     ap.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 2.0])
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each variant; the median is printed")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp, LocalStack(Path(tmp) / "stack") as stack:
         assert stack.info is not None
@@ -91,20 +102,24 @@ def main() -> None:
         topic = "bench-in"
         asyncio.run(ensure_topics(broker, {topic: 4}))
         asyncio.run(produce(broker, topic, make_records(args.events, args.keys)))
-        print(f"{args.events} events over {args.keys} keys, 4 partitions, one worker per variant")
+        print(f"{args.events} events over {args.keys} keys, 4 partitions, one worker per variant, "
+              f"{args.repeat} run(s) each")  # fmt: skip
         raw = asyncio.run(raw_consume(stack.info.kafka_bootstrap, topic, args.events))
         print(f"(a)  raw aiokafka + JSON decode      {raw:10.0f} ev/s")
-        c0 = faust_variant("keyed", broker, topic, args.events, 0, Path(tmp), noop=True)
-        print(f"(c0) KeyedAgent runtime, no-op sink  {c0:10.0f} ev/s   (the runtime without the store)")
+        work = Path(tmp)
+        c0 = [faust_variant("keyed", broker, topic, args.events, 0, work, noop=True) for _ in range(args.repeat)]
+        print(f"(c0) KeyedAgent runtime, no-op sink  {_median(c0)}   (the runtime without the store)")
         for latency in args.latency_ms:
-            b1 = faust_variant("plain", broker, topic, args.events, latency, Path(tmp))
-            b2 = faust_variant("naive", broker, topic, args.events, latency, Path(tmp))
-            c = faust_variant("keyed", broker, topic, args.events, latency, Path(tmp))
+            runs: dict[str, list[float]] = {"plain": [], "naive": [], "keyed": []}
+            for _ in range(args.repeat):
+                for variant, out in runs.items():
+                    out.append(faust_variant(variant, broker, topic, args.events, latency, work))
+            b1, b2, c = (statistics.median(runs[v]) for v in ("plain", "naive", "keyed"))
             print(f"-- sink latency {latency:g} ms per write (SQLite store)")
-            print(f"(b1) plain Faust agent, no writes   {b1:10.0f} ev/s")
-            print(f"(b2) naive Faust agent, awaits each {b2:10.0f} ev/s")
-            print(f"(c)  KeyedAgent runtime             {c:10.0f} ev/s")
-            print(f"     c/a = {c / raw:.2f}   c/b1 = {c / b1:.2f}   c/b2 = {c / b2:.2f}")
+            print(f"(b1) plain Faust agent, no writes   {_median(runs['plain'])}")
+            print(f"(b2) naive Faust agent, awaits each {_median(runs['naive'])}")
+            print(f"(c)  KeyedAgent runtime             {_median(runs['keyed'])}")
+            print(f"     c/a = {c / raw:.2f}   c/b1 = {c / b1:.2f}   c/b2 = {c / b2:.2f}   (medians)")
 
 
 if __name__ == "__main__":

@@ -180,6 +180,9 @@ class AgentRuntime:
             counters=self.counters,
         )
         consumer = self.app.consumer
+        # One micro-batch is written while the next one is taken from the stream (never two
+        # written at once, so the per-key path sees the fallbacks of the previous one).
+        in_flight: asyncio.Future[None] | None = None
         try:
             async for batch in stream.noack().noack_take(self.config.max_batch, self.config.within):
                 self.counters.batches += 1
@@ -192,15 +195,29 @@ class AgentRuntime:
                     processor.prepare(work)
                     works.append(work)
                     last[msg.tp] = msg.offset
-                await run_batch(works, sched, processor, self._park)
+                if in_flight is not None:
+                    await in_flight  # a bug in it re-raises here and crashes the worker
+                in_flight = asyncio.ensure_future(run_batch(works, sched, processor, self._park))
                 self.counters.lag = sum(
                     max(0, (consumer.highwater(tp) or 0) - off - 1) for tp, off in last.items()
                 )
         finally:
+            if in_flight is not None:
+                await self._settle(in_flight)
             finished = await sched.drain(self.config.drain_timeout)
             if not finished:
                 log.warning("stopping with unfinished work; it is redelivered from the last commit")
             await sched.close()
+
+
+    async def _settle(self, in_flight: asyncio.Future[None]) -> None:
+        """On the way out: let the last batch finish within the drain timeout, else cancel it
+        (its messages were not acknowledged and are redelivered)."""
+        done, _ = await asyncio.wait({in_flight}, timeout=self.config.drain_timeout)
+        if not done:
+            in_flight.cancel()
+        elif not in_flight.cancelled() and in_flight.exception() is not None:
+            log.error("the last batch failed: %r", in_flight.exception())
 
 
 def register_dlq_rotation(
