@@ -107,7 +107,9 @@ def main() -> None:
         raw = asyncio.run(raw_consume(stack.info.kafka_bootstrap, topic, args.events))
         print(f"(a)  raw aiokafka + JSON decode      {raw:10.0f} ev/s")
         work = Path(tmp)
-        c0 = [faust_variant("keyed", broker, topic, args.events, 0, work, noop=True) for _ in range(args.repeat)]
+        c0 = [
+            faust_variant("keyed", broker, topic, args.events, 0, work, noop=True) for _ in range(args.repeat)
+        ]
         print(f"(c0) KeyedAgent runtime, no-op sink  {_median(c0)}   (the runtime without the store)")
         for latency in args.latency_ms:
             runs: dict[str, list[float]] = {"plain": [], "naive": [], "keyed": []}
