@@ -15,9 +15,13 @@ Its invariants, which every change here must keep (each has tests):
    then the delivery-ledger ack. A later sink never runs before an earlier
    one succeeded for that event.
 4. **Order scope.** Events with the same ``relation_key`` (default: the
-   ordering key) *within one partition* run one at a time in offset order;
-   different keys run concurrently up to ``max_concurrency``. Across
-   partitions there is no order: key your topics by the entity.
+   ordering key) *within one partition* are never reordered against a
+   failure: in the per-key path they run one at a time in offset order;
+   in the batch path (``batch.py``, used when every sink of an agent writes
+   batches) a micro-batch's events are merged and written together, which
+   stores exactly what one-by-one writes would, and a key with anything
+   waiting in the per-key path never joins a batch. Across partitions there
+   is no order: key your topics by the entity.
 5. **Failures.** A transient failure blocks only its relation key (later
    events of that key are skipped, i.e. wait) and is retried after a back-off
    that grows with the sink's recent failure ratio; a sink that looks down
