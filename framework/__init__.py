@@ -20,8 +20,9 @@ runtime.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from framework.core.lazy import lazy_names
 
 __all__ = [
     "App",
@@ -78,14 +79,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from framework.settings import Settings
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'framework' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_names("framework", globals(), _WHERE)

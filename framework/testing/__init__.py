@@ -21,8 +21,9 @@ Names load on first use, so the pytest plugin costs nothing until a fixture runs
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from framework.core.lazy import lazy_names
 
 __all__ = [
     "Driver",
@@ -92,14 +93,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from framework.testing.strategies import deliveries
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'framework.testing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_names("framework.testing", globals(), _WHERE)
