@@ -52,13 +52,17 @@ class BenchAgent(KeyedAgent):
 class Meter:
     """Records the time of the first and of the N-th finished event."""
 
-    def __init__(self, out: Path, target: int) -> None:
+    def __init__(self, out: Path, target: int, progress: Path | None = None) -> None:
         self.out, self.target, self.n, self.first = out, target, 0, 0.0
+        self.progress, self._shown = progress, 0.0
 
     def tick(self, k: int = 1) -> None:
         if self.n == 0:
             self.first = time.perf_counter()
         self.n += k
+        if self.progress is not None and time.perf_counter() - self._shown > 1.0:
+            self._shown = time.perf_counter()
+            self.progress.write_text(str(self.n))  # BENCH_PROGRESS: events done so far (soak)
         if self.n >= self.target and not self.out.exists():
             last = time.perf_counter()
             self.out.write_text(json.dumps({"events": self.n, "seconds": last - self.first}))
@@ -90,7 +94,10 @@ def build() -> faust.App:
     settings = Settings.resolve(os.environ["BENCH_GROUP"])
     app = create_faust_app(settings)
     data = settings.data_dir
-    meter = Meter(data / "bench-result.json", int(os.environ["BENCH_EVENTS"]))
+    progress = os.environ.get("BENCH_PROGRESS")
+    meter = Meter(
+        data / "bench-result.json", int(os.environ["BENCH_EVENTS"]), Path(progress) if progress else None
+    )
     latency = float(os.environ.get("BENCH_LATENCY_MS", "0")) / 1000
     store = SqliteStore(data / "wide.db")
     store.engine.ensure_table(BENCH_TABLE)

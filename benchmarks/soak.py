@@ -1,0 +1,77 @@
+"""One keyed worker over a long run: throughput and the worker's resident memory sampled as it goes.
+
+    python -m benchmarks.soak --events 1000000 --keys 100000
+
+The benchmark app's keyed variant (``benchmarks/bench_apps.py``: the runtime,
+the batch path and the SQLite store) consumes a topic of ``--events`` events
+produced up front. Every ``--every`` seconds the worker's RSS (``/proc/PID/status``)
+and the events done so far are printed; at the end, the RSS after warm-up (the
+first quarter of the samples) is summarised as min / max and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from benchmarks.agent_throughput import make_records
+from framework.kafka_admin import ensure_topics, produce
+from framework.local_stack import LocalStack
+from framework.worker_process import start_worker, stop_worker
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--keys", type=int, default=100_000)
+    ap.add_argument("--every", type=float, default=5.0, help="seconds between samples")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, LocalStack(Path(tmp) / "stack") as stack:
+        assert stack.info is not None
+        broker = f"kafka://{stack.info.kafka_bootstrap}"
+        topic, group = "soak-in", f"soak-{uuid.uuid4().hex[:6]}"
+        asyncio.run(ensure_topics(broker, {topic: 4}))
+        for start in range(0, args.events, 100_000):
+            chunk = make_records(min(100_000, args.events - start), args.keys)
+            asyncio.run(produce(broker, topic, chunk))
+        data = Path(tmp) / group
+        env = {"BENCH_VARIANT": "keyed", "BENCH_GROUP": group, "BENCH_TOPIC": topic,
+               "BENCH_EVENTS": str(args.events), "BENCH_LATENCY_MS": "0", "BENCH_NOOP_SINK": "0",
+               "BENCH_PROGRESS": str(data / "progress.txt")}  # fmt: skip
+        proc = start_worker("benchmarks.bench_apps:build", data, broker, env)
+        started, samples = time.perf_counter(), []
+        try:
+            while not (data / "bench-result.json").exists():
+                if proc.poll() is not None:
+                    raise RuntimeError((data / "worker.log").read_text()[-3000:])
+                time.sleep(args.every)
+                done = (
+                    int((data / "progress.txt").read_text() or 0) if (data / "progress.txt").exists() else 0
+                )
+                samples.append(rss_mib(proc.pid))
+                elapsed = time.perf_counter() - started
+                print(f"{elapsed:7.1f} s  {done:>9,} events  RSS {samples[-1]:7.1f} MiB", flush=True)
+        finally:
+            stop_worker(proc)
+        result = json.loads((data / "bench-result.json").read_text())
+        warm = samples[len(samples) // 4 :] or samples
+        n, seconds = result["events"], result["seconds"]
+        print(f"{n:,} events in {seconds:.1f} s = {n / seconds:,.0f} ev/s")
+        low, high = min(warm), max(warm)
+        print(f"RSS after warm-up: min {low:.1f} MiB, max {high:.1f} MiB, max/min {high / low:.3f}")
+
+
+if __name__ == "__main__":
+    main()
