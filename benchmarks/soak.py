@@ -6,7 +6,8 @@ The benchmark app's keyed variant (``benchmarks/bench_apps.py``: the runtime,
 the batch path and the SQLite store) consumes a topic of ``--events`` events
 produced up front. Every ``--every`` seconds the worker's RSS (``/proc/PID/status``)
 and the events done so far are printed; at the end, the RSS after warm-up (the
-first quarter of the samples) is summarised as min / max and their ratio.
+first quarter of the samples taken while events were being processed) is
+summarised as min / max and their ratio.
 """
 
 from __future__ import annotations
@@ -60,9 +61,11 @@ def main() -> None:
                 done = (
                     int((data / "progress.txt").read_text() or 0) if (data / "progress.txt").exists() else 0
                 )
-                samples.append(rss_mib(proc.pid))
+                rss = rss_mib(proc.pid)
+                if 0 < done < args.events:
+                    samples.append(rss)  # only while events are being processed
                 elapsed = time.perf_counter() - started
-                print(f"{elapsed:7.1f} s  {done:>9,} events  RSS {samples[-1]:7.1f} MiB", flush=True)
+                print(f"{elapsed:7.1f} s  {done:>9,} events  RSS {rss:7.1f} MiB", flush=True)
         finally:
             stop_worker(proc)
         result = json.loads((data / "bench-result.json").read_text())
