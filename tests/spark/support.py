@@ -93,3 +93,14 @@ async def documents(es_url: str, alias: str) -> dict[str, tuple[dict[str, Any], 
 
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
+
+
+def check_reference(spark: Any, store_url: str, es_url: str, alias: str, **options: Any) -> Any:
+    """``spark_batch.convergence.check`` of the reference app's projection under ``alias``
+    (2 store shards, 2 index slices); ``options`` go to ``check``."""
+    from spark_batch.convergence import check
+
+    return check(
+        spark, app=APP, alias=alias, store_url=store_url, es_url=es_url, tombstones=TOMBSTONES,
+        shards=2, slices=2, **options,
+    )  # fmt: skip

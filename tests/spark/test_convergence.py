@@ -20,6 +20,7 @@ from tests.spark.support import (
     APP,
     PROJECTION,
     TOMBSTONES,
+    check_reference,
     documents,
     populate,
     project_all,
@@ -72,16 +73,7 @@ async def _corrupt(es_url: str, alias: str, expected: Expected) -> dict[str, lis
 def test_a_converged_index_checks_clean(
     spark: SparkSession, store: str, alias: str, expected: Expected, stack: StackInfo
 ) -> None:
-    run_ = check(
-        spark,
-        app=APP,
-        alias=alias,
-        store_url=store,
-        es_url=stack.es_url,
-        tombstones=TOMBSTONES,
-        shards=2,
-        slices=2,
-    )
+    run_ = check_reference(spark, store, stack.es_url, alias)
     run_.release()
     assert run_.report.clean, run_.report.to_dict()
     assert run_.report.expected_docs == run_.report.index_docs == len(expected.documents)
@@ -91,10 +83,7 @@ def test_corruption_is_reported_exactly_and_repair_makes_the_next_check_clean(
     spark: SparkSession, store: str, alias: str, expected: Expected, stack: StackInfo
 ) -> None:
     keys = run(_corrupt(stack.es_url, alias, expected))
-    kw = dict(
-        app=APP, alias=alias, store_url=store, es_url=stack.es_url, tombstones=TOMBSTONES, shards=2, slices=2
-    )
-    found = check(spark, sample=100, **kw)  # type: ignore[arg-type]
+    found = check_reference(spark, store, stack.es_url, alias, sample=100)
     try:
         report = found.report
         assert report.counts == {c: len(keys.get(c, [])) for c in CATEGORIES}
@@ -106,7 +95,7 @@ def test_corruption_is_reported_exactly_and_repair_makes_the_next_check_clean(
         found.release()
     assert actions == {"index": 9, "delete": len(keys["orphaned"])}
 
-    again = check(spark, **kw)  # type: ignore[arg-type]
+    again = check_reference(spark, store, stack.es_url, alias)
     again.release()
     assert again.report.clean, again.report.to_dict()
     assert compare_documents(expected.documents, run(documents(stack.es_url, alias))) == []
@@ -128,16 +117,7 @@ def test_ahead_documents_are_reported_and_parquet_inputs_agree(
             await index.close()
 
     run(write_ahead())
-    live = check(
-        spark,
-        app=APP,
-        alias=alias,
-        store_url=store,
-        es_url=stack.es_url,
-        tombstones=TOMBSTONES,
-        shards=2,
-        slices=2,
-    )
+    live = check_reference(spark, store, stack.es_url, alias)
     live.release()
     assert live.report.counts["ahead"] == 1 and live.report.samples["ahead"] == [doc_id]
     assert live.report.divergent == 1

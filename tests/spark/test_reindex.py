@@ -15,7 +15,6 @@ from framework.cli import main
 from framework.core.mutations import Upsert
 from framework.local_stack import StackInfo
 from framework.runtime.projector import project_partition
-from spark_batch.convergence import check
 from spark_batch.io import open_index
 from spark_batch.reindex import reindex
 from stores.open import open_wide_store
@@ -24,6 +23,7 @@ from tests.spark.support import (
     HUB,
     PROJECTION,
     TOMBSTONES,
+    check_reference,
     populate,
     project_all,
     run,
@@ -132,16 +132,7 @@ def test_reindex_under_writes_swaps_without_losing_an_update(
     indices, subjects, old_exists = run(_served(stack.es_url, alias, sorted(writer.last)))
     assert indices == [f"{alias}-v2"] and old_exists
     assert subjects == writer.last  # every hub serves its last update: nothing lost
-    final = check(
-        spark,
-        app=APP,
-        alias=alias,
-        store_url=url,
-        es_url=stack.es_url,
-        tombstones=TOMBSTONES,
-        shards=2,
-        slices=2,
-    )
+    final = check_reference(spark, url, stack.es_url, alias)
     final.release()
     assert final.report.clean, final.report.to_dict()
     assert final.report.expected_docs == len(expected.documents)
