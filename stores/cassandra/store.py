@@ -3,7 +3,9 @@
 Writes are prepared ``UPDATE``/``DELETE`` statements with ``USING TIMESTAMP``
 set to the mutation's version, so Cassandra's own cell reconciliation gives the
 convergence rules; ``UPDATE`` writes no row marker, so a row exists exactly
-while it has a live cell. All statements are marked idempotent.
+while it has a live cell. The writes of one ``apply`` to one partition go as
+UNLOGGED batches of at most ``max_batch_statements`` (see ``batches``). All
+statements and batches are marked idempotent.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from framework.core.rows import Row
 from framework.core.schema import Column, SchemaError, TableSchema
 from stores.base import WideColumnStore
 from stores.cassandra import statements as cql
+from stores.cassandra.batches import MAX_BATCH_STATEMENTS, requests
 from stores.cassandra.bridge import Page, execute
 from stores.cassandra.errors import reraise
 from stores.cassandra.existing import (
@@ -49,18 +52,25 @@ class CassandraStore(WideColumnStore):
         *,
         consistency: int = ConsistencyLevel.LOCAL_QUORUM,
         max_concurrency: int = 64,
+        max_batch_statements: int = 100,
         request_timeout: float = 10.0,
         ddl_timeout: float = 60.0,
         fetch_size: int = 1000,
         cluster: Any | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """Use an open ``session``; ``cluster``, when given, is owned and shut down by ``close``."""
+        """Use an open ``session``; ``cluster``, when given, is owned and shut down by ``close``.
+
+        ``max_concurrency`` bounds the requests in flight; ``max_batch_statements``
+        caps the writes of one partition batch (1 sends every write alone).
+        """
         cql.quote(keyspace)
         if consistency not in ConsistencyLevel.value_to_name:
             raise ValueError(f"unknown consistency level {consistency!r}")
         if max_concurrency < 1 or fetch_size < 1 or request_timeout <= 0 or ddl_timeout <= 0:
             raise ValueError("max_concurrency, fetch_size and the timeouts must be positive")
+        if not 1 <= max_batch_statements <= MAX_BATCH_STATEMENTS:
+            raise ValueError(f"max_batch_statements must be in [1, {MAX_BATCH_STATEMENTS}]")
         self._session = session
         self._cluster = cluster
         self.keyspace = keyspace
@@ -68,6 +78,7 @@ class CassandraStore(WideColumnStore):
         self.request_timeout = float(request_timeout)
         self.ddl_timeout = float(ddl_timeout)
         self.fetch_size = fetch_size
+        self.max_batch_statements = max_batch_statements
         self._clock = clock
         self._limit = asyncio.Semaphore(max_concurrency)
         self._schemas: dict[str, TableSchema] = {}
@@ -188,27 +199,40 @@ class CassandraStore(WideColumnStore):
     # -- writes -------------------------------------------------------------------------------
 
     async def apply(self, mutations: Sequence[Mutation]) -> None:
-        """Validate every mutation, then run the writes concurrently (bounded); durable on return.
+        """Validate and bind every write, then send them grouped per partition, concurrently
+        (bounded); durable on return.
 
-        When several writes fail, a permanent failure is raised in preference to a
-        transient one (retrying the batch could not succeed).
+        Each request is one partition's UNLOGGED batch (or a lone write) and is
+        bounded by ``request_timeout``. When several requests fail, a permanent
+        failure is raised in preference to a transient one (retrying the batch
+        could not succeed); a note says how many writes and requests failed.
         """
         planned = [plan_mutation(self.keyspace, self.schema(m.table), m) for m in mutations]
         if not planned:
             return
         bound = await asyncio.gather(*(self._bind(p) for p in planned))
-        outcomes = await asyncio.gather(
-            *(self._run(b, p.what) for b, p in zip(bound, planned, strict=True)), return_exceptions=True
+        sends = requests(
+            [m.table for m in mutations],
+            bound,
+            [p.what for p in planned],
+            consistency=self.consistency,
+            max_statements=self.max_batch_statements,
         )
-        failures = [o for o in outcomes if isinstance(o, BaseException)]
-        if not failures:
+        outcomes = await asyncio.gather(
+            *(self._run(r.statement, r.what) for r in sends), return_exceptions=True
+        )
+        failed = [(o, r) for o, r in zip(outcomes, sends, strict=True) if isinstance(o, BaseException)]
+        if not failed:
             return
-        for f in failures:
+        for f, _ in failed:
             if not isinstance(f, StoreError):
                 raise f
-        first = next((f for f in failures if isinstance(f, PermanentStoreError)), failures[0])
-        if len(failures) > 1:
-            first.add_note(f"{len(failures)} of {len(planned)} writes failed")
+        first = next((f for f, _ in failed if isinstance(f, PermanentStoreError)), failed[0][0])
+        if len(failed) > 1 or failed[0][1].writes > 1:
+            writes = sum(r.writes for _, r in failed)
+            first.add_note(
+                f"{writes} of {len(planned)} writes failed ({len(failed)} of {len(sends)} requests)"
+            )
         raise first
 
     # -- reads --------------------------------------------------------------------------------

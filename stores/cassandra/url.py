@@ -3,7 +3,8 @@
 Form: ``cassandra://[user:password@]host1[:port][,host2[:port]...]/keyspace[?option=value&...]``.
 Options: ``consistency`` (a level name, default LOCAL_QUORUM), ``protocol_version`` (4),
 ``local_dc``, ``create_keyspace`` (true/false), ``replication_factor`` (1),
-``max_concurrency``, ``request_timeout``, ``fetch_size``, ``connect_timeout``.
+``max_concurrency``, ``max_batch_statements``, ``request_timeout``, ``fetch_size``,
+``connect_timeout``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from framework.core.mutations import check_identifier
 
 __all__ = ["parse_url"]
 
-_INTS = {"protocol_version", "replication_factor", "max_concurrency", "fetch_size"}
+_INTS = {"protocol_version", "replication_factor", "max_concurrency", "max_batch_statements", "fetch_size"}
 _FLOATS = {"request_timeout", "connect_timeout"}
 _BOOLS = {"create_keyspace"}
 

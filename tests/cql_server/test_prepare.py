@@ -88,10 +88,14 @@ def test_a_batch_applies_all_its_writes_with_the_client_timestamp(
     rows = list(cql_session.execute(f"SELECT org, note, WRITETIME(note) FROM {table}"))
     assert sorted((r.org, r.note) for r in rows) == [("o", "a"), ("p", "b")]
     assert all(before <= r.writetime_note <= after for r in rows)  # the request's timestamp (flag 0x20)
+    record = cql_server.batches[-1]  # the server's log of applied batches
+    assert (record.kind, record.statements) == (1, 3)
+    assert record.partitions == {(KEYSPACE, schema.name, ("o",)), (KEYSPACE, schema.name, ("p",))}
 
 
-def test_a_batch_with_an_invalid_write_applies_nothing(cql_session: Any) -> None:
+def test_a_batch_with_an_invalid_write_applies_nothing(cql_server: CqlServer, cql_session: Any) -> None:
     schema = timeline(cql_session)
+    last = cql_server.batches[-1] if cql_server.batches else None
     table = qualified(schema)
     batch = BatchStatement(BatchType.UNLOGGED)
     batch.add(f"UPDATE {table} SET note = 'kept?' WHERE org = 'o' AND day = 1 AND seq = 's'")
@@ -99,3 +103,4 @@ def test_a_batch_with_an_invalid_write_applies_nothing(cql_session: Any) -> None
     with pytest.raises(InvalidRequest, match="Some clustering keys are missing: seq"):
         cql_session.execute(batch)
     assert list(cql_session.execute(f"SELECT note FROM {table}")) == []
+    assert (cql_server.batches[-1] if cql_server.batches else None) is last  # only applied batches are logged

@@ -35,7 +35,7 @@ from cassandra.protocol import (
     ColumnMetadata,
     ResultMessage,
 )
-from cassandra.query import PreparedStatement, named_tuple_factory
+from cassandra.query import BatchStatement, PreparedStatement, named_tuple_factory
 
 from framework.core.schema import TableSchema
 
@@ -97,6 +97,38 @@ def decode(prepared_or_bound: Any) -> list[Any]:
         None if raw is None else spec.type.from_binary(raw, proto)
         for raw, spec in zip(prepared_or_bound.values, meta, strict=True)
     ]
+
+
+def written(session: FakeSession, statement: Any) -> list[tuple[str, list[Any]]]:
+    """(CQL text, decoded values) of each write in a bound statement or a batch of them."""
+    return [(b.prepared_statement.query_string, decode(b)) for b in _bounds(session, statement)]
+
+
+def bound_columns(session: FakeSession, statement: Any) -> list[dict[str, Any]]:
+    """Each write of a bound statement or batch as {bind marker name: decoded value}."""
+    return [
+        {
+            spec.name: value
+            for spec, value in zip(b.prepared_statement.column_metadata, decode(b), strict=True)
+        }
+        for b in _bounds(session, statement)
+    ]
+
+
+def _bounds(session: FakeSession, statement: Any) -> list[Any]:
+    if not isinstance(statement, BatchStatement):
+        return [statement]
+    out = []
+    for is_prepared, query_id, values in statement._statements_and_parameters:
+        assert is_prepared, "the store batches bound statements only"
+        out.append(_Bound(session.by_id[query_id], values))
+    return out
+
+
+@dataclass
+class _Bound:
+    prepared_statement: PreparedStatement
+    values: list[bytes | None]
 
 
 def rows_result(
@@ -167,6 +199,7 @@ class FakeSession:
         self.cluster = _Cluster()
         self._pools: dict[Any, Any] = {}
         self.prepared: list[str] = []
+        self.by_id: dict[bytes, PreparedStatement] = {}
         self.calls: list[Call] = []
         self.io_threads: set[str] = set()
         self.in_flight = 0
@@ -177,10 +210,11 @@ class FakeSession:
     def prepare(self, query: str, custom_payload: Any = None, keyspace: Any = None) -> PreparedStatement:
         self.prepared.append(query)
         specs, pk_indexes = bind_metadata(query, self.schemas)
-        return PreparedStatement.from_message(
-            b"id-%d" % len(self.prepared), specs, pk_indexes, self.cluster.metadata, query, None,
-            self.protocol_version, [], None,
+        query_id = b"id-%d" % len(self.prepared)
+        prepared = self.by_id[query_id] = PreparedStatement.from_message(
+            query_id, specs, pk_indexes, self.cluster.metadata, query, None, self.protocol_version, [], None,
         )  # fmt: skip
+        return prepared
 
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return self._io.submit(fn, *args, **kwargs)

@@ -210,7 +210,7 @@ async def test_connect_to_nothing_is_a_transient_failure() -> None:
 def test_store_urls_name_contact_points_keyspace_and_options() -> None:
     kw = parse_url(
         "cassandra://app:p%40ss@h1:9043,h2/ks_1?consistency=one&protocol_version=5&create_keyspace=true"
-        "&replication_factor=3&local_dc=dc1&request_timeout=2.5&max_concurrency=8"
+        "&replication_factor=3&local_dc=dc1&request_timeout=2.5&max_concurrency=8&max_batch_statements=50"
     )
     auth = kw.pop("auth_provider")
     assert (auth.username, auth.password) == ("app", "p@ss")
@@ -225,6 +225,7 @@ def test_store_urls_name_contact_points_keyspace_and_options() -> None:
         "local_dc": "dc1",
         "request_timeout": 2.5,
         "max_concurrency": 8,
+        "max_batch_statements": 50,
     }
     assert parse_url("cassandra://[::1]:9044/ks") == {
         "contact_points": ["::1"],

@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from framework.core.mutations import Upsert
+from framework.core.mutations import Delete, Upsert
 from framework.delivery.ledger import DeliveryLedger
 from framework.delivery.model import LedgerConfig
 from stores.base import WideColumnStore
 from stores.cassandra import CassandraStore
+from stores.errors import PermanentStoreError
 from tests.stores.contract import WideColumnContract
 from tests.stores.convergence import HUB, LOG, Case, cases, check_current_state, check_history
 from tests.stores.harness import ManualClock, WideStoreHarness, hub_schema, timeline_schema, unique
@@ -166,3 +167,115 @@ async def test_a_new_delivery_consumer_adds_its_column_to_an_existing_ledger(cql
         "ack_search",
         "ack_billing",
     ]
+
+
+# -- writes grouped per partition (one UNLOGGED batch per partition, capped) ------------------------
+
+
+def _tl(t: str, org: str, day: int, note: str | None = "x", version: int = 10) -> Upsert:
+    return Upsert(t, {"org": org, "day": day, "seq": "s"}, {"note": note}, version)
+
+
+class _Sent:
+    """The requests a block of code sent to the server, and the batches it applied."""
+
+    def __init__(self, server: CqlServer) -> None:
+        self.server = server
+        self.before = dict(server.requests)
+        server.batches.clear()
+
+    def count(self, opcode: str) -> int:
+        return self.server.requests[opcode] - self.before.get(opcode, 0)
+
+
+async def test_writes_of_several_partitions_land_and_no_batch_mixes_partitions(
+    cql_server: CqlServer, cql_session: Any, server_clock: ManualClock
+) -> None:
+    store = _store(cql_session, server_clock)
+    tl, hub = unique("tl"), unique("hub")
+    await store.ensure_table(timeline_schema(tl))
+    await store.ensure_table(hub_schema(hub))
+    mutations = [
+        *(_tl(tl, "a", day) for day in range(5)),
+        _tl(tl, "b", 1),
+        _tl(tl, "b", 2),
+        Delete(tl, {"org": "b", "day": 2, "seq": "s"}, 11),  # same partition, later version: the row goes
+        _tl(tl, "c", 1),  # a partition of one write: a lone EXECUTE
+        Upsert(hub, {"org": "a", "id": 1}, {"n": 1}, 10),  # the same "a" in another table: its own request
+        Upsert(hub, {"org": "a", "id": 1}, {"title": "t"}, 10),
+        Upsert(hub, {"org": "a", "id": 2}, {"n": 2}, 10),
+    ]
+    sent = _Sent(cql_server)
+    await store.apply(mutations)
+    assert (sent.count("BATCH"), sent.count("EXECUTE")) == (3, 2)
+    assert all(b.kind == 1 and len(b.partitions) == 1 for b in cql_server.batches)  # UNLOGGED, one partition
+    assert sorted((next(iter(b.partitions)), b.statements) for b in cql_server.batches) == [
+        ((KEYSPACE, hub, ("a", 1)), 2),
+        ((KEYSPACE, tl, ("a",)), 5),
+        ((KEYSPACE, tl, ("b",)), 3),
+    ]
+    rows = {org: await store.read_partition(tl, {"org": org}) for org in "abc"}
+    assert {org: [r.key["day"] for r in found] for org, found in rows.items()} == {
+        "a": [0, 1, 2, 3, 4],
+        "b": [1],
+        "c": [1],
+    }
+    row = await store.read_row(hub, {"org": "a", "id": 1})
+    assert row is not None and row.values() == {"n": 1, "title": "t"} and row.writetime("n") == 10
+    assert (await store.read_row(hub, {"org": "a", "id": 2})) is not None
+
+
+async def test_a_failing_statement_fails_its_partition_batch_with_a_permanent_error(
+    cql_server: CqlServer, cql_session: Any, server_clock: ManualClock
+) -> None:
+    """An empty partition key passes the schema but Cassandra (and the server) refuse it: the batch
+    of that partition fails as a whole and permanently; the other partitions' requests still land."""
+    store = _store(cql_session, server_clock)
+    tl = unique("tl")
+    await store.ensure_table(timeline_schema(tl))
+    sent = _Sent(cql_server)
+    with pytest.raises(PermanentStoreError, match="Key may not be empty") as info:
+        await store.apply([*(_tl(tl, "", day) for day in range(3)), _tl(tl, "a", 1), _tl(tl, "a", 2)])
+    assert "3 of 5 writes failed (1 of 2 requests)" in info.value.__notes__
+    assert sent.count("BATCH") == 2 and [b.partitions for b in cql_server.batches] == [
+        frozenset({(KEYSPACE, tl, ("a",))})
+    ]
+    assert [r.key["day"] for r in await store.read_partition(tl, {"org": "a"})] == [1, 2]
+    with pytest.raises(PermanentStoreError, match="Key may not be empty"):
+        await store.apply([_tl(tl, "", 1)])  # alone, as an EXECUTE: the same error class
+
+
+@pytest.mark.parametrize(
+    ("cap", "rows", "batches", "lone"), [(100, 250, [50, 100, 100], 0), (7, 15, [7, 7], 1)]
+)
+async def test_a_big_partition_group_is_split_at_the_cap(
+    cql_server: CqlServer,
+    cql_session: Any,
+    server_clock: ManualClock,
+    cap: int,
+    rows: int,
+    batches: list[int],
+    lone: int,
+) -> None:
+    store = CassandraStore(cql_session, KEYSPACE, clock=server_clock, max_batch_statements=cap)
+    tl = unique("tl")
+    await store.ensure_table(timeline_schema(tl))
+    sent = _Sent(cql_server)
+    await store.apply([_tl(tl, "a", day) for day in range(rows)])
+    assert sorted(b.statements for b in cql_server.batches) == batches
+    assert (sent.count("BATCH"), sent.count("EXECUTE")) == (len(batches), lone)
+    assert len(await store.read_partition(tl, {"org": "a"})) == rows
+
+
+async def test_a_batch_is_prepared_again_after_the_server_forgot_its_statements(
+    cql_server: CqlServer, cql_session: Any, server_clock: ManualClock
+) -> None:
+    store = _store(cql_session, server_clock)
+    tl = unique("tl")
+    await store.ensure_table(timeline_schema(tl))
+    await store.apply([_tl(tl, "a", 1, "old"), _tl(tl, "a", 2, "old")])
+    cql_server.forget_prepared()
+    sent = _Sent(cql_server)
+    await store.apply([_tl(tl, "a", 1, "new", 11), _tl(tl, "a", 2, "new", 11)])  # 0x2500 -> PREPARE -> BATCH
+    assert sent.count("PREPARE") >= 1 and sent.count("BATCH") == 2
+    assert [r.values()["note"] for r in await store.read_partition(tl, {"org": "a"})] == ["new", "new"]

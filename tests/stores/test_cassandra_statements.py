@@ -14,10 +14,10 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from cassandra import ConsistencyLevel
+from cassandra import ConsistencyLevel, OperationTimedOut
 from cassandra import protocol as p
 from cassandra.metadata import ColumnMetadata, KeyspaceMetadata, TableMetadata
-from cassandra.query import BoundStatement, dict_factory
+from cassandra.query import BatchStatement, BatchType, BoundStatement, dict_factory
 
 from framework.core.cells import Cell
 from framework.core.mutations import CellValue, Delete, LogState, MutationError, Upsert
@@ -25,7 +25,16 @@ from framework.core.schema import SchemaError, TableSchema
 from stores.cassandra import CassandraStore
 from stores.cassandra import statements as cql
 from stores.errors import PermanentStoreError
-from tests.stores.cassandra_fakes import Call, FakeSession, bind_metadata, decode, rows_result, void_result
+from tests.stores.cassandra_fakes import (
+    Call,
+    FakeSession,
+    bind_metadata,
+    bound_columns,
+    decode,
+    rows_result,
+    void_result,
+    written,
+)
 from tests.stores.harness import hub_schema, log_schema, timeline_schema
 
 K: dict[str, CellValue] = {"org": "acme", "id": 7}
@@ -56,7 +65,7 @@ async def make() -> AsyncIterator[Make]:
 
 
 def _writes(session: FakeSession) -> list[tuple[str, list[Any]]]:
-    return [(c.statement.prepared_statement.query_string, decode(c.statement)) for c in session.calls]
+    return [w for c in session.calls for w in written(session, c.statement)]
 
 
 # -- DDL ------------------------------------------------------------------------------------------
@@ -296,6 +305,9 @@ async def test_deletes_of_row_partition_and_cells(make: Make) -> None:
             [11, "o", 3, "s"],
         ),
     ]
+    batch, lone = sorted(session.calls, key=lambda c: not isinstance(c.statement, BatchStatement))
+    assert batch.statement.batch_type == BatchType.UNLOGGED and len(batch.statement) == 2  # both "tl"/"o"
+    assert isinstance(lone.statement, BoundStatement)
     assert all(c.statement.is_idempotent for c in session.calls)
     assert all(c.statement.consistency_level == ConsistencyLevel.LOCAL_QUORUM for c in session.calls)
 
@@ -330,6 +342,91 @@ async def test_invalid_mutation_fails_before_anything_is_sent(make: Make, bad: A
     with pytest.raises(SchemaError):
         await store.apply([Upsert("hub", K, {"title": "ok"}, 1), bad])
     assert session.calls == [] and session.prepared == []
+
+
+# -- grouping per partition ----------------------------------------------------------------------
+
+
+def _tl(org: str, day: int, version: int = 1) -> Upsert:
+    return Upsert("tl", {"org": org, "day": day, "seq": "s"}, {"note": f"{org}{day}"}, version)
+
+
+async def test_writes_are_grouped_per_table_and_partition_into_unlogged_batches(make: Make) -> None:
+    store, session = await make()
+    await store.apply(
+        [
+            _tl("a", 1),
+            _tl("b", 1),
+            Delete("tl", {"org": "a"}, 1),  # a partition tombstone joins its partition's batch
+            _tl("a", 2),
+            Upsert("hub", K, {"n": 1}, 1),
+            Upsert("hub", K, {"title": "t"}, 2),  # another shape (column set), same row
+            Upsert("hub", {**K, "id": 8}, {"n": 1}, 1),
+        ]
+    )
+    shapes = sorted(
+        (
+            type(c.statement).__name__,
+            sorted(str(w.get("org")) + str(w.get("id", "")) for w in bound_columns(session, c.statement)),
+        )
+        for c in session.calls
+    )
+    assert shapes == [
+        ("BatchStatement", ["a", "a", "a"]),  # tl/"a": two rows and the partition tombstone
+        ("BatchStatement", ["acme7", "acme7"]),  # hub/("acme", 7)
+        ("BoundStatement", ["acme8"]),
+        ("BoundStatement", ["b"]),
+    ]
+    for call in session.calls:
+        statement = call.statement
+        assert statement.is_idempotent and statement.consistency_level == ConsistencyLevel.LOCAL_QUORUM
+        if isinstance(statement, BatchStatement):
+            assert statement.batch_type == BatchType.UNLOGGED
+            assert (
+                statement.keyspace == "ks" and statement.routing_key
+            )  # routed like its writes (token-aware)
+            assert call.timeout == store.request_timeout
+
+
+async def test_the_same_partition_key_in_two_tables_is_two_requests(make: Make) -> None:
+    store, session = await make()
+    await store.apply([_tl("a", 1), _tl("a", 2), LogState("log", {"entity": "a"}, "s", 1, "e", 1)])
+    assert sorted(type(c.statement).__name__ for c in session.calls) == ["BatchStatement", "BoundStatement"]
+
+
+@pytest.mark.parametrize(("cap", "sizes"), [(3, [1, 3, 3]), (7, [7]), (1, [1] * 7)])
+async def test_a_partition_group_is_split_at_the_statement_cap(
+    make: Make, cap: int, sizes: list[int]
+) -> None:
+    store, session = await make(max_batch_statements=cap)
+    await store.apply([_tl("a", day) for day in range(7)])
+    assert sorted(len(written(session, c.statement)) for c in session.calls) == sizes
+    assert sorted(w["day"] for c in session.calls for w in bound_columns(session, c.statement)) == list(
+        range(7)
+    )
+    lone = [c for c in session.calls if len(written(session, c.statement)) == 1]
+    assert all(isinstance(c.statement, BoundStatement) for c in lone)  # one write is never a batch
+
+
+@pytest.mark.parametrize("cap", [0, 0x10000])
+async def test_the_statement_cap_must_fit_the_protocol(make: Make, cap: int) -> None:
+    with pytest.raises(ValueError, match="max_batch_statements"):
+        await make(max_batch_statements=cap)
+
+
+async def test_a_failed_batch_counts_its_writes_and_permanent_wins(make: Make) -> None:
+    def responder(call: Call) -> Any:
+        if isinstance(call.statement, BatchStatement):
+            return p.InvalidRequestException(0x2200, "Key may not be empty", None)
+        if bound_columns(session, call.statement)[0]["org"] == "slow":
+            return OperationTimedOut("slow")
+        return void_result()
+
+    store, session = await make(responder)
+    with pytest.raises(PermanentStoreError, match="unlogged batch of 3 writes to tl") as info:
+        await store.apply([_tl("slow", 1), _tl("ok", 1), *(_tl("bad", d) for d in range(3))])
+    assert len(session.calls) == 3  # every request is attempted
+    assert "4 of 5 writes failed (2 of 3 requests)" in info.value.__notes__
 
 
 # -- reads ----------------------------------------------------------------------------------------

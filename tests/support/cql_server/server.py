@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,7 +33,7 @@ from tests.support.cql_server.plans import Analyzed
 from tests.support.cql_server.storage import CellWrite, RowDelete, Storage
 from tests.support.cql_server.system_tables import NodeInfo
 
-__all__ = ["CqlServer"]
+__all__ = ["BatchRecord", "CqlServer"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,16 @@ class _Statement:
     analyzed: Analyzed
 
 
+@dataclass(frozen=True)
+class BatchRecord:
+    """One BATCH the server applied: its type (0 logged, 1 unlogged), statement count and the
+    partitions it wrote, each as (keyspace, table, partition key values)."""
+
+    kind: int
+    statements: int
+    partitions: frozenset[tuple[str, str, tuple[object, ...]]]
+
+
 @dataclass
 class _Connection:
     keyspace: str | None = None
@@ -59,8 +69,12 @@ class CqlServer:
     """``start()`` binds ``host`` on ``port`` (0 = a free one) and serves until ``stop()``.
 
     ``clock`` (epoch seconds) drives TTL expiry and default write times; tests may
-    replace it at any time (``server.clock = manual_clock``).
+    replace it at any time (``server.clock = manual_clock``). ``requests`` counts the
+    requests per opcode name; ``batches`` keeps the last ``BATCH_LOG`` applied batches.
     """
+
+    #: How many applied batches ``batches`` keeps (the oldest are dropped first).
+    BATCH_LOG = 10_000
 
     def __init__(
         self, host: str = "127.0.0.1", port: int = 0, clock: Callable[[], float] = time.time
@@ -70,6 +84,7 @@ class CqlServer:
         self.storage = Storage(clock)
         self.executor = Executor(self.storage, self.node)
         self.requests: Counter[str] = Counter()
+        self.batches: deque[BatchRecord] = deque(maxlen=self.BATCH_LOG)
         self._host_id = uuid.uuid4()
         self._schema_version = uuid.uuid4()
         self._prepared: dict[bytes, _Statement] = {}
@@ -291,3 +306,7 @@ class CqlServer:
             )
             writes += self.executor.writes(analyzed, values, batch.timestamp)
         self.storage.apply(writes)
+        partitions = frozenset(
+            (w.table.keyspace, w.table.name, tuple(w.key[c] for c in w.table.partition_key)) for w in writes
+        )
+        self.batches.append(BatchRecord(batch.kind, len(batch.items), partitions))
