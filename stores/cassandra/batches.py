@@ -1,9 +1,9 @@
 """The bound writes of one ``apply`` as requests: one UNLOGGED batch per partition, capped in size.
 
-A batch whose statements all write one partition of one table is one mutation
-on the replicas (no batch log, no coordinator fan-out), so it costs one round
-trip instead of one per write and applies exactly what the single statements
-would: every statement keeps its own ``USING TIMESTAMP`` and TTL, and the cell
+A batch whose statements all write one partition of one table is applied as
+one mutation by that partition's replicas (unlogged: no batch log), so it costs
+one round trip instead of one per write and has exactly the effect of the
+single statements: every statement keeps its own ``USING TIMESTAMP`` and TTL, and the cell
 rules decide as before. A batch never spans partitions. The partition is the
 driver's routing key of the bound statement (the serialised partition key, as
 the server hashes it); a write without one is sent alone.
