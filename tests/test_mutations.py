@@ -21,7 +21,10 @@ from framework.core.schema import Column, SchemaError
 K = {"id": "a"}
 
 
-@pytest.mark.parametrize("name", ["", "1abc", "a-b", "a b", "é", "x" * 49, None, 3, "drop;table"])
+@pytest.mark.parametrize(
+    "name",
+    ["", "1abc", "a-b", "a b", "é", "x" * 49, None, 3, "drop;table", "users\n", "a\n", "x" * 48 + "\n"],
+)
 def test_invalid_table_names_are_refused(name: object) -> None:
     with pytest.raises(MutationError) as err:
         Upsert(name, K, {"c": 1}, 1)  # type: ignore[arg-type]

@@ -26,7 +26,7 @@ __all__ = [
 
 #: Largest checkpoint value accepted, in UTF-8 bytes (well under ZooKeeper's 1 MiB znode limit).
 MAX_VALUE_BYTES = 64 * 1024
-_SEGMENT = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
+_SEGMENT = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
 _MAX_NAME = 255
 
 
@@ -62,7 +62,7 @@ def check_name(name: object) -> str:
     if not isinstance(name, str) or not name or len(name) > _MAX_NAME:
         raise CheckpointError(f"checkpoint name must be a string of 1..{_MAX_NAME} characters: {name!r}")
     for segment in name.split("/"):
-        if not _SEGMENT.match(segment) or segment in (".", ".."):
+        if not _SEGMENT.fullmatch(segment) or segment in (".", ".."):
             raise CheckpointError(
                 f"checkpoint name {name!r}: segments are 1..100 of [A-Za-z0-9_.-], not '.' or '..'"
             )

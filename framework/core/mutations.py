@@ -32,7 +32,7 @@ __all__ = [
 #: A cell value: text, integer, float, boolean, bytes, or None (a cell tombstone).
 CellValue: TypeAlias = str | int | float | bool | bytes | None
 
-_IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
+_IDENT = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
 #: Largest accepted version (fits a signed 64-bit Cassandra write time).
 MAX_VERSION = 2**63 - 1
 #: Largest text or blob cell accepted, in bytes.
@@ -50,7 +50,7 @@ class MutationError(BadMessage):
 
 def check_identifier(name: object, what: str = "identifier") -> str:
     """Return ``name`` if it is a safe table or column name, else raise MutationError."""
-    if not isinstance(name, str) or not _IDENT.match(name):
+    if not isinstance(name, str) or not _IDENT.fullmatch(name):
         raise MutationError(what, f"{name!r} is not an identifier ([A-Za-z][A-Za-z0-9_]{{0,47}})")
     return name
 

@@ -6,9 +6,19 @@ resolved before one ledger write records all its acks. Answers: 200
 wrong bearer token (when one is configured); 413 body too large; 415 not
 JSON; 422 unknown message ids (nothing written); 503 store unavailable.
 
+The whole body is read, chunked or not, and refused with 413 once it passes
+``MAX_BODY_BYTES`` after decompression (the limit holds on any web server the
+endpoint is mounted on). A body Python's JSON parser cannot hold (nesting too
+deep, an integer of too many digits) or whose ids carry a lone surrogate is a
+400, like any other malformed body.
+
 Served standalone (``AckServer``, 127.0.0.1 by default) or mounted on a Faust
 worker's web server (``mount_on_faust``). Binding beyond loopback requires a
-token.
+token. A token is at least ``MIN_TOKEN_CHARS`` visible ASCII characters (no
+space, control character or NUL): it travels in a header whose surrounding
+whitespace is stripped, so any other token could never be presented and is
+refused when the endpoint is built; a request whose token is missing, empty
+or different gets 401.
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
+import re
 from typing import Any
 
 import faust
@@ -32,6 +43,7 @@ log = logging.getLogger(__name__)
 
 ACK_PATH = "/delivery/acks"
 MIN_TOKEN_CHARS = 16
+_TOKEN = re.compile(r"[!-~]+")
 
 
 def _is_loopback(host: str) -> bool:
@@ -44,8 +56,14 @@ def _is_loopback(host: str) -> bool:
 
 
 def _check_exposure(host: str, token: str | None) -> None:
-    if token is not None and (not isinstance(token, str) or len(token) < MIN_TOKEN_CHARS):
-        raise DeliveryError("token", f"must be a string of at least {MIN_TOKEN_CHARS} characters")
+    if token is not None and (
+        not isinstance(token, str) or len(token) < MIN_TOKEN_CHARS or not _TOKEN.fullmatch(token)
+    ):
+        raise DeliveryError(
+            "token",
+            f"must be a string of at least {MIN_TOKEN_CHARS} characters, "
+            "all visible ASCII (no spaces, control characters or NULs)",
+        )
     if token is None and not _is_loopback(host):
         raise DeliveryError("token", f"binding the ack endpoint to {host!r} requires a bearer token")
 
@@ -68,7 +86,9 @@ class AckEndpoint:
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer":
             return False
-        return hmac.compare_digest(given.strip().encode("utf-8"), self._token)
+        given = given.strip()
+        # Header values are decoded with surrogateescape: encode them back the same way.
+        return bool(given) and hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self._token)
 
     async def handle(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
@@ -82,9 +102,11 @@ class AckEndpoint:
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
             return _error(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
         try:
-            body = await request.content.read(MAX_BODY_BYTES + 1)
-            if len(body) > MAX_BODY_BYTES:
-                return _error(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+            # read() takes every chunk and stops past the clone's limit, whatever the app's own limit.
+            body = await request.clone(client_max_size=MAX_BODY_BYTES).read()
+        except web.HTTPRequestEntityTooLarge:
+            return _error(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+        try:
             acks = parse_ack_batch(body)
             result = await self.ledger.ack_many(acks, strict=True)
         except UnknownMessages as exc:
@@ -108,7 +130,7 @@ class AckEndpoint:
 
 def build_ack_app(ledger: DeliveryLedger, *, token: str | None = None) -> web.Application:
     """A standalone aiohttp application serving the endpoint."""
-    app = web.Application(client_max_size=MAX_BODY_BYTES + 1024)
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
     AckEndpoint(ledger, token=token).install(app.router)
     return app
 

@@ -5,12 +5,15 @@ Wire format (acks topic records and HTTP bodies), JSON:
 - one ack: ``{"message_id": "...", "consumer": "..."}``
 - a batch (HTTP): ``{"acks": [<ack>, ...]}`` with 1..``MAX_BATCH`` acks
 
-Unknown fields are refused, so a typo never becomes a silent no-op.
+Unknown fields are refused, so a typo never becomes a silent no-op. Bodies
+that are not UTF-8 JSON, nest too deeply for the parser or hold an integer past
+Python's digit limit are an ``AckFormatError`` like any other malformed input.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -51,6 +54,11 @@ def _decode(raw: bytes | str) -> Any:
         return json.loads(raw)
     except json.JSONDecodeError as exc:
         raise AckFormatError("body", f"not JSON: {exc.msg} at {exc.pos}") from None
+    except RecursionError:
+        raise AckFormatError("body", "JSON nested too deeply") from None
+    except ValueError:  # the one other ValueError json.loads raises: an integer past the digit limit
+        limit = sys.get_int_max_str_digits()
+        raise AckFormatError("body", f"JSON integer longer than {limit} digits") from None
 
 
 def _ack_from(obj: object, where: str) -> Ack:

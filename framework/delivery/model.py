@@ -35,7 +35,8 @@ __all__ = [
     "check_source",
 ]
 
-_CONSUMER = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+_CONSUMER = re.compile(r"[a-z][a-z0-9_]{0,39}")
+_TABLE = re.compile(r"[a-z][a-z0-9_]{0,41}")
 MAX_ID_CHARS = 512
 MINUTE_US = 60_000_000
 
@@ -50,7 +51,7 @@ class DeliveryError(ValueError):
 
 def check_consumer(name: object) -> str:
     """Return ``name`` if it is a valid consumer name (lowercase identifier, <= 40 chars)."""
-    if not isinstance(name, str) or not _CONSUMER.match(name):
+    if not isinstance(name, str) or not _CONSUMER.fullmatch(name):
         raise DeliveryError("consumer", f"{name!r} is not a consumer name ([a-z][a-z0-9_]{{0,39}})")
     return name
 
@@ -58,11 +59,16 @@ def check_consumer(name: object) -> str:
 def _check_text(value: object, what: str) -> str:
     if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS:
         raise DeliveryError(what, f"must be a non-empty string of at most {MAX_ID_CHARS} characters")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise DeliveryError(what, "not valid Unicode (lone surrogate)") from None
     return value
 
 
 def check_message_id(value: object) -> str:
-    """Return ``value`` if it is a valid message id."""
+    """Return ``value`` if it is a valid message id (1..512 characters, valid Unicode)."""
     return _check_text(value, "message_id")
 
 
@@ -112,7 +118,7 @@ class LedgerConfig:
         if len(set(consumers)) != len(consumers):
             raise DeliveryError("consumers", f"duplicate consumer names in {consumers}")
         object.__setattr__(self, "consumers", consumers)
-        if not re.match(r"^[a-z][a-z0-9_]{0,41}$", str(self.table)):
+        if not isinstance(self.table, str) or not _TABLE.fullmatch(self.table):
             raise DeliveryError("table", f"{self.table!r} is not a table name ([a-z][a-z0-9_]{{0,41}})")
         _positive(self.bucket_seconds, "bucket_seconds")
         _positive(self.shards, "shards")

@@ -44,7 +44,7 @@ TTL = "[ttl]"
 LIMIT = "[limit]"
 TOKEN = "partition key token"
 
-_DC_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+_DC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def create_keyspace(
     if datacenters:
         parts = ["'class': 'NetworkTopologyStrategy'"]
         for dc, rf in sorted(datacenters.items()):
-            if not isinstance(dc, str) or not _DC_NAME.match(dc):
+            if not isinstance(dc, str) or not _DC_NAME.fullmatch(dc):
                 raise SchemaError("datacenters", f"{dc!r} is not a datacenter name")
             parts.append(f"'{dc}': {_positive_int(rf, 'replication factor')}")
     else:

@@ -38,7 +38,7 @@ METADATA_FIELDS = frozenset(
 
 # A conservative subset of Elasticsearch's index-name rules: lowercase, no
 # wildcard/separator characters, no leading '-', '_', '+' or '.' (hidden/system).
-_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,199}$")
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,199}")
 _DEFAULT = JsonSerializer().default
 
 
@@ -48,7 +48,7 @@ class DocumentError(MutationError):
 
 def check_name(name: object, what: str = "alias") -> str:
     """Return ``name`` if it is a safe lowercase index or alias name."""
-    if not isinstance(name, str) or not _NAME.match(name) or name in {".", ".."}:
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name in {".", ".."}:
         raise DocumentError(what, f"{name!r} is not a lowercase index name ([a-z0-9][a-z0-9._-]{{0,199}})")
     return name
 

@@ -77,7 +77,9 @@ async def test_values_round_trip_unicode_and_empty(checkpoints: CheckpointStore)
     assert (await checkpoints.get("e")).value == ""  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("name", ["", "/a", "a/", "a//b", "a/../b", ".", "a b", "x" * 300, 7, "é"])
+@pytest.mark.parametrize(
+    "name", ["", "/a", "a/", "a//b", "a/../b", ".", "a b", "x" * 300, 7, "é", "a\n", "a\n/b", "a/b\n"]
+)
 async def test_bad_names_are_typed_errors(checkpoints: CheckpointStore, name: object) -> None:
     with pytest.raises(CheckpointError):
         await checkpoints.get(name)  # type: ignore[arg-type]

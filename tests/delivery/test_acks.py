@@ -45,6 +45,10 @@ def _event(event_id: str) -> Event:
         (b'{"message_id": "", "consumer": "search"}', "ack.message_id"),
         (b'{"message_id": 5, "consumer": "search"}', "ack.message_id"),
         (b'{"message_id": "m", "consumer": "Search!"}', "ack.consumer"),
+        (b'{"message_id": "m", "consumer": "search\\n"}', "ack.consumer"),
+        (b'{"message_id": "m\\udc00", "consumer": "search"}', "ack.message_id"),
+        (b'{"message_id": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "body"),
+        (b'{"message_id": ' + b"1" * 5000 + b', "consumer": "search"}', "body"),
     ],
 )
 def test_malformed_ack_records_name_the_bad_field(raw: bytes, field: str) -> None:

@@ -74,6 +74,10 @@ async def test_bad_input_is_a_typed_error_and_writes_nothing(ledger: DeliveryLed
         lambda: ledger.register("m", "s", location=Location("t", 0, -5)),
         lambda: ledger.ack("m", "billing"),
         lambda: ledger.ack("x" * 600, "search"),
+        lambda: ledger.register("m\ud800", "s"),
+        lambda: ledger.register("m", "s\udc00"),
+        lambda: ledger.ack("m\ud800", "search"),
+        lambda: ledger.ack("m", "search\n"),
     ]
     for case in cases:
         with pytest.raises(DeliveryError):
@@ -85,6 +89,8 @@ async def test_bad_input_is_a_typed_error_and_writes_nothing(ledger: DeliveryLed
         {"consumers": ("Bad",)},
         {"consumers": ("a",), "shards": 0},
         {"consumers": ("a",), "table": "x-y"},
+        {"consumers": ("a\n",)},
+        {"consumers": ("a",), "table": "ledger\n"},
         {"consumers": ("a",), "bucket_seconds": True},
     ]
     for bad in bad_configs:

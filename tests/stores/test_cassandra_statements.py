@@ -94,11 +94,17 @@ def test_keyspace_ddl_and_rejected_identifiers() -> None:
     )
     nts = cql.create_keyspace("ks", datacenters={"us-east": 3, "eu_1": 2}).text
     assert nts.endswith("{'class': 'NetworkTopologyStrategy', 'eu_1': 2, 'us-east': 3}")
-    for bad in ('ks"; DROP KEYSPACE x; --', "1ks", "", "a" * 49):
+    for bad in ('ks"; DROP KEYSPACE x; --', "1ks", "", "a" * 49, "ks\n"):
         with pytest.raises(MutationError):
             cql.create_keyspace(bad)
-    with pytest.raises(SchemaError):
-        cql.create_keyspace("ks", datacenters={"dc'}; --": 1})
+    for dc in ("dc'}; --", "dc1\n"):
+        with pytest.raises(SchemaError):
+            cql.create_keyspace("ks", datacenters={dc: 1})
+    for name in ("t\n", "users\n"):
+        with pytest.raises(MutationError):
+            cql.quote(name)
+        with pytest.raises(MutationError):
+            cql.qualified("ks", name)
     for rf in (0, -1, True, 1.5):
         with pytest.raises(SchemaError):
             cql.create_keyspace("ks", rf)  # type: ignore[arg-type]

@@ -231,6 +231,8 @@ _BAD_CALLS: list[tuple[str, tuple[Any, ...]]] = [
     ("index", ("Upper", "d", {"a": 1}, 1)),
     ("index", ("a*b", "d", {"a": 1}, 1)),
     ("index", ("_hidden", "d", {"a": 1}, 1)),
+    ("index", ("ok\n", "d", {"a": 1}, 1)),
+    ("swap_alias", ("ok", "ok-v2\n")),
     ("delete", ("ok", "", 1)),
     ("delete", ("ok", "d", -5)),
     ("get", ("ok", "")),
