@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from framework.kafka_admin import ensure_topics
+from framework.kafka_admin import end_offsets, ensure_topics
 from framework.resources import Resources
 from framework.runtime.binding import AgentRuntime, register_dlq_rotation
-from framework.runtime.change_feed import ChangeFeedSink
+from framework.runtime.change_feed import ChangeFeedSink, ChangeRecord
 from framework.runtime.processor import AgentProcessor
 from framework.runtime.projector import ProjectionProcessor
 from framework.runtime.sinks import Sink, WideColumnSink
@@ -47,12 +47,13 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
     raw = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
     change_topics = {app.change_topic(p): worker.topic(app.change_topic(p), **raw) for p in app.projections}
 
-    async def announce(topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
-        sent = [await change_topics[topic].send(key=k, value=v) for k, v in records]
+    async def announce(topic: str, records: Sequence[ChangeRecord]) -> None:
+        sent = [await change_topics[topic].send(key=k, value=v, partition=p) for p, k, v in records]
         await asyncio.gather(*sent)  # on the broker before the source events are acknowledged
 
     async def starting() -> None:
         await ensure_topics(settings.broker, {t: settings.partitions for t in app.topics()})
+        counts = {t: len(await end_offsets(settings.broker, t)) for t in change_topics}
         await resources.open()
         dlq = resources.dlq
         assert dlq is not None
@@ -60,7 +61,8 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
             projections = app.projections_of(agent)
             sinks: list[Sink] = [WideColumnSink(resources.store)]
             if projections:
-                sinks.append(ChangeFeedSink(announce, {app.change_topic(p): p for p in projections}))
+                feeds = {app.change_topic(p): p for p in projections}
+                sinks.append(ChangeFeedSink(announce, feeds, counts))
             if resources.ledger is not None:
                 from framework.delivery.acks import delivery_sinks
 

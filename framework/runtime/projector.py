@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from framework.core.projection import Document, PartitionKey, Projection
-from framework.runtime.change_feed import changed_partition
+from framework.runtime.change_feed import changed_partitions
 from framework.runtime.errors import MessageError
 from framework.runtime.processor import bounded, parse_work
 from framework.runtime.work import Work
@@ -68,7 +68,12 @@ async def project_partition(
 
 
 class ProjectionProcessor:
-    """Runs a projection for each change event; one document's changes are serial."""
+    """Re-projects the partitions each change record names; one document's changes are serial.
+
+    A record is the unit of work: its partitions are read together and written in
+    one bulk request, and a record that cannot be projected is parked whole (its
+    replay re-projects every partition it names, which is idempotent).
+    """
 
     batchable = True
 
@@ -89,36 +94,39 @@ class ProjectionProcessor:
         except Exception:  # noqa: BLE001 - reported by __call__ when the work runs
             work.event = None
 
-    def _key(self, work: Work) -> PartitionKey:
+    def _keys(self, work: Work) -> list[PartitionKey]:
         event = work.event if work.event is not None else parse_work(work)
         try:
-            return changed_partition(event, self.projection)
+            return changed_partitions(event, self.projection)
         except Exception as exc:  # noqa: BLE001 - a malformed change is the message's
             raise MessageError("map", exc) from exc
 
     async def __call__(self, work: Work) -> None:
-        key = self._key(work)
-        read = read_document(self.store, self.projection, key)
-        document = await bounded("wide_column", self.sink_timeout, read)
-        await bounded("index", self.sink_timeout, write_document(self.index, self.projection.alias, document))
+        await self._project(self._keys(work))
 
     def map_batch(self, works: Sequence[Work]) -> tuple[list[Any], list[tuple[Work, MessageError]]]:
-        items: list[tuple[Work, PartitionKey]] = []
+        items: list[tuple[Work, list[PartitionKey]]] = []
         bad: list[tuple[Work, MessageError]] = []
         for work in works:
             try:
-                items.append((work, self._key(work)))
+                items.append((work, self._keys(work)))
             except MessageError as exc:
                 bad.append((work, exc))
         return items, bad
 
     async def write_batch(self, items: Sequence[Any]) -> None:
-        """Each changed partition once: read them (bounded concurrency), then one bulk request."""
-        keys = {self.projection.document_id(key): key for _, key in items}
-        read = read_documents(self.store, self.projection, list(keys.values()))
+        await self._project([key for _, keys in items for key in keys])
+
+    async def _project(self, keys: Sequence[PartitionKey]) -> None:
+        """Each partition once: one multi-partition read, then one bulk request."""
+        unique = list({self.projection.document_id(key): key for key in keys}.values())
+        read = read_documents(self.store, self.projection, unique)
         documents = await bounded("wide_column", self.sink_timeout, read)
         ops = [IndexOp(doc_id, version, doc) for doc_id, doc, version in documents]
-        result = await bounded("index", self.sink_timeout, self.index.bulk(self.projection.alias, ops))
+        await bounded("index", self.sink_timeout, self._bulk(ops))
+
+    async def _bulk(self, ops: Sequence[IndexOp]) -> None:
+        result = await self.index.bulk(self.projection.alias, ops)
         if result.failed:
             first, alias = result.failed[0], self.projection.alias
             text = f"bulk {alias}: {len(result.failed)} failed ({first.doc_id}: {first.reason})"

@@ -24,7 +24,7 @@ from framework.core.events import Event, EventError, parse_event
 from framework.core.projection import Projection
 from framework.core.rows import Row
 from framework.core.state_log import StateEntry, current_state
-from framework.runtime.change_feed import ChangeFeedSink
+from framework.runtime.change_feed import ChangeFeedSink, ChangeRecord
 from framework.runtime.errors import MessageError
 from framework.runtime.processor import AgentProcessor, Processor
 from framework.runtime.projector import ProjectionProcessor
@@ -93,11 +93,12 @@ class Driver:
             projections = app.projections_of(agent)
             sinks: list[Sink] = [WideColumnSink(self.store)]
             if projections:
-                sinks.append(ChangeFeedSink(self._announce, {app.change_topic(p): p for p in projections}))
+                feeds = {app.change_topic(p): p for p in projections}
+                sinks.append(ChangeFeedSink(self._announce, feeds, dict.fromkeys(feeds, 1)))
             self._agents[agent.name] = AgentProcessor(agent, sinks, timeout, projections)
 
-    async def _announce(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
-        self._changes.extend((topic, key, value) for key, value in records)
+    async def _announce(self, topic: str, records: Sequence[ChangeRecord]) -> None:
+        self._changes.extend((topic, key, value) for _, key, value in records)
 
     # -- sending --------------------------------------------------------------
     def send(self, events: Message | Iterable[Message], *, topic: str | None = None) -> list[Parked]:

@@ -5,11 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from aiokafka.partitioner import DefaultPartitioner
 
 from framework import App, Column, Event, TableSchema, Upsert
-from framework.core.events import EventError
+from framework.core.events import EventError, parse_event
 from framework.core.schema import SchemaError
-from framework.runtime.change_feed import CHANGE_TYPE, change_events, changed_partition
+from framework.runtime import change_feed
+from framework.runtime.change_feed import (
+    CHANGE_TYPE,
+    CHANGES_TYPE,
+    change_partition,
+    change_records,
+    changed_partitions,
+)
 from framework.runtime.errors import MessageError, SinkFailure, error_class, is_transient, stage_of
 from framework.runtime.mapping import map_event
 from framework.runtime.processor import bounded
@@ -106,24 +114,67 @@ def test_handle_returning_a_non_mutation_is_a_bad_message() -> None:
         map_event(Sloppy(), ev("note.set", "n1", 1), ())
 
 
-def test_change_events_one_per_partition_at_the_highest_version() -> None:
+def test_change_records_list_each_partition_once_at_the_highest_version() -> None:
     projection = NoteProjection()
-    event = ev("note.set", "n1", 30)
-    muts = [
-        Upsert("note", {"note_id": "n1"}, {"title": "a"}, 30),
-        Upsert("note", {"note_id": "n1"}, {"score": 1.0}, 31),
-        Upsert("note", {"note_id": "n2"}, {"title": "b"}, 7),
-        Upsert("audit", {"id": "x"}, {"n": 1}, 99),
+    batch = [
+        (ev("note.set", "n1", 30), [Upsert("note", {"note_id": "n1"}, {"title": "a"}, 30)]),
+        (ev("note.set", "n1", 31), [Upsert("note", {"note_id": "n1"}, {"score": 1.0}, 31)]),
+        (ev("note.set", "n2", 7), [Upsert("note", {"note_id": "n2"}, {"title": "b"}, 7)]),
+        (ev("audit", "x", 99), [Upsert("audit", {"id": "x"}, {"n": 1}, 99)]),
     ]
-    changes = {c.ordering_key: c for c in change_events(event, muts, projection)}
-    assert sorted(changes) == ["n1", "n2"]
-    assert changes["n1"].version == 31 and changes["n1"].type == CHANGE_TYPE
-    assert changed_partition(changes["n2"], projection) == {"note_id": "n2"}
+    [(part, key, value)] = change_records(batch, projection, partitions=1)
+    record = parse_event(value)
+    assert part == 0 and key == b"notes/0" and record.type == CHANGES_TYPE
+    assert record.payload["changes"] == [
+        {"key": {"note_id": "n1"}, "version": 31},
+        {"key": {"note_id": "n2"}, "version": 7},
+    ]
+    assert changed_partitions(record, projection) == [{"note_id": "n1"}, {"note_id": "n2"}]
+    again = change_records(list(reversed(batch)), projection, partitions=1)
+    assert parse_event(again[0][2]).event_id == record.event_id  # same changes, same id
+
+
+def test_change_records_go_where_the_default_partitioner_sends_the_document_id() -> None:
+    projection = NoteProjection()
+    ids = [f"n{i}" for i in range(200)]
+    batch = [(ev("note.set", i, 1), [Upsert("note", {"note_id": i}, {"title": "t"}, 1)]) for i in ids]
+    records = change_records(batch, projection, partitions=4)
+    partitioner = DefaultPartitioner()
+    for part, _, value in records:
+        for key in changed_partitions(parse_event(value), projection):
+            doc = projection.document_id(key).encode()
+            assert partitioner(doc, [0, 1, 2, 3], [0, 1, 2, 3]) == part == change_partition(doc.decode(), 4)
+    assert sorted(p for p, _, _ in records) == [0, 1, 2, 3]
+    assert sum(len(parse_event(v).payload["changes"]) for _, _, v in records) == 200
+
+
+def test_change_records_are_split_at_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(change_feed, "MAX_CHANGES_PER_RECORD", 3)
+    projection = NoteProjection()
+    ids = [f"n{i}" for i in range(7)]
+    batch = [(ev("note.set", i, 1), [Upsert("note", {"note_id": i}, {"title": "t"}, 1)]) for i in ids]
+    records = change_records(batch, projection, partitions=1)
+    assert [len(parse_event(v).payload["changes"]) for _, _, v in records] == [3, 3, 1]
+
+
+def test_changed_partitions_reads_both_record_types_and_rejects_bad_keys() -> None:
+    projection = NoteProjection()
+    single = Event("e", "n1", 1, 1, CHANGE_TYPE, {"projection": "notes", "key": {"note_id": "n1"}})
+    assert changed_partitions(single, projection) == [{"note_id": "n1"}]
     wrong = Event("e", "n1", 1, 1, CHANGE_TYPE, {"projection": "notes", "key": {"note_id": 5}})
     with pytest.raises(EventError, match="payload.key"):
-        changed_partition(wrong, projection)
-    with pytest.raises(EventError, match="expected partition_changed"):
-        changed_partition(event, projection)
+        changed_partitions(wrong, projection)
+    changes = [{"key": {"note_id": "a"}}, 3]
+    bad = Event("e", "k", 1, 1, CHANGES_TYPE, {"projection": "notes", "changes": changes})
+    with pytest.raises(EventError, match=r"payload.changes\[1\].key"):
+        changed_partitions(bad, projection)
+    for payload in ({"projection": "notes", "changes": []}, {"projection": "notes"}):
+        with pytest.raises(EventError, match="payload.changes"):
+            changed_partitions(Event("e", "k", 1, 1, CHANGES_TYPE, payload), projection)
+    with pytest.raises(EventError, match="not a change of"):
+        changed_partitions(Event("e", "k", 1, 1, CHANGES_TYPE, {"projection": "x"}), projection)
+    with pytest.raises(EventError, match="expected partitions_changed"):
+        changed_partitions(ev("note.set", "n1", 1), projection)
 
 
 async def test_bounded_classifies_sink_failures() -> None:

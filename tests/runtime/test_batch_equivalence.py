@@ -23,7 +23,7 @@ from framework import Event
 from framework.core.events import parse_event
 from framework.runtime.backoff import BackoffConfig
 from framework.runtime.batch import run_batch
-from framework.runtime.change_feed import ChangeFeedSink
+from framework.runtime.change_feed import ChangeFeedSink, ChangeRecord
 from framework.runtime.errors import MessageError
 from framework.runtime.processor import AgentProcessor, Processor
 from framework.runtime.projector import ProjectionProcessor
@@ -91,10 +91,11 @@ def _batch_path(history: Sequence[Event | bytes], size: int, plan: Sequence[str]
     (agent,), (projection,) = APP.agents, APP.projections
     changes: list[tuple[bytes, bytes]] = []
 
-    async def publish(topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
-        changes.extend(records)
+    async def publish(topic: str, records: Sequence[ChangeRecord]) -> None:
+        changes.extend((key, value) for _, key, value in records)
 
-    feed = ChangeFeedSink(publish, {APP.change_topic(projection): projection})
+    topic = APP.change_topic(projection)
+    feed = ChangeFeedSink(publish, {topic: projection}, {topic: 3})
     sinks = [FlakyStore(driver.store, plan), feed]
     mapper = AgentProcessor(agent, sinks, 5.0, (projection,))
     projector = ProjectionProcessor(projection, driver.store, driver.index)

@@ -8,7 +8,7 @@ from framework import App
 from framework.core.events import EventError
 from framework.core.schema import SchemaError
 from framework.testing import Driver, Timeline, make_event
-from stores.elasticsearch.checks import DocumentError
+from stores.errors import PermanentStoreError
 from tests.testing.apps import ITEM_STATUS, ITEMS, STATUS_PRECEDENCE, CatalogProjection, ItemsAgent, shop
 
 
@@ -72,7 +72,7 @@ def test_every_bad_message_is_parked_with_its_stage(driver: Driver) -> None:
     assert driver.send(make_event("item.set", {"item": "a", "name": "ok"})) == []  # the key moves on
 
 
-def test_a_projection_failure_is_parked_at_sink_with_the_change_event() -> None:
+def test_a_projection_failure_is_parked_at_sink_with_the_change_record() -> None:
     class Unencodable(CatalogProjection):
         def build(self, key, rows):  # type: ignore[no-untyped-def]
             return {"when": object()}
@@ -80,10 +80,11 @@ def test_a_projection_failure_is_parked_at_sink_with_the_change_event() -> None:
     app = App("broken-doc", agents=[ItemsAgent()], projections=[Unencodable()])
     with Driver(app) as driver:
         [p] = driver.send(make_event("item.set", {"item": "a", "name": "x"}, version=7))
-    assert p.stage == "sink" and isinstance(p.error, DocumentError)
-    assert p.event.type == "partition_changed" and p.event.payload == {
+    assert p.stage == "sink" and isinstance(p.error, PermanentStoreError)
+    assert "a: doc: is not JSON-serialisable" in str(p.error)
+    assert p.event.type == "partitions_changed" and p.event.payload == {
         "projection": "catalog",
-        "key": {"item_id": "a"},
+        "changes": [{"key": {"item_id": "a"}, "version": 7}],
     }
 
 
