@@ -10,10 +10,12 @@ from typing import Any
 from framework.core.errors import BadMessage
 from framework.core.mutations import MAX_VERSION
 
-__all__ = ["Event", "EventError", "parse_event", "MAX_EVENT_BYTES"]
+__all__ = ["Event", "EventError", "parse_event", "MAX_EVENT_BYTES", "MAX_DEPTH"]
 
 #: Largest encoded event accepted.
 MAX_EVENT_BYTES = 1 << 20
+#: Deepest nesting of objects and arrays accepted in an event.
+MAX_DEPTH = 64
 
 
 class EventError(BadMessage):
@@ -81,6 +83,21 @@ def _micros(d: Mapping[str, Any], name: str) -> int:
     return v
 
 
+def _check_depth(value: Any) -> None:
+    """EventError when objects and arrays nest deeper than MAX_DEPTH (checked without recursion)."""
+    level: list[Any] = [value]
+    for _ in range(MAX_DEPTH):
+        level = [
+            child
+            for v in level
+            for child in (v.values() if isinstance(v, Mapping) else v if isinstance(v, list) else ())
+            if isinstance(child, Mapping | list)
+        ]
+        if not level:
+            return
+    raise EventError("event", f"nested deeper than {MAX_DEPTH} levels")
+
+
 def parse_event(raw: bytes | str | Mapping[str, Any]) -> Event:
     """Parse JSON bytes, text or a decoded mapping into an Event; raise EventError."""
     if isinstance(raw, bytes | bytearray | memoryview):
@@ -97,8 +114,13 @@ def parse_event(raw: bytes | str | Mapping[str, Any]) -> Event:
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise EventError("event", f"not JSON: {exc.msg} at {exc.pos}") from None
+        except RecursionError:
+            raise EventError("event", f"nested deeper than {MAX_DEPTH} levels") from None
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            raise EventError("event", f"not acceptable JSON: {exc}") from None
     if not isinstance(raw, Mapping):
         raise EventError("event", f"must be a JSON object, got {type(raw).__name__}")
+    _check_depth(raw)
     payload = raw.get("payload", {})
     if not isinstance(payload, Mapping):
         raise EventError("payload", f"must be an object, got {type(payload).__name__}")

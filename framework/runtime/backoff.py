@@ -1,11 +1,17 @@
-"""Adaptive back-off: tell a dead destination from a bad message by the failure ratio.
+"""Adaptive back-off: tell a dead destination from a bad message.
 
-Per sink, outcomes of the last ``window_s`` seconds are kept. When at least
-``down_ratio`` of them failed across at least ``down_min_keys`` distinct keys,
-the destination counts as down: delays are long and growing, nothing is
+Per sink, the failures of the last ``window_s`` seconds are kept, and the
+successes of every event. A sink counts as down when, since its oldest
+failure in the window, at least ``down_ratio`` of the outcomes failed across
+at least ``down_min_keys`` distinct keys (successes from before the failures
+began do not dilute a fresh outage): delays are long and growing, nothing is
 parked, and the runtime pauses consumption. The first success afterwards (a
-retry acting as a probe) ends the outage. Otherwise a failing key is taken for
-a bad message: short delays, and after ``park_after`` attempts it is parked.
+retry acting as a probe) ends the outage.
+
+A transient failure never parks an event on its own evidence: after
+``park_after`` attempts it is parked only when events of other keys went
+through since its first failure (the destination works, this event does
+not). Otherwise it is retried with growing delays.
 """
 
 from __future__ import annotations
@@ -17,7 +23,10 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BackoffConfig", "AdaptiveBackoff", "Decision"]
+__all__ = ["BackoffConfig", "AdaptiveBackoff", "Decision", "OTHER"]
+
+#: The key of successes that stand for other keys than any failing one (a written batch).
+OTHER: Hashable = ("converge", "other keys")
 
 
 @dataclass(frozen=True)
@@ -82,22 +91,23 @@ class AdaptiveBackoff:
         self.config = config or BackoffConfig()
         self._clock = clock
         self._jitter = jitter
-        self._successes: deque[float] = deque()
+        self._successes: deque[tuple[float, Hashable]] = deque()
         self._sinks: dict[str, _SinkWindow] = {}
 
     def _prune(self) -> float:
         now = self._clock()
         horizon = now - self.config.window_s
-        while self._successes and self._successes[0] < horizon:
+        while self._successes and self._successes[0][0] < horizon:
             self._successes.popleft()
         for w in self._sinks.values():
             while w.failures and w.failures[0][0] < horizon:
                 w.failures.popleft()
         return now
 
-    def record_success(self, key: Hashable) -> None:
-        """An event of ``key`` went through every sink: a working probe for each of them."""
-        self._successes.append(self._prune())
+    def record_success(self, key: Hashable = OTHER) -> None:
+        """An event of ``key`` went through every sink: a working probe for each of them
+        (``OTHER``: events of keys with no failure, e.g. a written micro-batch)."""
+        self._successes.append((self._prune(), key))
         for w in self._sinks.values():
             if w.down:
                 w.down = False
@@ -115,7 +125,8 @@ class AdaptiveBackoff:
 
     def _looks_down(self, w: _SinkWindow) -> bool:
         c = self.config
-        total = len(w.failures) + len(self._successes)
+        since = w.failures[0][0] if w.failures else self._clock()
+        total = len(w.failures) + sum(1 for t, _ in reversed(self._successes) if t >= since)
         if total < c.min_samples:
             return False
         failed_keys = {k for _, k in w.failures}
@@ -135,13 +146,25 @@ class AdaptiveBackoff:
     def any_down(self) -> bool:
         return any(w.down for w in self._sinks.values())
 
-    def decide(self, sink: str, attempts: int) -> Decision:
-        """The decision after the ``attempts``-th failed attempt of one event at ``sink``."""
+    def others_succeeded(self, key: Hashable, since: float) -> bool:
+        """True when an event of another key than ``key`` went through at or after ``since``."""
+        for t, k in reversed(self._successes):
+            if t < since:
+                return False
+            if k != key:
+                return True
+        return False
+
+    def decide(self, sink: str, attempts: int, key: Hashable = None, since: float | None = None) -> Decision:
+        """The decision after the ``attempts``-th failed attempt of one event of ``key`` at
+        ``sink``, whose first failure was at ``since``: park only when other keys got
+        through since then (never while the sink is down)."""
         c = self.config
         n = max(attempts, 1)
         growth = 2 ** min(n - 1, 30)
         if self.is_down(sink):
             return Decision(min(c.down_max_delay, c.down_base_delay * growth) * self._jitter(), False, True)
-        if attempts >= c.park_after:
+        evidence = since is not None and self.others_succeeded(key, since)
+        if attempts >= c.park_after and evidence:
             return Decision(0.0, True, False)
         return Decision(min(c.max_delay, c.base_delay * growth) * self._jitter(), False, False)

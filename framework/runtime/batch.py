@@ -48,8 +48,8 @@ async def run_batch(
     for work in works:
         if scheduler.busy(work):
             scheduler.submit(work)  # behind earlier messages of its key
-        else:
-            fast.append((work, scheduler.track(work)))
+        elif (generation := scheduler.track(work)) is not None:
+            fast.append((work, generation))
     if not fast:
         return
     generation = {id(w): g for w, g in fast}
@@ -74,5 +74,6 @@ async def run_batch(
                 scheduler.enqueue(work)
         return
     scheduler.counters.batch_writes += 1
+    scheduler.batch_written()
     for work, _ in items:
         scheduler.finish(work, generation[id(work)])

@@ -153,6 +153,8 @@ class AgentRuntime:
         asyncio.ensure_future(self.app.crash(exc))
 
     def _on_assigned(self, sender: Any, assigned: set[Any], **kwargs: Any) -> None:
+        if self.scheduler is not None:
+            self.scheduler.assign({tp for tp in assigned if tp.topic == self.topic_name})
         thread = getattr(self.app.consumer, "_thread", None)
         consumer = getattr(thread, "_consumer", None)
         if consumer is not None and self.config.idle_fetch_backoff > 0:
@@ -191,6 +193,9 @@ class AgentRuntime:
                 works = []
                 for event in batch:
                     msg = event.message
+                    if not self._fresh(msg, sched):
+                        self.counters.stale_dropped += 1  # never acked: redelivered after the rebalance
+                        continue
                     work = Work(msg.tp, msg.offset, msg.key, msg.value, ack=event.ack)
                     processor.prepare(work)
                     works.append(work)
@@ -209,6 +214,17 @@ class AgentRuntime:
                 log.warning("stopping with unfinished work; it is redelivered from the last commit")
             await sched.close()
 
+
+    def _fresh(self, message: Any, sched: KeyedScheduler) -> bool:
+        """False for a record taken before a rebalance that reached the batch after it: its
+        partition is revoked, the consumer is between generations, or it was fetched in an
+        older generation than the current one."""
+        app = self.app
+        return (
+            sched.owns(message.tp)
+            and app.flow_control.is_active()
+            and getattr(message, "generation_id", None) in (None, app.consumer_generation_id)
+        )
 
     async def _settle(self, in_flight: asyncio.Future[None]) -> None:
         """On the way out: let the last batch finish within the drain timeout, else cancel it

@@ -27,6 +27,9 @@ class Counters:
     #: micro-batches written by the batch path, and those that fell back to the per-key path
     batch_writes: int = 0
     batch_fallbacks: int = 0
+    #: records dropped at intake, never run nor acked: of a revoked partition, of an older
+    #: consumer generation, or delivered again below an offset already taken
+    stale_dropped: int = 0
 
     def snapshot(self) -> dict[str, int]:
         return asdict(self)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from framework.core.events import EventError
-from framework.core.mutations import MutationError
-from stores.errors import PermanentStoreError
+from stores.errors import TransientStoreError
 
-__all__ = ["MessageError", "SinkFailure", "is_transient", "error_class", "stage_of"]
+__all__ = ["MessageError", "SinkFailure", "is_io_failure", "is_transient", "error_class", "stage_of"]
 
 
 class MessageError(Exception):
@@ -30,14 +28,18 @@ class SinkFailure(Exception):
         self.cause = cause
 
 
-def is_transient(exc: BaseException) -> bool:
-    """True for failures worth retrying: timeouts, connection errors, TransientStoreError.
+def is_io_failure(exc: BaseException) -> bool:
+    """True when a sink call failed in its I/O: a timeout, a connection or socket error, or
+    a store's TransientStoreError (its adapter's verdict on 5xx, 429, unavailable...)."""
+    return isinstance(exc, TransientStoreError | TimeoutError | OSError)
 
-    Message-level errors (MessageError, EventError, MutationError,
-    PermanentStoreError) are not. Unknown exceptions count as transient: the
-    key stays blocked and is retried rather than dropped.
-    """
-    return not isinstance(exc, MessageError | EventError | MutationError | PermanentStoreError)
+
+def is_transient(exc: BaseException) -> bool:
+    """The one classification rule: a failed attempt is retried only when a sink's I/O
+    failed (``SinkFailure``, raised by ``processor.bounded``; or an I/O failure itself) or
+    the whole attempt timed out. Anything else, whatever its class, was raised while
+    decoding, validating or mapping the message, or by a sink refusing it: it is parked."""
+    return isinstance(exc, SinkFailure) or is_io_failure(exc)
 
 
 def error_class(exc: BaseException) -> str:

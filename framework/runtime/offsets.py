@@ -53,6 +53,11 @@ class OffsetTracker(Generic[T]):
         return released
 
     @property
+    def last(self) -> int | None:
+        """The highest offset tracked so far."""
+        return self._last
+
+    @property
     def pending(self) -> int:
         """Offsets received and not yet released (finished or not)."""
         return len(self._pending)

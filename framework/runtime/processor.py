@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from framework.core.events import Event, EventError, parse_event
 from framework.core.projection import Projection
 from framework.runtime.agent import KeyedAgent
-from framework.runtime.errors import MessageError, SinkFailure, is_transient
+from framework.runtime.errors import MessageError, SinkFailure, is_io_failure
 from framework.runtime.mapping import map_event
 from framework.runtime.sinks import BatchSink, Sink, Written
 from framework.runtime.work import Work
@@ -18,6 +19,9 @@ from stores.errors import TransientStoreError
 __all__ = ["Processor", "AgentProcessor", "parse_work", "bounded"]
 
 T = TypeVar("T")
+
+#: Called with a sink's name and the seconds one call to it took (``framework.metrics`` sets it).
+sink_timer: Callable[[str, float], None] | None = None
 
 
 class Processor(Protocol):
@@ -41,32 +45,46 @@ class Processor(Protocol):
         """Write every item, each sink once; raises when any of it may not be durable."""
 
 
+def _ordering_key(key: bytes | None) -> str | bytes | None:
+    """A Kafka key as the ordering key it carries (UTF-8 text); raw bytes when it is not text."""
+    if key is None:
+        return None
+    try:
+        return key.decode("utf-8")
+    except UnicodeDecodeError:
+        return key
+
+
 def parse_work(work: Work) -> Event:
     """The event of ``work``; MessageError at stage ``parse`` when it is not one."""
     if work.value is None:
         raise MessageError("parse", EventError("event", "empty message"))
     try:
         return parse_event(work.value)
-    except EventError as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever decoding raises is the message's
         raise MessageError("parse", exc) from exc
 
 
 async def bounded(sink: str, timeout: float, call: Awaitable[T]) -> T:
     """Await one sink call within ``timeout``; classify its failure.
 
-    A timeout or a transient error raises SinkFailure (retry, counted against
-    ``sink`` for back-off); any other error is the message's (MessageError,
-    stage ``sink``).
+    A timeout or an I/O failure (``errors.is_io_failure``) raises SinkFailure
+    (retry, counted against ``sink`` for back-off); any other error is the
+    message's (MessageError, stage ``sink``).
     """
+    start = time.perf_counter()
     try:
         async with asyncio.timeout(timeout):  # no extra task, unlike wait_for
             return await call
     except TimeoutError as exc:
         raise SinkFailure(sink, TransientStoreError(f"no answer within {timeout}s")) from exc
-    except Exception as exc:  # noqa: BLE001 - classified: transient unless message-level
-        if is_transient(exc):
+    except Exception as exc:  # noqa: BLE001 - classified: I/O is retried, the rest is the message's
+        if is_io_failure(exc):
             raise SinkFailure(sink, exc) from exc
         raise MessageError("sink", exc) from exc
+    finally:
+        if sink_timer is not None:
+            sink_timer(sink, time.perf_counter() - start)
 
 
 class AgentProcessor:
@@ -87,13 +105,19 @@ class AgentProcessor:
         self.batchable = all(isinstance(s, BatchSink) for s in self.sinks)
 
     def prepare(self, work: Work) -> None:
-        """Parse ahead; a message that does not parse keeps its Kafka key as relation and is
-        parked when its turn comes."""
+        """Parse ahead and find the relation key. A message that does not parse is parked when
+        its turn comes; until then it holds the lane of its Kafka key read as the ordering key,
+        so later events of that key wait behind it."""
         try:
             work.event = parse_work(work)
-            work.relation = self.agent.relation_key(work.event)
-        except Exception:  # noqa: BLE001 - reported by __call__ when the work runs
+        except MessageError:
             work.event = None
+            work.relation = _ordering_key(work.key)
+            return
+        try:
+            work.relation = self.agent.relation_key(work.event)
+        except Exception:  # noqa: BLE001 - a failing relation_key falls back to the ordering key
+            work.relation = work.event.ordering_key
 
     async def __call__(self, work: Work) -> None:
         event = work.event if work.event is not None else parse_work(work)

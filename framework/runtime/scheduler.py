@@ -95,20 +95,36 @@ class KeyedScheduler:
         self._trackers: dict[Hashable, OffsetTracker[Work]] = {}
         self._paused: set[Hashable] = set()
         self._revoked_epoch: dict[Hashable, int] = {}
+        self._unowned: set[Hashable] = set()
         self._idle = asyncio.Event()
         self._idle.set()
 
     # -- intake ------------------------------------------------------------
     def submit(self, work: Work) -> None:
         """Accept a message for the per-key path; messages of one partition must arrive in
-        offset order."""
-        self.track(work)
-        self.enqueue(work)
+        offset order (one that does not is dropped, see ``track``)."""
+        if self.track(work) is not None:
+            self.enqueue(work)
 
-    def track(self, work: Work) -> int:
+    def owns(self, tp: Hashable) -> bool:
+        """False from the revocation of ``tp`` until it is assigned again: work of it taken
+        before the revocation must be dropped, not tracked."""
+        return tp not in self._unowned
+
+    def track(self, work: Work) -> int | None:
         """Register a received message for ordered acknowledgement (without running it);
-        returns its partition's generation, to hand back to ``enqueue`` or ``finish``."""
+        returns its partition's generation, to hand back to ``enqueue`` or ``finish``.
+
+        None when the message is not taken: its partition is revoked (``owns``), or its
+        offset is not above every offset tracked so far (a record delivered again: the
+        earlier delivery is pending or done, so dropping this one loses nothing). It is
+        neither run nor acknowledged.
+        """
         tracker = self._trackers.get(work.tp)
+        last = None if tracker is None else tracker.last
+        if not self.owns(work.tp) or (last is not None and work.offset <= last):
+            self.counters.stale_dropped += 1
+            return None
         if tracker is None:
             tracker = self._trackers[work.tp] = OffsetTracker()
         tracker.track(work.offset, work)
@@ -137,6 +153,12 @@ class KeyedScheduler:
             self.counters.processed += 1
             self.failures.succeeded(work.tp, work.relation)
         self._finish(work)
+
+    def batch_written(self) -> None:
+        """A micro-batch went through every sink: evidence that the sinks work (for keys
+        with no failure), and the end of any outage."""
+        self.backoff.record_success()
+        self._sync_outage()
 
     @property
     def outage(self) -> bool:
@@ -204,6 +226,7 @@ class KeyedScheduler:
                 self._idle.set()
 
     async def _run_until_finished(self, work: Work, lane: _Lane, tp: Hashable, epoch: int) -> bool:
+        first_failed: float | None = None
         while True:
             if self._revoked_epoch.get(tp, 0) != epoch:
                 return False
@@ -219,7 +242,9 @@ class KeyedScheduler:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - classified below
-                if is_transient(exc) and await self._retry_later(work, lane, tp, exc):
+                if first_failed is None:
+                    first_failed = self._clock()
+                if is_transient(exc) and await self._retry_later(work, lane, tp, exc, first_failed):
                     continue
                 try:
                     await self._park(work, exc)
@@ -245,12 +270,14 @@ class KeyedScheduler:
                     self._sync_outage()
             return True
 
-    async def _retry_later(self, work: Work, lane: _Lane, tp: Hashable, exc: Exception) -> bool:
+    async def _retry_later(
+        self, work: Work, lane: _Lane, tp: Hashable, exc: Exception, first_failed: float
+    ) -> bool:
         """Record a transient failure; sleep and return True to retry, False to park."""
-        sink = exc.sink if isinstance(exc, SinkFailure) else "unknown"
+        sink = exc.sink if isinstance(exc, SinkFailure) else "attempt"  # the attempt timed out
         self.backoff.record_failure(sink, work.relation)
         self._sync_outage()
-        decision = self.backoff.decide(sink, work.attempts)
+        decision = self.backoff.decide(sink, work.attempts, work.relation, first_failed)
         if decision.park:
             log.warning("parking tp=%s offset=%s after %d attempts: %r", tp, work.offset, work.attempts, exc)
             return False
@@ -280,21 +307,34 @@ class KeyedScheduler:
 
     # -- lifecycle -----------------------------------------------------------
     def revoke(self, tps: set[Hashable] | frozenset[Hashable]) -> int:
-        """Forget the work of revoked partitions; it is redelivered to their new owner."""
-        dropped = 0
+        """Forget the work of revoked partitions; it is redelivered to their new owner. Until
+        a partition is assigned again, nothing of it is tracked (``owns``)."""
+        dropped = sum(self._forget(tp) for tp in tps)
+        self._unowned.update(tps)
+        return dropped
+
+    def assign(self, tps: set[Hashable] | frozenset[Hashable]) -> None:
+        """Partitions (re)assigned to this worker: their consumption restarts from the
+        committed offset, so any work still tracked from before is forgotten."""
         for tp in tps:
-            self._revoked_epoch[tp] = self._revoked_epoch.get(tp, 0) + 1
-            tracker = self._trackers.pop(tp, None)
-            if tracker is not None:
-                dropped += tracker.pending
+            self._forget(tp)
+            self._unowned.discard(tp)
+
+    def _forget(self, tp: Hashable) -> int:
+        """Drop a partition's tracked work and lanes (never acked); returns how much."""
+        self._revoked_epoch[tp] = self._revoked_epoch.get(tp, 0) + 1
+        tracker = self._trackers.pop(tp, None)
+        dropped = 0 if tracker is None else tracker.pending
+        if tp in self._paused:
             self._paused.discard(tp)
-            self.failures.drop(tp)
-            for lane_key in [k for k in self._lanes if k[0] == tp]:
-                lane = self._lanes.pop(lane_key)
-                if lane.blocked:
-                    self.counters.blocked_keys -= 1
-                if lane.task is not None:
-                    lane.task.cancel()
+            self._resume(tp)  # a no-op for a partition no longer assigned
+        self.failures.drop(tp)
+        for lane_key in [k for k in self._lanes if k[0] == tp]:
+            lane = self._lanes.pop(lane_key)
+            if lane.blocked:
+                self.counters.blocked_keys -= 1
+            if lane.task is not None:
+                lane.task.cancel()
         if not self._lanes:
             self._idle.set()
         return dropped

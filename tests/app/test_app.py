@@ -191,8 +191,12 @@ async def test_bounded_classifies_sink_failures() -> None:
     assert slow.value.sink == "store" and isinstance(slow.value.cause, TransientStoreError)
     with pytest.raises(SinkFailure):
         await bounded("store", 1, fail(TransientStoreError("503")))
-    with pytest.raises(SinkFailure):  # unknown errors are retried, never dropped
-        await bounded("store", 1, fail(RuntimeError("?")))
+    with pytest.raises(SinkFailure):
+        await bounded("store", 1, fail(ConnectionResetError("peer reset")))
+    for odd in (RuntimeError("?"), ValueError("Exceeds the limit (4300 digits)"), RecursionError()):
+        with pytest.raises(MessageError) as parked:  # not I/O: the message's, parked (never dropped)
+            await bounded("store", 1, fail(odd))
+        assert stage_of(parked.value) == "sink" and not is_transient(parked.value)
     with pytest.raises(MessageError) as bad:
         await bounded("store", 1, fail(PermanentStoreError("400")))
     assert stage_of(bad.value) == "sink" and error_class(bad.value) == "PermanentStoreError"
