@@ -22,16 +22,21 @@ Its invariants, which every change here must keep (each has tests):
    stores exactly what one-by-one writes would, and a key with anything
    waiting in the per-key path never joins a batch. Across partitions there
    is no order: key your topics by the entity.
-5. **Failures.** A transient failure blocks only its relation key (later
-   events of that key are skipped, i.e. wait) and is retried after a back-off
-   that grows with the sink's recent failure ratio; a sink that looks down
-   pauses every partition and parks nothing. A bad message (``BadMessage``:
-   parse, map, permanent store rejection) is parked, then its key moves on.
+5. **Failures.** Only a sink's I/O failure is transient (``errors.is_transient``).
+   It blocks only its relation key (later events of that key are skipped,
+   i.e. wait) and is retried after a back-off that grows with the sink's
+   recent failure ratio; a sink that looks down pauses every partition and
+   parks nothing, and a failing event parks only after other keys got through
+   since its first failure. Anything else (parse, map, a sink's refusal) is a
+   bad message: it is parked, then its key moves on.
 6. **Bounded memory.** A partition with more than ``max_pending_per_partition``
    received-but-unacknowledged events is paused (in aiokafka, so no fetched
    record is skipped) and resumed at half of it.
 7. **Revocation** drops the revoked partitions' unfinished work without
-   acknowledging it: its new owner gets it from the last commit.
+   acknowledging it: its new owner gets it from the last commit. Records of a
+   revoked partition or an older consumer generation that reach the runtime
+   late are dropped, never tracked nor acknowledged; an assigned partition
+   starts a fresh tracker.
 8. **Bugs crash.** An error escaping the per-key handling crashes the worker
    (``mode.CrashingSupervisor``), so the events are redelivered rather than
    silently dropped.
