@@ -1,9 +1,11 @@
 """The dead-letter write-ahead log: parked events, durable, partitioned, replayable.
 
 See ``wal.py`` for writing (``DeadLetterWAL.park``), ``store.py`` for reading,
-``replay.py``, ``lifecycle.py`` (discard, cleanup) and ``export.py``.
+``health.py`` (damaged segments), ``replay.py``, ``lifecycle.py`` (discard,
+cleanup, salvage) and ``export.py``.
 """
 
+from framework.dlq.health import SegmentHealth
 from framework.dlq.index import SegmentFilter, SegmentInfo, Status
 from framework.dlq.record import ParkedRecord, Partition
 from framework.dlq.store import DeadLetterStore, Entry
@@ -16,6 +18,7 @@ __all__ = [
     "DeadLetterStore",
     "Partition",
     "SegmentFilter",
+    "SegmentHealth",
     "SegmentInfo",
     "Status",
     "WALLockedError",

@@ -1,4 +1,9 @@
-"""``converge dlq``: inspect, replay, discard, export and clean up parked events."""
+"""``converge dlq``: inspect, verify, replay, discard, export, salvage and clean up parked events.
+
+Exit status: 0 on success, 2 for bad input (one line on stderr), 1 when the
+command found damaged segments (their unreadable records are named on stderr
+and they are left as they were) or failed otherwise.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,8 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +29,9 @@ from framework.cli_support import (
     print_json,
     time_arg,
 )
-from framework.dlq.index import SegmentFilter, SegmentInfo, Status
-from framework.dlq.store import LIVE, DeadLetterStore
+from framework.dlq.health import SegmentHealth
+from framework.dlq.index import SegmentFilter, Status
+from framework.dlq.store import LIVE, DeadLetterStore, Entry
 
 __all__ = ["register", "dlq_root"]
 
@@ -57,6 +62,44 @@ def _preview(b: bytes | None, width: int = 60) -> str:
     if b is None:
         return "null"
     return _cell(repr(b)[2:-1], width)
+
+
+def _positive_int(text: str) -> int:
+    """An argparse ``type``: an integer of at least 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _out_path(text: str) -> str:
+    """An argparse ``type``: '-' or a file path in an existing, writable directory."""
+    if text == "-":
+        return text
+    path = Path(text)
+    parent = path.parent
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"directory {str(parent)!r} does not exist")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"directory {str(parent)!r} is not writable")
+    return text
+
+
+def _report_damage(damaged: Sequence[SegmentHealth], label: str) -> int:
+    """Name every damaged segment on stderr; the exit status: 1 if there was any, else 0."""
+    for h in damaged:
+        print(f"{label} (damaged): {h.describe()}", file=sys.stderr)
+    if damaged:
+        n = sum(h.unreadable for h in damaged)
+        print(f"{len(damaged)} damaged segments ({n} unreadable records) {label}; see converge dlq verify;"
+              " converge dlq salvage keeps their readable records and quarantines the files",
+              file=sys.stderr)  # fmt: skip
+    return 1 if damaged else 0
 
 
 def _filter(args: argparse.Namespace, statuses: tuple[Status, ...] | None) -> SegmentFilter:
@@ -99,7 +142,7 @@ def _open_store(args: argparse.Namespace) -> DeadLetterStore:
     root = dlq_root(args)
     if not (root / "index.sqlite3").exists():
         raise UserError(f"no dead-letter WAL at {root}")
-    store = DeadLetterStore(root)
+    store = DeadLetterStore(root, quiet=True)  # every command reports damage itself
     seal_abandoned(store)  # segments left open by a dead writer become replayable
     return store
 
@@ -107,44 +150,89 @@ def _open_store(args: argparse.Namespace) -> DeadLetterStore:
 _LABELS = ("pipeline", "event_type", "stage", "error_class")
 
 
+def _damage_caption(health: list[SegmentHealth]) -> str:
+    bad = [h for h in health if h.damaged]
+    if not bad:
+        return "damaged: none (every segment file read back in full)"
+    n = sum(h.unreadable for h in bad)
+    return f"damaged: {n} unreadable records in {len(bad)} segments (converge dlq verify says where)"
+
+
 def _list(args: argparse.Namespace) -> int:
     store = _open_store(args)
-    segs = store.segments(_filter(args, None))
+    health = store.check_all(_filter(args, None))  # reads every file: the index alone cannot see damage
     if args.segments:
         if args.json:
             print_json([{"id": s.id, **dict(zip(_LABELS, s.partition, strict=True)), "status": s.status.value,
-                         "records": s.count, "bytes": s.bytes, "first": s.first_ts, "last": s.last_ts,
-                         "path": s.path} for s in segs])  # fmt: skip
+                         "records": s.count, "damaged": h.unreadable if h.damaged else 0, "bytes": s.bytes,
+                         "first": s.first_ts, "last": s.last_ts, "path": s.path}
+                        for h in health for s in [h.segment]])  # fmt: skip
             return 0
-        t = Table("id", "pipeline", "event type", "stage", "error class", "status", "records", "size",
-                  "first", "last", "path", title=f"segments in {store.root}")  # fmt: skip
-        for s in segs:
-            t.add_row(str(s.id), *map(_cell, s.partition), s.status.value, str(s.count), _size(s.bytes),
-                      _ts(s.first_ts), _ts(s.last_ts), s.path)  # fmt: skip
+        t = Table("id", "pipeline", "event type", "stage", "error class", "status", "records", "damaged",
+                  "size", "first", "last", "path", title=f"segments in {store.root}",
+                  caption=_damage_caption(health))  # fmt: skip
+        for h in health:
+            s = h.segment
+            t.add_row(str(s.id), *map(_cell, s.partition), s.status.value, str(s.count), _damaged(h),
+                      _size(s.bytes), _ts(s.first_ts), _ts(s.last_ts), s.path)  # fmt: skip
         _console().print(t)
         return 0
-    groups: dict[tuple[str, ...], list[SegmentInfo]] = {}
-    for s in segs:
-        groups.setdefault(tuple(s.partition), []).append(s)
+    groups: dict[tuple[str, ...], list[SegmentHealth]] = {}
+    for h in health:
+        groups.setdefault(tuple(h.segment.partition), []).append(h)
     rows: list[dict[str, Any]] = []
-    for part, ss in groups.items():
+    for part, hs in groups.items():
+        ss = [h.segment for h in hs]
         kinds = (LIVE, [Status.REPLAYED], [Status.DISCARDED])
         live, replayed, discarded = (sum(s.count for s in ss if s.status in st) for st in kinds)
         firsts = [s.first_ts for s in ss if s.first_ts is not None]
         lasts = [s.last_ts for s in ss if s.last_ts is not None]
         rows.append({**dict(zip(_LABELS, part, strict=True)), "live": live, "replayed": replayed,
-                     "discarded": discarded, "segments": len(ss), "bytes": sum(s.bytes for s in ss),
-                     "first": min(firsts, default=None), "last": max(lasts, default=None)})  # fmt: skip
+                     "discarded": discarded, "damaged": sum(h.unreadable for h in hs if h.damaged),
+                     "damaged_segments": sum(1 for h in hs if h.damaged), "segments": len(ss),
+                     "bytes": sum(s.bytes for s in ss), "first": min(firsts, default=None),
+                     "last": max(lasts, default=None)})  # fmt: skip
     if args.json:
         print_json(rows)
         return 0
     t = Table("pipeline", "event type", "stage", "error class", "open+sealed", "replayed", "discarded",
-              "segments", "size", "first", "last", title=f"parked events in {store.root}")  # fmt: skip
+              "damaged", "segments", "size", "first", "last", title=f"parked events in {store.root}",
+              caption=_damage_caption(health))  # fmt: skip
     for r in rows:
+        damaged = f"{r['damaged']} in {r['damaged_segments']} seg" if r["damaged_segments"] else "0"
         t.add_row(*(_cell(r[k]) for k in _LABELS), str(r["live"]), str(r["replayed"]), str(r["discarded"]),
-                  str(r["segments"]), _size(r["bytes"]), _ts(r["first"]), _ts(r["last"]))  # fmt: skip
+                  damaged, str(r["segments"]), _size(r["bytes"]), _ts(r["first"]),
+                  _ts(r["last"]))  # fmt: skip
     _console().print(t)
     return 0
+
+
+def _damaged(h: SegmentHealth) -> str:
+    return "-" if not h.damaged else str(h.unreadable) if h.unreadable else "header"
+
+
+def _verify(args: argparse.Namespace) -> int:
+    store = _open_store(args)
+    health = store.check_all(_filter(args, None))
+    bad = [h for h in health if h.damaged]
+    if args.json:
+        print_json([{"id": h.segment.id, **dict(zip(_LABELS, h.segment.partition, strict=True)),
+                     "status": h.segment.status.value, "path": h.segment.path, "indexed": h.segment.count,
+                     "readable": h.readable, "unreadable": h.unreadable,
+                     "damage": [d._asdict() for d in h.damage]} for h in health])  # fmt: skip
+    else:
+        t = Table("id", "pipeline", "event type", "stage", "error class", "status", "readable", "unreadable",
+                  "path", title=f"segment check of {store.root}")  # fmt: skip
+        for h in health:
+            s = h.segment
+            t.add_row(str(s.id), *map(_cell, s.partition), s.status.value, str(h.readable),
+                      str(h.unreadable) if h.damaged else "0", s.path)  # fmt: skip
+        _console().print(t)
+        for h in bad:
+            print(f"DAMAGED {h.describe()}")
+        n = sum(h.unreadable for h in bad)
+        print(f"{len(health)} segments checked: {len(bad)} damaged, {n} unreadable records")
+    return 1 if bad else 0
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -153,7 +241,18 @@ def _show(args: argparse.Namespace) -> int:
     from framework.dlq.record import record_to_json
 
     store = _open_store(args)
-    entries = list(islice(store.ordered(_filter(args, LIVE)), args.limit))
+    entries, damaged = [], []
+    for item in store.merged(_filter(args, LIVE)):
+        if isinstance(item, Entry):
+            entries.append(item)
+            if len(entries) >= args.limit:
+                break
+        elif item.health.damaged:
+            damaged.append(item.health)
+    if damaged:
+        n = sum(h.unreadable for h in damaged)
+        print(f"{n} unreadable records of {len(damaged)} damaged segments skipped: see converge dlq verify",
+              file=sys.stderr)  # fmt: skip
     if args.json:
         for e in entries:
             print(json.dumps(record_to_json(e.record, e.lsn)))
@@ -183,12 +282,16 @@ def _broker(args: argparse.Namespace) -> str:
     return info.kafka_bootstrap
 
 
-def _count(store: DeadLetterStore, flt: SegmentFilter) -> tuple[int, int]:
+def _count(store: DeadLetterStore, flt: SegmentFilter) -> tuple[int, int, list[SegmentHealth]]:
+    """Segments and records ``flt`` selects, not counting damaged segments (also returned)."""
+    health = store.check_all(flt)
+    bad = {h.segment.id for h in health if h.damaged}
     segs, n = set(), 0
     for e in store.records(flt):
-        segs.add(e.segment.id)
-        n += 1
-    return len(segs), n
+        if e.segment.id not in bad:
+            segs.add(e.segment.id)
+            n += 1
+    return len(segs), n, [h for h in health if h.damaged]
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -197,9 +300,9 @@ def _replay(args: argparse.Namespace) -> int:
     store = _open_store(args)
     flt = _filter(args, (Status.SEALED,))
     if args.dry_run:
-        segs, n = _count(store, flt)
+        segs, n, bad = _count(store, flt)
         print(f"would replay {n} records from {segs} segments")
-        return 0
+        return _report_damage(bad, "would not be replayed")
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     rep = asyncio.run(replay(store, flt, broker=_broker(args), topic=args.topic, progress=progress))
     to = ", ".join(f"{k}: {v}" for k, v in sorted(rep.topics.items())) or "-"
@@ -208,7 +311,7 @@ def _replay(args: argparse.Namespace) -> int:
         print(
             f"{rep.skipped_open} open segments left out: a live worker is writing them (sealed on rotation)"
         )
-    return 0
+    return _report_damage(rep.damaged, "not replayed")
 
 
 def _discard(args: argparse.Namespace) -> int:
@@ -219,23 +322,28 @@ def _discard(args: argparse.Namespace) -> int:
     if not args.all and flt == SegmentFilter(statuses=flt.statuses):
         raise UserError("give a filter, or --all to discard every sealed segment")
     if args.dry_run:
-        segs, n = _count(store, flt)
+        segs, n, bad = _count(store, flt)
         print(f"would discard {n} records from {segs} segments")
-        return 0
+        return _report_damage(bad, "would not be discarded")
     out = discard(store, flt)
     print(f"discarded {out.records} records in {out.segments} segments (deleted by cleanup after the grace"
           " period)")  # fmt: skip
     if out.skipped_open:
         print(f"{out.skipped_open} open segments left out: a live worker is writing them")
-    return 0
+    return _report_damage(out.damaged, "not discarded")
 
 
 def _export(args: argparse.Namespace) -> int:
     from framework.dlq.export import export_records
 
-    n = export_records(_open_store(args), _filter(args, LIVE), args.out)
+    rep = export_records(_open_store(args), _filter(args, LIVE), args.out)
+    to = "stdout" if args.out == "-" else args.out
+    if rep.damaged:
+        print(f"exported {rep.records} of {rep.records + rep.unreadable} records to {to}: {rep.unreadable}"
+              f" records could not be read", file=sys.stderr)  # fmt: skip
+        return _report_damage(rep.damaged, "not exported in full")
     if args.out != "-":
-        print(f"exported {n} records to {args.out}", file=sys.stderr)
+        print(f"exported {rep.records} records to {args.out}", file=sys.stderr)
     return 0
 
 
@@ -244,6 +352,8 @@ def _import(args: argparse.Namespace) -> int:
     from framework.dlq.wal import DeadLetterWAL, WALLockedError
 
     root = dlq_root(args)
+    if not args.file.is_file():
+        raise UserError(f"no such file: {args.file}")
     try:
         with DeadLetterWAL(root, lock_timeout_s=2.0) as wal:
             n = import_file(wal, args.file)
@@ -261,6 +371,20 @@ def _cleanup(args: argparse.Namespace) -> int:
     print(f"{verb} {rep.segments} replayed/discarded segments ({_size(rep.bytes)})")
     if rep.orphans:
         print(f"{len(rep.orphans)} segment files are not in the index (left in place): {rep.orphans[:5]}")
+    return _report_damage(rep.damaged, "not deleted")
+
+
+def _salvage(args: argparse.Namespace) -> int:
+    from framework.dlq.lifecycle import salvage
+
+    store = _open_store(args)
+    done = salvage(store, _filter(args, None), dry_run=args.dry_run)
+    verb = "would salvage" if args.dry_run else "salvaged"
+    for s in done:
+        h = s.health
+        kept = f"{h.readable} readable records kept" + (f" in {s.new_path}" if s.new_path else "")
+        print(f"{verb} {h.describe()}; {kept}; damaged file -> {s.quarantined}")
+    print(f"{verb} {len(done)} damaged segments")
     return 0
 
 
@@ -283,7 +407,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     dry = argparse.ArgumentParser(add_help=False)
     dry.add_argument("--dry-run", action="store_true", help="only say what would change")
 
-    dlq = sub.add_parser("dlq", help="parked (dead-letter) events: list, show, replay, discard, export")
+    dlq = sub.add_parser(
+        "dlq", help="parked (dead-letter) events: list, show, verify, replay, discard, export"
+    )
     cmds = dlq.add_subparsers(dest="dlq_command", metavar="ACTION", required=True)
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], text: str,
@@ -296,7 +422,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--segments", action="store_true", help="one row per segment file")
     add_json_flag(p)
     p = add("show", _show, "print parked records in write order", filt, status)
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--limit", type=_positive_int, default=20, help="at most this many records (default 20)")
     add_json_flag(p, "JSON lines (one record per line) instead of a table")
     p = add("replay", _replay, "re-publish sealed records to their source topic, then mark them", filt, dry)
     p.add_argument("--broker", default=None, help="HOST:PORT (env CONVERGE_BROKER, else the local stack)")
@@ -306,9 +432,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = add("discard", _discard, "mark sealed records discarded (deleted by cleanup)", filt, dry)
     p.add_argument("--all", action="store_true", help="allow discarding without a filter")
     p = add("export", _export, "write matching records to one portable JSON-lines file", filt, status)
-    p.add_argument("--out", required=True, help="output file ('-' for stdout)")
+    p.add_argument("--out", required=True, type=_out_path, help="output file ('-' for stdout)")
     p = add("import", _import, "park the records of an export file again")
     p.add_argument("file", type=Path)
+    p = add("verify", _verify, "read every segment file; exit 1 if any record is unreadable", filt, status)
+    add_json_flag(p)
+    p = add("salvage", _salvage, "move damaged segments to quarantine/, keeping their readable records",
+            filt, status, dry)  # fmt: skip
     p = add("cleanup", _cleanup, "delete replayed/discarded segments older than the grace period", dry)
     p.add_argument("--grace", type=parse_duration, default=parse_duration("7d"),
                    help="keep marked segments this long (default 7d)")  # fmt: skip

@@ -104,7 +104,8 @@ class SegmentFilter:
 
     def where(self) -> tuple[str, list[Any]]:
         """An SQL condition and its parameters."""
-        conds, params = ["1=1"], []
+        conds: list[str] = ["1=1"]
+        params: list[Any] = []
         for name in ("pipeline", "event_type", "stage", "error_class"):
             v = getattr(self, name)
             if v is not None:

@@ -1,9 +1,14 @@
-"""Status changes of sealed segments: mark (splitting a partly selected one), discard and cleanup.
+"""Status changes of sealed segments: mark (splitting a partly selected one), discard, cleanup, salvage.
 
 Statuses apply to whole segment files. When a time window selects only some
 records of a segment, the segment is first split into two new files (the
 selected records, the others) swapped in for it in one index transaction, so
 marking the selected part never touches the records outside the window.
+
+A damaged segment (see ``health.py``) is never marked, split or deleted: those
+would drop its unreadable records for good. ``salvage`` is the one way out: its
+readable records go to a new segment with the same status and the damaged file
+moves to ``quarantine/`` (never read or deleted by converge).
 """
 
 from __future__ import annotations
@@ -13,32 +18,46 @@ import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from framework.dlq.health import SegmentHealth
 from framework.dlq.index import NewSegment, SegmentFilter, SegmentInfo, Status
 from framework.dlq.record import ParkedRecord, record_to_json
 from framework.dlq.segment import SegmentReader, SegmentWriter, encode_line, fsync_dir
 from framework.dlq.store import DeadLetterStore
 
-__all__ = ["settle", "discard", "cleanup", "Outcome", "CleanupReport"]
+__all__ = ["settle", "discard", "cleanup", "salvage", "Outcome", "CleanupReport", "Salvaged", "QUARANTINE"]
 
 log = logging.getLogger("framework.dlq")
+
+QUARANTINE = "quarantine"
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a discard changed: segments marked, records in them, open segments left alone."""
+    """What a discard changed: segments marked, records in them, open and damaged segments left alone."""
 
     segments: int = 0
     records: int = 0
     skipped_open: int = 0
+    damaged: tuple[SegmentHealth, ...] = ()
 
 
 @dataclass(frozen=True)
 class CleanupReport:
-    """Segment files deleted, bytes freed, and unindexed ``.seg`` files found (left in place)."""
+    """Segment files deleted, bytes freed, unindexed ``.seg`` files found and damaged ones kept."""
 
     segments: int
     bytes: int
     orphans: list[str]
+    damaged: tuple[SegmentHealth, ...] = ()
+
+
+@dataclass(frozen=True)
+class Salvaged:
+    """A damaged segment replaced by a copy of its readable records; the original moved to quarantine."""
+
+    health: SegmentHealth
+    new_path: str | None
+    quarantined: str
 
 
 class _Part:
@@ -74,8 +93,11 @@ class _Part:
 def _split(store: DeadLetterStore, seg: SegmentInfo, flt: SegmentFilter, status: Status) -> int | None:
     """Mark the records of ``seg`` inside ``flt``'s window with ``status``; returns how many."""
     taken, kept = _Part(), _Part()
-    for lsn, rec in SegmentReader(store.abspath(seg)):
+    reader = SegmentReader(store.abspath(seg))
+    for lsn, rec in reader:
         (taken if flt.in_window(rec.parked_at) else kept).add(lsn, rec)
+    if reader.damage or reader.count < seg.count:  # rewriting would drop the unreadable records
+        return None
     if not taken.lines:
         return None
     if not kept.lines:
@@ -115,8 +137,9 @@ def settle(store: DeadLetterStore, seg: SegmentInfo, flt: SegmentFilter, status:
     """Give the sealed ``seg`` the ``status`` for its records in ``flt``'s window; returns how many.
 
     A segment wholly inside the window is marked as is; a partly covered one is split first.
-    None when nothing changed: ``seg`` is no longer sealed (another command got there first) or
-    no record of it is in the window.
+    None when nothing changed: ``seg`` is no longer sealed (another command got there first),
+    no record of it is in the window, or it is damaged. The caller checks a segment it marks
+    whole (``DeadLetterStore.check``); a split checks its own read.
     """
     if _inside(seg, flt):
         return _mark(store, seg, status, seg.count)
@@ -126,22 +149,39 @@ def settle(store: DeadLetterStore, seg: SegmentInfo, flt: SegmentFilter, status:
 def discard(store: DeadLetterStore, flt: SegmentFilter) -> Outcome:
     """Mark the sealed records matching ``flt`` discarded (deleted later by ``cleanup``)."""
     segments = records = 0
+    damaged: list[SegmentHealth] = []
     with store.exclusive():
         for seg in store.segments(replace(flt, statuses=(Status.SEALED,))):
+            health = store.check(seg)
+            if health is None:
+                continue
+            if health.damaged:
+                damaged.append(health)
+                continue
             n = settle(store, seg, flt, Status.DISCARDED)
             if n is not None:
                 segments, records = segments + 1, records + n
         skipped = len(store.segments(replace(flt, statuses=(Status.OPEN,))))
-    return Outcome(segments, records, skipped)
+    return Outcome(segments, records, skipped, tuple(damaged))
 
 
 def cleanup(store: DeadLetterStore, grace_s: float, *, dry_run: bool = False) -> CleanupReport:
-    """Delete replayed and discarded segments marked at least ``grace_s`` ago; report unindexed files."""
+    """Delete replayed and discarded segments marked at least ``grace_s`` ago; report unindexed files.
+
+    Each file is read first: a damaged one is kept and reported (``salvage`` deals with it).
+    """
     cutoff = store.clock() - grace_s
     n = size = 0
+    damaged: list[SegmentHealth] = []
     with store.exclusive():
         for seg in store.segments(SegmentFilter(statuses=(Status.REPLAYED, Status.DISCARDED))):
             if seg.status_at > cutoff:
+                continue
+            health = store.check(seg)
+            if health is None:
+                continue
+            if health.damaged:
+                damaged.append(health)
                 continue
             n, size = n + 1, size + seg.bytes
             if dry_run:
@@ -156,7 +196,60 @@ def cleanup(store: DeadLetterStore, grace_s: float, *, dry_run: bool = False) ->
     for rel in orphans:
         log.warning("dead-letter WAL: %s is not in the index (left in place; a crash leftover or a lost"
                     " index)", rel)  # fmt: skip
-    return CleanupReport(n, size, orphans)
+    return CleanupReport(n, size, orphans, tuple(damaged))
+
+
+def salvage(store: DeadLetterStore, flt: SegmentFilter, *, dry_run: bool = False) -> list[Salvaged]:
+    """Replace each damaged, non-open segment matching ``flt`` by a copy of its readable records.
+
+    The copy keeps the records' lsns and the segment's status; the damaged file moves to
+    ``quarantine/<same relative path>`` after the index swap, so a crash leaves either the old
+    row or the new one (and at worst the damaged file unindexed in place, which ``cleanup``
+    reports); the damaged bytes are never deleted.
+    """
+    done: list[Salvaged] = []
+    statuses = tuple(s for s in (flt.statuses or tuple(Status)) if s is not Status.OPEN)
+    with store.exclusive():
+        for seg in store.segments(replace(flt, statuses=statuses)):
+            health = store.check(seg)
+            if health is None or not health.damaged:
+                continue
+            target = store.root / QUARANTINE / seg.path
+            if dry_run:
+                done.append(Salvaged(health, None, store.relpath(target)))
+                continue
+            done.append(_salvage_one(store, health, target))
+    return done
+
+
+def _salvage_one(store: DeadLetterStore, health: SegmentHealth, target: Path) -> Salvaged:
+    seg = health.segment
+    original = store.abspath(seg)
+    good = _Part()
+    if original.exists():
+        for lsn, rec in SegmentReader(original, quiet=True):
+            good.add(lsn, rec)
+    written: Path | None = None
+    rows: list[NewSegment] = []
+    swapped = False
+    try:
+        if good.lines:
+            written, row = good.write(store, seg, seg.status)
+            rows.append(row)
+        swapped = store.index.replace(seg.id, seg.status, rows, store.clock())
+    finally:
+        if not swapped and written is not None:
+            written.unlink(missing_ok=True)
+    if not swapped:
+        raise RuntimeError(f"segment {seg.id} changed while it was being salvaged")
+    if original.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        original.replace(target)
+        fsync_dir(target.parent)
+        fsync_dir(original.parent)
+        _prune(store, original.parent)
+    log.warning("dead-letter WAL: salvaged %s; damaged file kept at %s", health.describe(), target)
+    return Salvaged(health, None if written is None else store.relpath(written), store.relpath(target))
 
 
 def _prune(store: DeadLetterStore, d: Path) -> None:

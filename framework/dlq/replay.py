@@ -7,6 +7,10 @@ is alive). Records of all selected partitions are sent in global write order
 ``acks=all``. A segment is marked replayed only after the broker acknowledged
 every selected record of it; a failure mid-way leaves the unfinished segments
 sealed, so a second replay may send some records twice (at least once).
+
+Every selected segment is read in full before anything is sent: a damaged one
+(see ``health.py``) is left out whole, none of its records sent and its status
+unchanged, and named in ``ReplayReport.damaged``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from aiokafka import AIOKafkaProducer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from framework.dlq.health import SegmentHealth
 from framework.dlq.index import SegmentFilter, Status
 from framework.dlq.lifecycle import settle
 from framework.dlq.store import DeadLetterStore, Entry, SegmentEnd
@@ -29,12 +34,13 @@ ORIGIN_HEADER = "converge-dlq-origin"
 
 @dataclass(frozen=True)
 class ReplayReport:
-    """Records sent (per target topic), segments marked replayed, open segments left out."""
+    """Records sent (per target topic), segments marked replayed, open and damaged segments left out."""
 
     records: int = 0
     segments: int = 0
     skipped_open: int = 0
     topics: dict[str, int] = field(default_factory=dict)
+    damaged: tuple[SegmentHealth, ...] = ()
 
 
 def _progress(enabled: bool) -> Progress:
@@ -53,7 +59,10 @@ async def replay(
     progress: bool = False,
     batch_size: int = 500,
 ) -> ReplayReport:
-    """Send the sealed records matching ``flt`` to their source topic (or ``topic``) and mark them."""
+    """Send the sealed records matching ``flt`` to their source topic (or ``topic``) and mark them.
+
+    Damaged segments are left out (see the module docstring).
+    """
     sealed = replace(flt, statuses=(Status.SEALED,))
     producer = AIOKafkaProducer(
         bootstrap_servers=broker.split("://", 1)[-1], acks="all", enable_idempotence=True, linger_ms=5
@@ -62,6 +71,7 @@ async def replay(
     marked = 0
     pending: list[asyncio.Future[object]] = []
     ended: list[SegmentEnd] = []
+    damaged: dict[int, SegmentHealth] = {}
 
     async def flush() -> None:
         nonlocal marked
@@ -69,17 +79,26 @@ async def replay(
             await asyncio.gather(*pending)
             pending.clear()
         for end in ended:
-            if end.selected and settle(store, end.segment, flt, Status.REPLAYED) is not None:
+            if end.health.damaged:  # damaged after the check: its records went out, it stays sealed
+                damaged[end.segment.id] = end.health
+            elif end.selected and settle(store, end.segment, flt, Status.REPLAYED) is not None:
                 marked += 1
         ended.clear()
 
     with store.exclusive():
-        total = sum(s.count for s in store.segments(sealed))
+        intact = []
+        for seg in store.segments(sealed):
+            health = store.check(seg)
+            if health is not None and health.damaged:
+                damaged[seg.id] = health
+            elif health is not None:
+                intact.append(seg)
+        total = sum(s.count for s in intact)
         await producer.start()
         try:
             with _progress(progress) as bar:
                 task = bar.add_task("replay", total=total)
-                for item in store.merged(sealed):
+                for item in store.merged(sealed, intact):
                     if isinstance(item, SegmentEnd):
                         ended.append(item)
                         bar.advance(task, item.scanned - item.selected)
@@ -94,7 +113,7 @@ async def replay(
         finally:
             await producer.stop()
         skipped = len(store.segments(replace(flt, statuses=(Status.OPEN,))))
-    return ReplayReport(sum(sent.values()), marked, skipped, dict(sent))
+    return ReplayReport(sum(sent.values()), marked, skipped, dict(sent), tuple(damaged.values()))
 
 
 async def _send(producer: AIOKafkaProducer, item: Entry, topic: str | None) -> asyncio.Future[object]:

@@ -4,8 +4,9 @@ Every line is ``CRC SP JSON LF``: ``CRC`` is the CRC-32 of the JSON bytes as 8
 hex digits and ``JSON`` is ASCII (no raw newline can occur in it). The first
 line is a header naming the partition; every other line is one record (see
 ``record_to_json``) with its log sequence number ``lsn``. A line without its
-newline (a torn write) or whose checksum does not match is skipped with a
-warning; the lines before and after it are read normally.
+newline (a torn write) or whose checksum does not match is skipped (with a
+warning unless the reader is ``quiet``) and reported in ``SegmentReader.damage``;
+the lines before and after it are read normally.
 """
 
 from __future__ import annotations
@@ -17,16 +18,26 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from framework.dlq.record import ParkedRecord, Partition, record_from_json
 
-__all__ = ["FORMAT_VERSION", "encode_line", "decode_line", "SegmentWriter", "SegmentReader", "fsync_dir"]
+__all__ = [
+    "FORMAT_VERSION", "Damage", "encode_line", "decode_line", "SegmentWriter", "SegmentReader", "fsync_dir",
+]  # fmt: skip
 
 log = logging.getLogger("framework.dlq")
 
 FORMAT_VERSION = 1
 _HEADER_KEY = "converge_dlq_segment"
+
+
+class Damage(NamedTuple):
+    """Bytes of a segment file that could not be read: where, how many, and why."""
+
+    offset: int
+    length: int
+    reason: str
 
 
 def encode_line(obj: dict[str, Any]) -> bytes:
@@ -125,19 +136,22 @@ class SegmentReader:
 
     After iteration: ``header`` (the header object or None), ``count``, the
     earliest/latest ``parked_at`` (``first_ts``/``last_ts``), ``first_lsn``/``last_lsn``
-    of the good records, and
-    ``damage``: ``(offset, length, reason)`` of every skipped line.
+    of the good records, ``good_end`` (the byte after the last good line, header
+    included), ``size`` (bytes read) and ``damage``: a ``Damage`` for every skipped line.
     """
 
     path: Path
     limit: int | None = None
+    quiet: bool = False
     header: dict[str, Any] | None = None
     count: int = 0
     first_ts: float | None = None
     last_ts: float | None = None
     first_lsn: int | None = None
     last_lsn: int | None = None
-    damage: list[tuple[int, int, str]] = field(default_factory=list)
+    good_end: int = 0
+    size: int = 0
+    damage: list[Damage] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[tuple[int, ParkedRecord]]:
         with open(self.path, "rb") as f:
@@ -147,12 +161,14 @@ class SegmentReader:
                 if not line:
                     break
                 start, pos = pos, pos + len(line)
+                self.size = pos
                 try:
                     obj = decode_line(line)
                     if start == 0:
                         if obj.get(_HEADER_KEY) != FORMAT_VERSION:
                             raise ValueError("not a converge dead-letter segment header")
                         self.header = obj
+                        self.good_end = pos
                         continue
                     lsn = obj.get("lsn")
                     if not isinstance(lsn, int):
@@ -162,6 +178,7 @@ class SegmentReader:
                     self._damaged(start, len(line), str(exc))
                     continue
                 self._count(lsn, rec)
+                self.good_end = pos
                 yield lsn, rec
 
     def _count(self, lsn: int, rec: ParkedRecord) -> None:
@@ -174,9 +191,10 @@ class SegmentReader:
         self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
 
     def _damaged(self, offset: int, length: int, reason: str) -> None:
-        self.damage.append((offset, length, reason))
-        log.warning("dead-letter segment %s: skipped %d damaged bytes at offset %d (%s)",
-                    self.path, length, offset, reason)  # fmt: skip
+        self.damage.append(Damage(offset, length, reason))
+        if not self.quiet:
+            log.warning("dead-letter segment %s: skipped %d damaged bytes at offset %d (%s)",
+                        self.path, length, offset, reason)  # fmt: skip
 
     def scan(self) -> SegmentReader:
         """Read the whole file (for its counters and damage report); returns self."""

@@ -14,11 +14,12 @@ import fcntl
 import heapq
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from framework.dlq.health import SegmentHealth, assess
 from framework.dlq.index import SegmentFilter, SegmentIndex, SegmentInfo, Status
 from framework.dlq.names import UnsafePathError
 from framework.dlq.record import ParkedRecord
@@ -40,18 +41,26 @@ class Entry:
 
 @dataclass(frozen=True)
 class SegmentEnd:
-    """Emitted after the last record of a segment: how many records were read and how many matched."""
+    """Emitted after the last record of a segment: records read, records matched, and its health."""
 
     segment: SegmentInfo
     scanned: int
     selected: int
+    health: SegmentHealth
 
 
 class DeadLetterStore:
-    """The index plus the segment files of a WAL root; no writer lock needed."""
+    """The index plus the segment files of a WAL root; no writer lock needed.
 
-    def __init__(self, root: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+    Damaged lines met while reading records are logged as warnings unless ``quiet``
+    (``SegmentEnd.health`` reports them either way).
+    """
+
+    def __init__(
+        self, root: str | Path, *, clock: Callable[[], float] = time.time, quiet: bool = False
+    ) -> None:
         self.root = Path(root).resolve()
+        self.quiet = quiet
         self.root.mkdir(parents=True, exist_ok=True)
         self.segments_root = self.root / "segments"
         self.segments_root.mkdir(exist_ok=True)
@@ -74,9 +83,31 @@ class DeadLetterStore:
         """Matching segments, grouped by partition, each partition in write order."""
         return self.index.select(flt)
 
-    def reader(self, seg: SegmentInfo) -> SegmentReader:
+    def reader(self, seg: SegmentInfo, *, quiet: bool | None = None) -> SegmentReader:
         """A reader of ``seg``; an open segment is read only up to its last fsynced byte."""
-        return SegmentReader(self.abspath(seg), limit=seg.bytes if seg.status is Status.OPEN else None)
+        limit = seg.bytes if seg.status is Status.OPEN else None
+        return SegmentReader(self.abspath(seg), limit=limit, quiet=self.quiet if quiet is None else quiet)
+
+    def check(self, seg: SegmentInfo) -> SegmentHealth | None:
+        """Read all of ``seg`` and say what is unreadable; None when the segment left the index meanwhile."""
+        reader = self.reader(seg, quiet=True)
+        try:
+            size = reader.path.stat().st_size
+            reader.scan()
+        except FileNotFoundError:
+            return self._gone(seg)
+        return assess(seg, reader, size)
+
+    def check_all(self, flt: SegmentFilter | None = None) -> list[SegmentHealth]:
+        """``check`` of every segment matching ``flt`` (all statuses unless it names some)."""
+        return [h for h in map(self.check, self.segments(flt)) if h is not None]
+
+    def _gone(self, seg: SegmentInfo) -> SegmentHealth | None:
+        """The health of a segment whose file is missing: damage, unless cleanup or a split removed it."""
+        now = self.index.get(seg.id)
+        if now is None or now.path != seg.path:
+            return None
+        return assess(now, None, None)
 
     def records(self, flt: SegmentFilter | None = None) -> Iterator[Entry]:
         """Live (open or sealed, unless ``flt.statuses`` says otherwise) records in ``flt``'s window,
@@ -85,11 +116,16 @@ class DeadLetterStore:
             if isinstance(item, Entry):
                 yield item
 
-    def merged(self, flt: SegmentFilter | None = None) -> Iterator[Entry | SegmentEnd]:
-        """Records of every matching partition in global write order (lsn), with segment ends."""
+    def merged(
+        self, flt: SegmentFilter | None = None, segments: Sequence[SegmentInfo] | None = None
+    ) -> Iterator[Entry | SegmentEnd]:
+        """Records of every matching partition in global write order (lsn), with segment ends.
+
+        ``segments`` (as ``segments(flt)`` returns them) restricts the read to those files.
+        """
         flt = flt or SegmentFilter()
         by_part: dict[object, list[SegmentInfo]] = {}
-        for seg in self.segments(_live(flt)):
+        for seg in self.segments(_live(flt)) if segments is None else segments:
             by_part.setdefault(seg.partition, []).append(seg)
         streams = [self._keyed(self._scan(segs, flt)) for segs in by_part.values()]
         for _, item in heapq.merge(*streams, key=lambda kv: kv[0]):
@@ -101,14 +137,19 @@ class DeadLetterStore:
 
     def _scan(self, segs: Iterable[SegmentInfo], flt: SegmentFilter) -> Iterator[Entry | SegmentEnd]:
         for seg in segs:
-            if not self.abspath(seg).exists():
-                continue
             reader, selected = self.reader(seg), 0
-            for lsn, rec in reader:
-                if flt.in_window(rec.parked_at):
-                    selected += 1
-                    yield Entry(seg, lsn, rec)
-            yield SegmentEnd(seg, reader.count, selected)
+            try:
+                size = reader.path.stat().st_size
+                for lsn, rec in reader:
+                    if flt.in_window(rec.parked_at):
+                        selected += 1
+                        yield Entry(seg, lsn, rec)
+            except FileNotFoundError:
+                health = self._gone(seg)
+                if health is not None:
+                    yield SegmentEnd(seg, 0, 0, health)
+                continue
+            yield SegmentEnd(seg, reader.count, selected, assess(seg, reader, size))
 
     @staticmethod
     def _keyed(items: Iterator[Entry | SegmentEnd]) -> Iterator[tuple[tuple[int, int], Entry | SegmentEnd]]:

@@ -5,7 +5,10 @@ partition, fsyncs it, updates the index, and only then returns: the runtime may
 acknowledge the event's offset afterwards. One process writes a WAL root at a
 time (``writer.lock``); readers and the ``converge dlq`` commands may run
 alongside it. At start the writer seals the segments a crashed writer left open,
-after recounting them from their files.
+after recounting them from their files; a torn last line past the bytes the
+index recorded as durable was never acknowledged (its event is redelivered), so
+it is cut off rather than left as damage. Damage anywhere else stays in the
+file and is reported (see ``health.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from framework.dlq.index import NewSegment, SegmentFilter, SegmentInfo, Status
 from framework.dlq.names import partition_dir
@@ -52,6 +56,58 @@ def _try_lock(root: Path) -> int | None:
     return fd
 
 
+def _cut_torn_tail(path: Path, durable: int) -> SegmentReader:
+    """Scan an open segment's file; cut off a torn tail that starts at or after ``durable`` bytes.
+
+    Only unreadable bytes past the last good line and past what the index recorded as
+    fsynced are cut: an append the writer never acknowledged.
+    """
+    r = SegmentReader(path).scan()
+    tail = [d for d in r.damage if d.offset >= durable]
+    if not tail or r.good_end > tail[0].offset:
+        return r
+    cut = tail[0].offset
+    with open(path, "r+b") as f:
+        f.truncate(cut)
+        os.fsync(f.fileno())
+    log.info("dead-letter WAL: cut %d bytes of an unacknowledged torn write off %s at offset %d",
+             r.size - cut, path, cut)  # fmt: skip
+    return SegmentReader(path, quiet=True).scan()
+
+
+_N = TypeVar("_N", int, float)
+
+
+def _lo(a: _N | None, b: _N | None) -> _N | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _hi(a: _N | None, b: _N | None) -> _N | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _recount_and_seal(store: DeadLetterStore, seg: SegmentInfo) -> int | None:
+    """Seal an open segment with the counters of its file; returns its records (None if it was empty).
+
+    The index row holds what the writer made durable: the file may hold one more record
+    (fsynced, not yet indexed), but a file with fewer records or bytes than the row is
+    damaged, and the row's counters are kept so the damage shows (see ``health.py``).
+    """
+    path = store.abspath(seg)
+    r = _cut_torn_tail(path, seg.bytes)
+    size = path.stat().st_size
+    if size == 0 and seg.count == 0:  # crashed while writing the header: nothing was parked
+        path.unlink()
+        store.index.delete(seg.id)
+        return None
+    store.index.update_open(
+        seg.id, max(r.count, seg.count), max(size, seg.bytes), _lo(r.first_ts, seg.first_ts),
+        _hi(r.last_ts, seg.last_ts), _lo(r.first_lsn, seg.first_lsn), _hi(r.last_lsn, seg.last_lsn),
+    )  # fmt: skip
+    store.index.set_status(seg.id, Status.SEALED, store.clock(), expect=Status.OPEN)
+    return r.count
+
+
 def recover_open(store: DeadLetterStore) -> int:
     """Recount and seal every open segment (call only while holding the writer lock); returns how many."""
     n = 0
@@ -60,12 +116,10 @@ def recover_open(store: DeadLetterStore) -> int:
         if not path.exists():  # crashed between indexing and creating the file: nothing was parked
             store.index.delete(seg.id)
             continue
-        r = SegmentReader(path).scan()
-        store.index.update_open(seg.id, r.count, path.stat().st_size, r.first_ts, r.last_ts,
-                                r.first_lsn, r.last_lsn)  # fmt: skip
-        store.index.set_status(seg.id, Status.SEALED, store.clock(), expect=Status.OPEN)
-        log.info("dead-letter WAL: sealed %s left open (%d records)", seg.path, r.count)
-        n += 1
+        count = _recount_and_seal(store, seg)
+        if count is not None:
+            log.info("dead-letter WAL: sealed %s left open (%d records)", seg.path, count)
+            n += 1
     return n
 
 
@@ -193,10 +247,9 @@ class DeadLetterWAL:
         seg = self._open.pop(part)
         seg.writer.close()
         try:
-            r = SegmentReader(seg.path).scan()
-            self.store.index.update_open(seg.id, r.count, seg.path.stat().st_size, r.first_ts,
-                                         r.last_ts, r.first_lsn, r.last_lsn)  # fmt: skip
-            self.store.index.set_status(seg.id, Status.SEALED, now, expect=Status.OPEN)
+            info = self.store.index.get(seg.id)  # the counters of the last durable append
+            if info is not None:
+                _recount_and_seal(self.store, info)
         except Exception:  # the next start recovers it
             log.exception("dead-letter WAL: could not seal %s after a failed write", seg.path)
 

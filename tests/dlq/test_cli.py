@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -99,3 +101,52 @@ async def test_cli_leaves_a_live_writers_open_segment_alone(stack: StackInfo, tm
         assert [s.status for s in wal.segments()][-1] is Status.OPEN
         wal.park_sync(rec(5))  # the writer goes on undisturbed
     assert len(await read_topic(stack.kafka_bootstrap, target)) == sealed
+
+
+def _status(argv: list[str]) -> int | str | None:
+    """The exit status of ``converge`` with ``argv`` (argument errors exit from argparse)."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+def test_bad_arguments_are_one_line_errors_with_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "wal"
+    _fill(root)
+    missing = tmp_path / "missing"
+    cases = [
+        ("show", ["--limit", "-1"], "argument --limit: must be at least 1, got -1"),
+        ("show", ["--limit", "0"], "argument --limit: must be at least 1, got 0"),
+        ("show", ["--limit", "many"], "argument --limit: not an integer: 'many'"),
+        ("list", ["--since", "last tuesday"], "argument --since: not a time: 'last tuesday'"),
+        (
+            "export",
+            ["--out", str(missing / "x.jsonl")],
+            f"argument --out: directory '{missing}' does not exist",
+        ),
+        ("export", ["--out", str(tmp_path)], f"argument --out: '{tmp_path}' is a directory"),
+        ("import", [str(tmp_path / "nope.jsonl")], f"no such file: {tmp_path / 'nope.jsonl'}"),
+    ]
+    for cmd, extra, message in cases:
+        assert _status(["dlq", cmd, "--root", str(root), *extra]) == 2, (cmd, extra)
+        err = capsys.readouterr().err
+        assert err.startswith(f"converge dlq {cmd}: error: {message}") and err.count("\n") == 1, err
+    assert not missing.exists()
+
+
+def test_export_never_follows_a_file_planted_at_its_temporary_name(tmp_path: Path) -> None:
+    """The old temporary name was predictable (``.NAME.tmp-PID``); a symlink there redirected the write."""
+    root, victim, out = tmp_path / "wal", tmp_path / "victim.txt", tmp_path / "out.jsonl"
+    _fill(root)
+    victim.write_text("precious\n")
+    planted = tmp_path / f".out.jsonl.tmp-{os.getpid()}"
+    planted.symlink_to(victim)
+    assert main(["dlq", "export", "--root", str(root), "--out", str(out)]) == 0
+    assert victim.read_text() == "precious\n"
+    assert not out.is_symlink() and len(out.read_text().splitlines()) == 7
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert planted.is_symlink()  # not ours: left alone
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([planted.name, out.name, victim.name, "wal"])

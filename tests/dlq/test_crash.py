@@ -63,6 +63,7 @@ def test_killed_between_write_and_fsync(tmp_path: Path, caplog) -> None:
     # recounts the file and keeps it (at least once); the index, updated only after fsync, said 5.
     assert offsets == [0, 1, 2, 3, 4, 5]
     assert "damaged" not in caplog.text
+    assert not any(h.damaged for h in DeadLetterStore(tmp_path / "wal").check_all())
 
 
 def test_killed_mid_write_leaves_a_torn_tail_that_is_skipped(tmp_path: Path, caplog) -> None:
@@ -75,6 +76,11 @@ def test_killed_mid_write_leaves_a_torn_tail_that_is_skipped(tmp_path: Path, cap
     assert statuses == [Status.SEALED]
     # The torn segment was sealed at recovery with its true size and count; the record parked after
     # recovery went to a new segment rather than after the torn bytes.
-    torn, fresh = DeadLetterStore(tmp_path / "wal").segments()
-    assert (torn.count, torn.bytes) == (5, DeadLetterStore(tmp_path / "wal").abspath(torn).stat().st_size)
+    store = DeadLetterStore(tmp_path / "wal")
+    torn, fresh = store.segments()
+    assert (torn.count, torn.bytes) == (5, store.abspath(torn).stat().st_size)
     assert (fresh.count, fresh.first_lsn) == (1, 6)  # the torn, never-acked lsn 6 is free again
+    # The torn bytes lay past what the index recorded as durable: recovery cut them off, so the
+    # segment is not damaged (nothing acknowledged was lost) and can be replayed and cleaned up.
+    assert store.abspath(torn).read_bytes().endswith(b"\n")
+    assert [h.damaged for h in store.check_all()] == [False, False]

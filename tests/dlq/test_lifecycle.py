@@ -99,7 +99,7 @@ def test_export_is_portable_json_lines_and_imports_back(tmp_path: Path) -> None:
             wal.park_sync(rec(i, key=key, value=value, error_class="Even" if i % 2 == 0 else "Odd"))
         originals = [e.record for e in wal.store.ordered()]
     store = DeadLetterStore(root, clock=clock)
-    assert export_records(store, SegmentFilter(pipeline="orders"), out) == 6
+    assert export_records(store, SegmentFilter(pipeline="orders"), out).records == 6
     lines = out.read_text().splitlines()
     header = json.loads(lines[0])
     assert header["format"] == "converge-dlq-export" and header["filter"]["pipeline"] == "orders"
@@ -111,7 +111,7 @@ def test_export_is_portable_json_lines_and_imports_back(tmp_path: Path) -> None:
         assert [e.record for e in wal.store.ordered()] == originals
         assert {s.partition.error_class for s in wal.segments()} == {"Even", "Odd"}
 
-    assert export_records(store, SegmentFilter(error_class="Odd", since=3.0, until=5.0), out) == 1
+    assert export_records(store, SegmentFilter(error_class="Odd", since=3.0, until=5.0), out).records == 1
     assert [r.offset for _, r in read_export(out)] == [3]
 
 

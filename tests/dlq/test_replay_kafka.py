@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -13,8 +15,10 @@ from framework.dlq import DeadLetterStore, DeadLetterWAL, SegmentFilter, Status
 from framework.dlq.replay import ORIGIN_HEADER, replay
 from framework.kafka_admin import end_offsets
 from framework.local_stack import StackInfo, free_port
+from tests.dlq.damage_support import damaged_wal
 from tests.dlq.kafka_support import new_topic, read_topic
 from tests.dlq.support import FakeClock, rec
+from tests.dlq.test_crash import REPO
 
 
 async def test_replay_keeps_write_order_keys_and_bytes(stack: StackInfo, tmp_path: Path) -> None:
@@ -102,3 +106,36 @@ async def test_an_unreachable_broker_marks_nothing(tmp_path: Path) -> None:
     with pytest.raises(KafkaConnectionError):
         await replay(store, SegmentFilter(), broker=f"127.0.0.1:{free_port()}")
     assert [s.status for s in store.segments()] == [Status.SEALED]
+
+
+async def test_replay_leaves_damaged_segments_sealed_and_exits_1(stack: StackInfo, tmp_path: Path) -> None:
+    """A bit flip in a 28-record segment and a cut 2-record one: none of their records is sent."""
+    boot = stack.kafka_bootstrap
+    source = await new_topic(boot, "dlq-damaged")
+    w = damaged_wal(tmp_path / "wal", topic=source)
+    argv = [sys.executable, "-m", "framework.cli", "dlq", "replay", "--root", str(w.root), "--broker", boot]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stderr
+    assert f"replayed 9 records ({source}: 9); 1 segments marked replayed" in done.stdout
+    flipped, cut = w.segments["Bitflip"].path, w.segments["Cut"].path
+    assert (
+        f"not replayed (damaged): {flipped} (segment 1, sealed): 1 unreadable record at byte {w.flip_at}"
+        in (done.stderr)
+    )
+    assert f"not replayed (damaged): {cut} (segment 2, sealed): 1 unreadable record at byte {w.torn_at}" in (
+        done.stderr
+    )
+    assert "Traceback" not in done.stderr
+    store = w.store()
+    assert [s.status for s in store.segments()] == [Status.SEALED, Status.SEALED, Status.REPLAYED]
+    assert [m.value for m in await read_topic(boot, source)] == [b"v%d" % i for i in range(30, 39)]
+
+    from framework.dlq.lifecycle import cleanup, salvage  # here, so the checks above run on any version
+
+    assert cleanup(store, grace_s=0).segments == 1  # the replayed intact one; the damaged stay
+    assert w.path("Bitflip").exists() and w.path("Cut").exists()
+    salvage(store, SegmentFilter())
+    rep = await replay(store, SegmentFilter(), broker=f"kafka://{boot}")
+    assert (rep.records, rep.segments, rep.damaged) == (28, 2, ())
+    values = [m.value for m in await read_topic(boot, source)]
+    assert values[9:] == [b"v%d" % i for i in range(30) if i not in (10, 29)]
