@@ -132,12 +132,16 @@ class App:
     # -- the worker ---------------------------------------------------------
     def worker(self, settings: Settings | None = None) -> faust.App:
         """The Faust app that runs every agent and projector of this app (settings from the
-        environment when not given)."""
+        environment when not given); with a ``web_port`` it serves Prometheus metrics."""
         from framework.wiring import wire
 
         settings = settings or Settings.resolve(self.name)
         faust_app = create_faust_app(settings)
         faust_app.converge = wire(self, faust_app, settings)
+        if settings.web_port is not None:  # its web server is on: serve GET /metrics there too
+            from framework.metrics import mount_metrics
+
+            mount_metrics(faust_app)
         return faust_app
 
 

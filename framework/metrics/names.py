@@ -1,0 +1,63 @@
+"""The names of the metrics a worker exports (``framework.metrics``), in one place.
+
+Read by the collector, ``converge status`` and the dashboard's test. Labels:
+``runtime`` is an agent's name or ``project.<projection>``; ``topic`` and
+``partition`` name a Kafka partition; ``sink`` a destination.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PREFIX",
+    "RUNTIME_GAUGES",
+    "counter_name",
+    "PARTITION",
+    "SINK_DOWN",
+    "SINK_OUTAGES",
+    "SINK_RECENT_FAILURES",
+    "PARKED",
+    "SINK_LATENCY",
+    "BATCH_SIZE",
+    "ALL",
+]
+
+PREFIX = "converge_"
+
+#: ``Counters`` fields that are current values (gauges), with the metric each becomes.
+RUNTIME_GAUGES: dict[str, str] = {
+    "in_flight": "converge_in_flight",
+    "blocked_keys": "converge_blocked_keys",
+    "lag": "converge_runtime_lag",
+    "last_batch_size": "converge_last_batch_size",
+}
+
+#: Per partition (labels runtime, topic, partition), by what each holds.
+PARTITION: dict[str, str] = {
+    "consumed": "converge_partition_consumed_offset",
+    "committed": "converge_partition_committed_offset",
+    "end": "converge_partition_end_offset",
+    "lag": "converge_partition_lag",
+    "pending": "converge_partition_pending",
+    "paused": "converge_partition_paused",
+    "blocked": "converge_partition_blocked_keys",
+    "skipped": "converge_partition_skipped",
+}
+
+SINK_DOWN = "converge_sink_down"
+SINK_OUTAGES = "converge_sink_outages"  # a counter: exported as ..._total
+SINK_RECENT_FAILURES = "converge_sink_recent_failures"
+PARKED = "converge_parked_events"
+SINK_LATENCY = "converge_sink_latency_seconds"
+BATCH_SIZE = "converge_batch_size"
+
+
+def counter_name(field: str) -> str:
+    """The metric of a monotonic ``Counters`` field, without the ``_total`` suffix."""
+    return f"{PREFIX}{field}"
+
+
+#: Every fixed name (counters of ``Counters`` fields come from ``counter_name``).
+ALL: frozenset[str] = frozenset(
+    {*RUNTIME_GAUGES.values(), *PARTITION.values(), SINK_DOWN, SINK_OUTAGES, SINK_RECENT_FAILURES,
+     PARKED, SINK_LATENCY, BATCH_SIZE}
+)  # fmt: skip

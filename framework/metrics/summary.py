@@ -1,0 +1,99 @@
+"""Reading a worker's metrics back: fetch ``/metrics`` and sum it up per runtime."""
+
+from __future__ import annotations
+
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from framework.metrics import names
+from framework.metrics.endpoint import METRICS_PATH
+
+__all__ = ["RuntimeSummary", "fetch_metrics", "metrics_url", "summarize"]
+
+
+@dataclass
+class RuntimeSummary:
+    """One runtime at a glance: partition sums, current gauges, totals, parked and sinks down."""
+
+    runtime: str
+    partitions: int = 0
+    lag: int = 0
+    pending: int = 0
+    paused: int = 0
+    skipped: int = 0
+    in_flight: int = 0
+    blocked_keys: int = 0
+    processed: int = 0
+    retried: int = 0
+    parked: int = 0
+    #: live parked records by ``stage/error_class``
+    parked_by: dict[str, int] = field(default_factory=dict)
+    sinks_down: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+def metrics_url(url: str) -> str:
+    """``url`` with the metrics path when it names only a server (``http://127.0.0.1:6066``)."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"not an http(s) URL: {url!r}")
+    path = parts.path if parts.path not in ("", "/") else METRICS_PATH
+    return parts._replace(path=path).geturl()
+
+
+def fetch_metrics(url: str, *, timeout: float = 5.0, token: str | None = None) -> str:
+    """The text a worker's metrics endpoint serves (OSError when it cannot be read)."""
+    request = urllib.request.Request(metrics_url(url))  # noqa: S310 - checked http(s) above
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+        return response.read().decode("utf-8")
+
+
+def summarize(text: str) -> dict[str, RuntimeSummary]:
+    """Per runtime, by name: what the metrics in ``text`` say."""
+    out: dict[str, RuntimeSummary] = {}
+
+    def of(labels: dict[str, str]) -> RuntimeSummary:
+        name = labels["runtime"]
+        return out.setdefault(name, RuntimeSummary(name))
+
+    partitions: dict[str, set[tuple[str, str]]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if "runtime" not in s.labels:
+                continue
+            r, v = of(s.labels), int(s.value)
+            if s.name in names.PARTITION.values():
+                partitions.setdefault(r.runtime, set()).add((s.labels["topic"], s.labels["partition"]))
+            if s.name == names.PARTITION["lag"]:
+                r.lag += v
+            elif s.name == names.PARTITION["pending"]:
+                r.pending += v
+            elif s.name == names.PARTITION["paused"]:
+                r.paused += v
+            elif s.name == names.PARTITION["skipped"]:
+                r.skipped += v
+            elif s.name == names.RUNTIME_GAUGES["in_flight"]:
+                r.in_flight = v
+            elif s.name == names.RUNTIME_GAUGES["blocked_keys"]:
+                r.blocked_keys = v
+            elif s.name == names.counter_name("processed") + "_total":
+                r.processed = v
+            elif s.name == names.counter_name("retried") + "_total":
+                r.retried = v
+            elif s.name == names.PARKED:
+                r.parked += v
+                key = f"{s.labels['stage']}/{s.labels['error_class']}"
+                r.parked_by[key] = r.parked_by.get(key, 0) + v
+            elif s.name == names.SINK_DOWN and v:
+                r.sinks_down.append(s.labels["sink"])
+    for name, seen in partitions.items():
+        out[name].partitions = len(seen)
+    return dict(sorted(out.items()))

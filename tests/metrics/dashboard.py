@@ -1,0 +1,27 @@
+"""The Grafana dashboard in the repo, read for the tests: the metric names its queries use."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "converge.json"
+_NAME = re.compile(r"\bconverge_[a-z_]+\b")
+
+
+def load() -> dict[str, Any]:
+    return json.loads(DASHBOARD.read_text())
+
+
+def queries(dashboard: dict[str, Any]) -> list[str]:
+    """Every PromQL expression: the panels' targets and the variables' queries."""
+    out = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    out += [v["definition"] for v in dashboard["templating"]["list"] if v.get("type") == "query"]
+    return out
+
+
+def metric_names(dashboard: dict[str, Any]) -> set[str]:
+    """The sample names (``converge_...``) its queries read."""
+    return {m for q in queries(dashboard) for m in _NAME.findall(q)}
