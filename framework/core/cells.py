@@ -2,9 +2,20 @@
 
 A cell holds a value (``None`` is a tombstone), its write time (the mutation's
 version) and an optional expiry. Two versions of a cell reconcile as Cassandra
-does: the higher write time wins; on a tie a tombstone wins, then the larger
-serialised value, then the later expiry. Every embedded engine and every test
-oracle uses these functions, so the rules exist once.
+4.x does (``Cells.resolveRegular``, with the CASSANDRA-14592 tie rules):
+
+1. the higher write time wins;
+2. on a write-time tie, a tombstone beats an expiring cell, which beats a live
+   cell without TTL (a cell that will expire counts as a future tombstone, so
+   the outcome never depends on the clock at reconcile time);
+3. between two expiring cells, the later expiry wins;
+4. only then the value decides: the greater serialised value (unsigned bytes,
+   big-endian; so ``-0.0`` beats ``2.5``) wins.
+
+Cassandra also orders two tombstones of a tie by their deletion time; a
+tombstone has no value, so which one is kept changes nothing that is read.
+Every embedded engine uses these functions (the SQLite engine's SQL upsert
+states the same order), so the rules exist once.
 """
 
 from __future__ import annotations
@@ -14,10 +25,10 @@ from dataclasses import dataclass
 
 from framework.core.mutations import CellValue
 
-__all__ = ["Cell", "order_bytes", "reconcile", "is_live", "shadowed"]
+__all__ = ["Cell", "order_bytes", "reconcile", "rank", "is_live", "shadowed"]
 
-#: Expiry used for cells without TTL (Cassandra's "no deletion time").
-NO_EXPIRY = 2**62
+# The tie classes of rule 2, lowest to highest.
+_LIVE, _EXPIRING, _TOMBSTONE = 0, 1, 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +41,10 @@ class Cell:
 
 
 def order_bytes(value: CellValue) -> bytes:
-    """The value's serialised form as Cassandra compares it on a write-time tie."""
+    """The value's serialised form as Cassandra compares it on a write-time tie.
+
+    Doubles keep their sign: ``-0.0`` is ``0x80 00 ..`` and differs from ``0.0``.
+    """
     if value is None:
         return b""
     if isinstance(value, bool):
@@ -46,15 +60,22 @@ def order_bytes(value: CellValue) -> bytes:
     raise TypeError(f"not a cell value: {type(value).__name__}")
 
 
-def _rank(cell: Cell) -> tuple[int, int, bytes, int]:
-    dead = 1 if cell.value is None else 0
-    expiry = NO_EXPIRY if cell.expires_at is None else cell.expires_at
-    return (cell.writetime, dead, order_bytes(cell.value), expiry)
+def rank(cell: Cell) -> tuple[int, int, int, bytes]:
+    """The cell's place in the reconcile order: the higher rank survives.
+
+    (write time, tie class [live < expiring < tombstone], expiry of an
+    expiring cell else 0, serialised value).
+    """
+    if cell.value is None:
+        return (cell.writetime, _TOMBSTONE, 0, b"")
+    if cell.expires_at is None:
+        return (cell.writetime, _LIVE, 0, order_bytes(cell.value))
+    return (cell.writetime, _EXPIRING, cell.expires_at, order_bytes(cell.value))
 
 
 def reconcile(a: Cell, b: Cell) -> Cell:
     """The cell that survives when ``a`` and ``b`` are written to the same place."""
-    return a if _rank(a) >= _rank(b) else b
+    return a if rank(a) >= rank(b) else b
 
 
 def is_live(cell: Cell, now_s: float) -> bool:

@@ -139,9 +139,19 @@ class Upsert:
 
 @dataclass(frozen=True, slots=True)
 class Delete:
-    """A tombstone at ``version`` over the row ``key`` (or only ``columns`` of it).
+    """A tombstone at ``version``; what it covers depends on ``key`` and ``columns``.
 
-    It shadows every write to those cells with an equal or lower version.
+    - ``key`` is the full primary key, ``columns`` None: a row tombstone over
+      every cell of that row.
+    - ``key`` is the full primary key, ``columns`` given: cell tombstones over
+      those columns of that row only.
+    - ``key`` names only the partition key of a table with clustering columns
+      (``columns`` must be None): a partition tombstone over every row of the
+      partition, as CQL ``DELETE FROM t WHERE <partition key>``.
+
+    Any other key (a clustering prefix) is a ``SchemaError`` when applied. A
+    tombstone shadows every write it covers with an equal or lower version,
+    including writes that arrive after it; writes with a higher version stay.
     """
 
     table: str

@@ -3,10 +3,14 @@
 Layout: one EAV table ``converge_cells`` keyed by (table, encoded partition
 key, encoded clustering key, column). A row tombstone is stored in the same
 table under the column name ``''`` (never a valid identifier), so one ordered
-query returns it before the cells of its row. Keys use ``stores.sqlite.keycodec``, so
-SQL can order, range and page rows of a partition by memcmp. Cell conflicts are
-resolved in Python with ``framework.core.cells.reconcile`` inside one write
-transaction, which is the single source of the rules.
+query returns it before the cells of its row. A partition tombstone (a
+``Delete`` naming only the partition key of a clustered table) is the row
+tombstone of the empty clustering key ``b""``, which no row of a clustered
+table has, so it comes before every row of its partition. Keys use
+``stores.sqlite.keycodec``, so SQL can order, range and page rows of a partition
+by memcmp. Cell conflicts within a batch are resolved with
+``framework.core.cells.reconcile``; against stored cells the SQL upsert applies
+the same order (``framework.core.cells.rank``).
 
 Durability: WAL journal with ``synchronous=FULL``, so a returned ``apply`` has
 been fsynced. Thread safety: one connection guarded by a lock.
@@ -38,6 +42,8 @@ __all__ = ["SqliteEngine", "ScanCursor", "schema_to_json", "schema_from_json"]
 ScanCursor = tuple[bytes, bytes]
 _START: ScanCursor = (b"", b"")
 _ROW_TOMBSTONE = ""
+#: The clustering key under which a clustered table's partition tombstone is stored.
+_PARTITION = b""
 
 _DDL = (
     "CREATE TABLE IF NOT EXISTS converge_tables (name TEXT PRIMARY KEY, body TEXT NOT NULL) WITHOUT ROWID",
@@ -46,19 +52,34 @@ _DDL = (
     " val, wt INTEGER NOT NULL, exp INTEGER, ph INTEGER NOT NULL, ob BLOB,"
     " PRIMARY KEY (tbl, pk, ck, col)) WITHOUT ROWID",
 )
-_SELECT_ROW = "SELECT col, val, wt, exp FROM converge_cells WHERE tbl = ? AND pk = ? AND ck = ?"
-# The cell rules in SQL (framework.core.cells.reconcile): a write replaces the stored cell only when
-# its rank (write time, tombstone, order bytes of the value, expiry; 2**62 = no expiry) is higher, so
-# nothing is read first. A fixed statement; every value is bound.
+# A row and, in a clustered table, its partition's tombstone (clustering key x'', sorted first).
+_SELECT_ROW = (
+    "SELECT ck, col, val, wt, exp FROM converge_cells WHERE tbl = ? AND pk = ? AND ck IN (x'', ?)"
+    " ORDER BY ck, col"
+)
+_SELECT_PARTITION_TOMBSTONE = (
+    "SELECT wt FROM converge_cells WHERE tbl = ? AND pk = ? AND ck = x'' AND col = ''"
+)
+
+
+# The cell rules in SQL (framework.core.cells.rank): a write replaces the stored cell only when its
+# rank is higher: (write time; tie class live 0 < expiring 1 < tombstone 2; expiry of an expiring cell
+# else 0; order bytes of the value). So nothing is read first. A fixed statement; every value is bound.
 _UPSERT_CELL = (
     "INSERT INTO converge_cells (tbl, pk, ck, col, val, wt, exp, ph, ob) VALUES (?,?,?,?,?,?,?,?,?)"
     " ON CONFLICT (tbl, pk, ck, col) DO UPDATE SET"
     " val = excluded.val, wt = excluded.wt, exp = excluded.exp, ob = excluded.ob"
-    " WHERE (excluded.wt, excluded.val IS NULL, excluded.ob, coalesce(excluded.exp, 4611686018427387904))"
-    " > (converge_cells.wt, converge_cells.val IS NULL, converge_cells.ob,"
-    " coalesce(converge_cells.exp, 4611686018427387904))"
+    " WHERE (excluded.wt,"
+    " CASE WHEN excluded.val IS NULL THEN 2 WHEN excluded.exp IS NULL THEN 0 ELSE 1 END,"
+    " CASE WHEN excluded.val IS NULL THEN 0 ELSE coalesce(excluded.exp, 0) END, excluded.ob)"
+    " > (converge_cells.wt,"
+    " CASE WHEN converge_cells.val IS NULL THEN 2 WHEN converge_cells.exp IS NULL THEN 0 ELSE 1 END,"
+    " CASE WHEN converge_cells.val IS NULL THEN 0 ELSE coalesce(converge_cells.exp, 0) END,"
+    " converge_cells.ob)"
 )
 _PURGE_SHADOWED = "DELETE FROM converge_cells WHERE tbl = ? AND pk = ? AND ck = ? AND col <> '' AND wt <= ?"
+# A partition tombstone drops every cell and row tombstone of its partition at or below its version.
+_PURGE_PARTITION = "DELETE FROM converge_cells WHERE tbl = ? AND pk = ? AND ck <> x'' AND wt <= ?"
 _SCAN_KEYS = (
     "SELECT DISTINCT pk, ck FROM converge_cells WHERE tbl = ? AND ph % ? = ? AND (pk, ck) > (?, ?)"
     " ORDER BY pk, ck LIMIT ?"
@@ -98,8 +119,18 @@ class _RowPlan:
 
     schema: TableSchema
     ph: int
+    partition: bool = False  # a partition tombstone (clustering key ``_PARTITION``), never cells
     tombstone: int | None = None
     cells: dict[str, Cell] = dataclasses.field(default_factory=dict)
+
+
+def _is_partition_delete(schema: TableSchema, m: Delete) -> bool:
+    """True for a ``Delete`` naming exactly the partition key of a table with clustering columns."""
+    return bool(schema.clustering_key) and set(m.key) == {c.name for c in schema.partition_key}
+
+
+def _later(version: int | None, other: int) -> int:
+    return other if version is None else max(version, other)
 
 
 def _to_sql(value: CellValue) -> Any:
@@ -197,17 +228,24 @@ class SqliteEngine:
             if not plans:
                 return
             tombstones: list[tuple[Any, ...]] = []
+            partition_marks: list[tuple[Any, ...]] = []
             cells: list[tuple[Any, ...]] = []
+            deleted = {(t, pk): p.tombstone for (t, pk, _), p in plans.items() if p.partition}
             for (table, pk, ck), plan in plans.items():
                 if plan.tombstone is not None:
                     mark = (_ROW_TOMBSTONE, None, plan.tombstone, None, plan.ph, b"")
-                    tombstones.append((table, pk, ck, *mark))
+                    (partition_marks if plan.partition else tombstones).append((table, pk, ck, *mark))
+                known = (plan.tombstone, deleted.get((table, pk)))
+                cover = max((v for v in known if v is not None), default=None)
                 for name, cell in plan.cells.items():
-                    if not shadowed(cell, plan.tombstone):
+                    if not shadowed(cell, cover):
                         value = _to_sql(cell.value)
                         ob = order_bytes(cell.value)
                         cells.append((table, pk, ck, name, value, cell.writetime, cell.expires_at, plan.ph, ob))  # noqa: E501
             with self._transaction():
+                if partition_marks:
+                    self._conn.executemany(_UPSERT_CELL, partition_marks)
+                    self._conn.executemany(_PURGE_PARTITION, [(m[0], m[1], m[5]) for m in partition_marks])
                 if tombstones:
                     self._conn.executemany(_UPSERT_CELL, tombstones)
                     self._conn.executemany(_PURGE_SHADOWED, [m[:3] + (m[5],) for m in tombstones])
@@ -228,6 +266,9 @@ class SqliteEngine:
             if not isinstance(m, Upsert | Delete):
                 raise SchemaError("mutations", f"not a mutation: {type(m).__name__}")
             schema = self.schema(m.table)
+            if isinstance(m, Delete) and _is_partition_delete(schema, m):
+                self._plan_partition_delete(plans, schema, m)
+                continue
             schema.check_key(m.key)
             pk = encode_key(schema.partition_key, [m.key[c.name] for c in schema.partition_key])
             ck = encode_key(schema.clustering_key, [m.key[c.name] for c in schema.clustering_key])
@@ -250,6 +291,19 @@ class SqliteEngine:
         return plans
 
     @staticmethod
+    def _plan_partition_delete(
+        plans: dict[tuple[str, bytes, bytes], _RowPlan], schema: TableSchema, m: Delete
+    ) -> None:
+        schema.check_key(m.key, partition_only=True)
+        if m.columns is not None:
+            raise SchemaError("columns", f"{schema.name}: cells can only be deleted in one row (full key)")
+        pk = encode_key(schema.partition_key, [m.key[c.name] for c in schema.partition_key])
+        plan = plans.get((m.table, pk, _PARTITION))
+        if plan is None:
+            plan = plans[(m.table, pk, _PARTITION)] = _RowPlan(schema, partition_hash(pk), partition=True)
+        plan.tombstone = m.version if plan.tombstone is None else max(plan.tombstone, m.version)
+
+    @staticmethod
     def _merge(plan: _RowPlan, name: str, cell: Cell) -> None:
         old = plan.cells.get(name)
         plan.cells[name] = cell if old is None else reconcile(old, cell)
@@ -266,7 +320,7 @@ class SqliteEngine:
             self._check_open()
             rows = self._conn.execute(_SELECT_ROW, (table, pk, ck)).fetchall()
             now = self._clock()
-        return next(self._rows(schema, ((pk, ck, *r) for r in rows), now), None)
+        return next(self._rows(schema, ((pk, *r) for r in rows), now, {}), None)
 
     def read_partition(
         self,
@@ -296,9 +350,10 @@ class SqliteEngine:
         with self._lock:
             self._check_open()
             now = self._clock()
+            deleted = self._partition_tombstone(schema, pk)
             cursor = self._conn.execute(sql, params)
             try:
-                for row in self._rows(schema, cursor, now):
+                for row in self._rows(schema, cursor, now, deleted):
                     out.append(row)
                     if limit is not None and len(out) >= limit:
                         break
@@ -349,21 +404,47 @@ class SqliteEngine:
                 return [], None
             last = (keys[-1][0], keys[-1][1])
             now = self._clock()
+            # the first partition may continue one of the last page: its tombstone was read there
+            deleted = self._partition_tombstone(schema, keys[0][0])
             cells = self._conn.execute(_SCAN_CELLS, (table, shards, shard, pk0, ck0, *last)).fetchall()
-        return list(self._rows(schema, cells, now)), (last if len(keys) == size else None)
+        return list(self._rows(schema, cells, now, deleted)), (last if len(keys) == size else None)
 
-    def _rows(self, schema: TableSchema, records: Iterable[tuple[Any, ...]], now: float) -> Iterator[Row]:
-        """Group ordered (pk, ck, col, val, wt, exp) records into live rows."""
+    def _partition_tombstone(self, schema: TableSchema, pk: bytes) -> dict[bytes, int]:
+        """``{pk: version}`` of the partition tombstone of ``pk`` if it has one (clustered tables)."""
+        if not schema.clustering_key:
+            return {}
+        found = self._conn.execute(_SELECT_PARTITION_TOMBSTONE, (schema.name, pk)).fetchone()
+        return {} if found is None else {pk: found[0]}
+
+    def _rows(
+        self,
+        schema: TableSchema,
+        records: Iterable[tuple[Any, ...]],
+        now: float,
+        deleted: Mapping[bytes, int],
+    ) -> Iterator[Row]:
+        """Group ordered (pk, ck, col, val, wt, exp) records into live rows.
+
+        ``deleted`` holds partition tombstones known beforehand; those met in
+        ``records`` (ascending order puts them first in their partition) are added.
+        """
+        clustered = bool(schema.clustering_key)
         current: tuple[bytes, bytes] | None = None
+        partition: bytes | None = None
+        partition_tombstone: int | None = None
         tombstone: int | None = None
         cells: dict[str, Cell] = {}
         for pk, ck, col, val, wt, exp in records:
+            if pk != partition:
+                partition, partition_tombstone = pk, deleted.get(pk)
             if (pk, ck) != current:
                 if cells and current is not None:
                     yield self._row(schema, current, cells)
-                current, tombstone, cells = (pk, ck), None, {}
+                current, tombstone, cells = (pk, ck), partition_tombstone, {}
             if col == _ROW_TOMBSTONE:
-                tombstone = wt
+                if clustered and ck == _PARTITION:
+                    partition_tombstone = _later(partition_tombstone, wt)
+                tombstone = _later(tombstone, wt)
                 continue
             cell = Cell(_from_sql(schema, col, val), wt, exp)
             if is_live(cell, now) and not shadowed(cell, tombstone):

@@ -2,8 +2,11 @@
 
 ``encode_key`` turns the values of some key columns into bytes such that equal
 keys give equal bytes and byte order (memcmp, as SQLite compares BLOBs) equals
-the natural ascending order of the value tuples. Every component is
-prefix-free, so a tuple prefix encodes to a byte prefix of the full key.
+the ascending order Cassandra gives the value tuples (doubles as Java's
+``Double.compare``: ``-0.0`` is its own key, just below ``0.0``). Every
+component is prefix-free, so a tuple prefix encodes to a byte prefix of the
+full key. Files written before ``-0.0`` kept its sign hold such keys and
+values as ``0.0``; their bytes are unchanged, so they read as before.
 """
 
 from __future__ import annotations
@@ -24,9 +27,14 @@ _ESC = b"\x00\xff"  # an escaped 0x00 byte inside text/blob
 
 
 def normalize(column: Column, value: CellValue) -> CellValue:
-    """The stored form of ``value``: ints of double columns become floats, -0.0 becomes 0.0."""
+    """The stored form of ``value``: ints of double columns become floats.
+
+    ``-0.0`` stays ``-0.0``: Cassandra serialises it as its own bytes, so it is
+    a distinct key (sorting just below ``0.0``, as Java's ``Double.compare``)
+    and a distinct value on a write-time tie.
+    """
     if column.type == "double" and value is not None:
-        return float(value) + 0.0
+        return float(value)
     return value
 
 

@@ -123,9 +123,49 @@ class WideColumnContract(SchemaEvolutionContract):
             row = await store.read_row(t, key)
             assert row is not None and row.cells["title"].expires_at is not None
             assert abs(row.cells["title"].expires_at - (now + 5000)) <= 2
-        await store.apply([Upsert(t, K, {"title": "v"}, 50)])  # no TTL = never expires = latest
+        await store.apply([Upsert(t, K, {"title": "v"}, 50)])  # no TTL: loses the tie (CASSANDRA-14592)
         row = await store.read_row(t, K)
-        assert row is not None and row.cells["title"].expires_at is None
+        assert row is not None and abs(row.cells["title"].expires_at - (now + 5000)) <= 2  # type: ignore[operator]
+
+    async def test_tie_expiring_cell_beats_live_cell_whatever_the_values(
+        self, wide_store: WideStoreHarness
+    ) -> None:
+        """Cassandra 4.x on a write-time tie: expiring beats live, the later expiry beats a greater
+        value, a tombstone beats an expiring cell (``framework.core.cells``)."""
+        store, t = await _table(wide_store, hub_schema)
+        k2, k3 = {"org": "acme", "id": 8}, {"org": "acme", "id": 9}
+        for key, batches in (
+            (K, [[{"title": "b"}, None], [{"title": "a"}, 100_000]]),
+            (k2, [[{"title": "a"}, 100_000], [{"title": "b"}, None]]),
+        ):
+            for cells, ttl in batches:
+                await store.apply([Upsert(t, key, cells, 9, ttl=ttl)])
+        await store.apply([Upsert(t, k3, {"title": "b"}, 9), Upsert(t, k3, {"title": "a"}, 9, ttl=100_000)])
+        for key in (K, k2, k3):
+            assert await _values(store, t, key) == {"title": "a"}
+        await store.apply([Upsert(t, K, {"n": 5}, 9, ttl=1000)])
+        await store.apply([Upsert(t, K, {"n": 1}, 9, ttl=5000)])
+        await store.apply([Upsert(t, K, {"n": 9}, 9, ttl=1000)])
+        assert await _values(store, t) == {"title": "a", "n": 1}
+        await store.apply([Upsert(t, K, {"title": None}, 9), Delete(t, k2, 9, ("title",))])
+        assert await store.read_row(t, K) is not None and await _values(store, t) == {"n": 1}
+        assert await store.read_row(t, k2) is None
+
+    async def test_tie_on_writetime_compares_doubles_by_their_bytes(
+        self, wide_store: WideStoreHarness
+    ) -> None:
+        """-0.0 is 0x80.. serialised: it beats 2.5 (0x40..) and 0.0 on a tie; 0.0 loses to 2.5."""
+        store, t = await _table(wide_store, hub_schema)
+        k2, k3 = {"org": "acme", "id": 8}, {"org": "acme", "id": 9}
+        await store.apply([Upsert(t, K, {"score": 2.5}, 9)])
+        await store.apply([Upsert(t, K, {"score": -0.0}, 9)])
+        await store.apply([Upsert(t, k2, {"score": -0.0}, 9), Upsert(t, k2, {"score": 0.0}, 9)])
+        await store.apply([Upsert(t, k3, {"score": 0.0}, 9), Upsert(t, k3, {"score": 2.5}, 9)])
+        for key, want in ((K, -1.0), (k2, -1.0)):
+            row = await store.read_row(t, key)
+            assert row is not None and row.values() == {"score": 0.0}
+            assert math.copysign(1.0, row.cells["score"].value) == want  # type: ignore[arg-type]
+        assert await _values(store, t, k3) == {"score": 2.5}
 
     # -- tombstones -------------------------------------------------------------
 
@@ -155,6 +195,33 @@ class WideColumnContract(SchemaEvolutionContract):
             assert await store.read_row(t, key) is None
             await store.apply([Upsert(t, key, {"n": 3}, 31)])
             assert await _values(store, t, key) == {"n": 3}
+
+    async def test_partition_tombstone_shadows_every_row_of_its_partition(
+        self, wide_store: WideStoreHarness
+    ) -> None:
+        """``Delete`` with only the partition key of a clustered table: at or below its version,
+        nothing of the partition survives, however late it arrives; other partitions keep theirs."""
+        store, t = await _table(wide_store, timeline_schema)
+        p, other = {"org": "o"}, {"org": "q"}
+
+        def key(day: int, part: dict = p) -> dict:  # noqa: B006
+            return {**part, "day": day, "seq": "s"}
+
+        await store.apply([Upsert(t, key(d), {"note": f"n{d}"}, v) for d, v in ((1, 10), (2, 20), (3, 30))])
+        await store.apply([Upsert(t, key(1, other), {"note": "x"}, 10)])
+        await store.apply([Delete(t, p, 20)])
+        await store.apply([Delete(t, p, 5)])  # a lower partition tombstone changes nothing
+        assert _ck(await store.read_partition(t, p)) == [(3, "s")]
+        await store.apply([Upsert(t, key(4), {"note": "eq"}, 20), Upsert(t, key(1), {"note": "lo"}, 1)])
+        await store.apply([Upsert(t, key(2), {"weight": 1.0}, 21)])
+        assert _ck(await store.read_partition(t, p)) == [(2, "s"), (3, "s")]
+        assert _ck(await store.read_partition(t, p, reverse=True)) == [(3, "s"), (2, "s")]
+        assert await store.read_row(t, key(1)) is None
+        assert await _values(store, t, key(2)) == {"weight": 1.0}
+        scanned = sorted((r.key["org"], r.key["day"]) for r in await _scan(store, t))
+        assert scanned == [("o", 2), ("o", 3), ("q", 1)]
+        with pytest.raises(SchemaError):
+            await store.apply([Delete(t, p, 40, ("note",))])  # cells are deleted in one row only
 
     async def test_cell_tombstones_shadow_only_their_columns(self, wide_store: WideStoreHarness) -> None:
         store, t = await _table(wide_store, hub_schema)

@@ -1,16 +1,18 @@
 """An independent, deliberately plain model of the wide-column rules.
 
 It replays a history sorted by version and keeps, per cell, the write that
-the rules say survives. It shares nothing with the stores but ``order_bytes``
-(the byte form values are compared in), so a store bug cannot hide in it.
+Cassandra 4.x's rules say survives (``_beats``). It shares nothing with the
+stores, not even the byte form values are compared in, so a store bug cannot
+hide in it. ``tests.stores.test_cassandra_rules`` holds a second, finer model
+(every delivery with its own clock).
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from framework.core.cells import order_bytes
 from framework.core.mutations import Delete, LogState, Mutation, Upsert
 
 RowKey = tuple[str, tuple[tuple[str, object], ...]]  # (table, sorted key items)
@@ -25,34 +27,60 @@ class Write:
     expires: int | None
 
 
+def _serialised(value: object) -> bytes:
+    """The value as Cassandra serialises it (bigint, double, text, boolean, blob)."""
+    if isinstance(value, bool):
+        return bytes([value])
+    if isinstance(value, int):
+        return value.to_bytes(8, "big", signed=True)
+    if isinstance(value, float):
+        return struct.pack(">d", value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    assert isinstance(value, bytes)
+    return value
+
+
+def _tie_class(w: Write) -> int:
+    """Cassandra 4.x ties (CASSANDRA-14592): deletion 2 > cell with a TTL 1 > cell without 0."""
+    if w.value is None:
+        return 2
+    return 0 if w.expires is None else 1
+
+
 def _beats(new: Write, old: Write) -> bool:
     """True when ``new`` replaces ``old`` under the rules."""
     if new.version != old.version:
         return new.version > old.version
-    # Same version: a deletion wins over a value.
-    if (new.value is None) != (old.value is None):
-        return new.value is None
-    # Then the larger serialised value.
-    if order_bytes(new.value) != order_bytes(old.value):  # type: ignore[arg-type]
-        return order_bytes(new.value) > order_bytes(old.value)  # type: ignore[arg-type]
-    # Then the later expiry; "never expires" is the latest of all.
-    new_exp = float("inf") if new.expires is None else new.expires
-    old_exp = float("inf") if old.expires is None else old.expires
-    return new_exp > old_exp
+    if _tie_class(new) != _tie_class(old):
+        return _tie_class(new) > _tie_class(old)
+    if new.value is None:
+        return False  # two deletions: nothing to choose between
+    if new.expires != old.expires:  # both expire: the later expiry first
+        return new.expires > old.expires  # type: ignore[operator]
+    return _serialised(new.value) > _serialised(old.value)
 
 
 class Oracle:
     """Expected store contents after a history (every write made at clock ``write_clock``)."""
 
-    def __init__(self, double_columns: Iterable[str], default_ttl: Mapping[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        double_columns: Iterable[str],
+        default_ttl: Mapping[str, int] | None = None,
+        partition_keys: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
         self.double_columns = set(double_columns)
         self.default_ttl = dict(default_ttl or {})
+        #: partition key columns of the clustered tables: a Delete naming exactly them deletes the partition
+        self.partition_keys = {t: set(cols) for t, cols in (partition_keys or {}).items()}
 
     def rows(
         self, history: Iterable[Mutation], write_clock: float, read_clock: float
     ) -> dict[RowKey, dict[str, tuple[object, int, int | None]]]:
         """Live rows: row key -> {column: (value, writetime, expires_at)}."""
         row_deleted_at: dict[RowKey, int] = {}
+        partition_deleted_at: dict[RowKey, int] = {}  # (table, partition key items) -> version
         cells: dict[tuple[RowKey, str], Write] = {}
         now = int(write_clock // 1)
         for m in sorted(history, key=lambda m: m.version):
@@ -60,6 +88,9 @@ class Oracle:
                 key = {**m.key, "at": m.at, "event_id": m.event_id}
                 m = Upsert(m.table, key, {"state": m.state, **m.attrs}, m.version)
             row = (m.table, tuple(sorted(m.key.items())))
+            if isinstance(m, Delete) and m.columns is None and set(m.key) == self.partition_keys.get(m.table):
+                partition_deleted_at[row] = max(partition_deleted_at.get(row, m.version), m.version)
+                continue
             if isinstance(m, Delete) and m.columns is None:
                 row_deleted_at[row] = max(row_deleted_at.get(row, m.version), m.version)
                 continue
@@ -82,6 +113,9 @@ class Oracle:
             if w.value is None:
                 continue
             if row in row_deleted_at and w.version <= row_deleted_at[row]:
+                continue
+            part = (row[0], tuple(kv for kv in row[1] if kv[0] in self.partition_keys.get(row[0], ())))
+            if part in partition_deleted_at and w.version <= partition_deleted_at[part]:
                 continue
             if w.expires is not None and w.expires <= read_clock:
                 continue

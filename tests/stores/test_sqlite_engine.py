@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import threading
 from pathlib import Path
@@ -113,15 +114,24 @@ def test_bad_arguments_raise_typed_errors() -> None:
         engine.apply([Upsert("tl", {**p, "day": 1, "seq": "s"}, {"note": "x"}, 1)])
 
 
-def test_equal_keys_address_one_row() -> None:
-    """Canonical keys: -0.0 and 0.0, and 3 and 3.0 in a double key column, name the same row."""
+def test_double_keys_address_rows_as_cassandra_does() -> None:
+    """3 and 3.0 name one row; -0.0 and 0.0 are two (distinct serialised keys), -0.0 sorting first."""
     schema = TableSchema("d", (Column("x", "double"),), (Column("v", "bigint"),))
     with SqliteEngine(":memory:") as engine:
         engine.ensure_table(schema)
         engine.apply([Upsert("d", {"x": -0.0}, {"v": 1}, 1), Upsert("d", {"x": 0.0}, {"v": 2}, 2)])
         engine.apply([Upsert("d", {"x": 3}, {"v": 3}, 1), Delete("d", {"x": 3.0}, 1)])
-        rows = list(engine.scan("d"))
-        assert [(r.key, r.values()) for r in rows] == [({"x": 0.0}, {"v": 2})]
+        rows = sorted(engine.scan("d"), key=lambda r: r.values()["v"])
+        assert [(r.key, r.values()) for r in rows] == [({"x": -0.0}, {"v": 1}), ({"x": 0.0}, {"v": 2})]
+        assert [math.copysign(1.0, r.key["x"]) for r in rows] == [-1.0, 1.0]  # type: ignore[arg-type]
+        assert engine.read_row("d", {"x": -0.0}).values() == {"v": 1}  # type: ignore[union-attr]
+    clustered = TableSchema("c", (Column("p", "text"),), (Column("v", "bigint"),), (Column("x", "double"),))
+    with SqliteEngine(":memory:") as engine:
+        engine.ensure_table(clustered)
+        xs = [0.0, -0.0, -1e-300, 1e-300]
+        engine.apply([Upsert("c", {"p": "a", "x": x}, {"v": i}, 1) for i, x in enumerate(xs)])
+        got = [(r.key["x"], r.values()["v"]) for r in engine.read_partition("c", {"p": "a"})]
+        assert [v for _, v in got] == [2, 1, 0, 3]  # Double.compare order: -1e-300 < -0.0 < 0.0 < 1e-300
 
 
 def test_threads_sharing_an_engine_do_not_lose_writes(tmp_path: Path) -> None:
@@ -151,14 +161,16 @@ _key_values = st.tuples(
 
 
 def _natural(v: tuple) -> tuple:
-    return (v[0], v[1] + 0.0, v[2].encode("utf-8"), v[3])
+    """The order Cassandra gives the key: doubles as Java's Double.compare (-0.0 below 0.0)."""
+    return (v[0], (v[1], math.copysign(1.0, v[1])), v[2].encode("utf-8"), v[3])
 
 
 @settings(max_examples=500, deadline=None)
 @given(a=_key_values, b=_key_values, bools=st.tuples(st.booleans(), st.booleans()))
 def test_key_encoding_round_trips_and_preserves_order(a: tuple, b: tuple, bools: tuple) -> None:
     ea, eb = encode_key(_KEY_COLUMNS, a), encode_key(_KEY_COLUMNS, b)
-    assert decode_key(_KEY_COLUMNS, ea) == (a[0], a[1] + 0.0, a[2], a[3])
+    decoded = decode_key(_KEY_COLUMNS, ea)
+    assert decoded == a and math.copysign(1.0, decoded[1]) == math.copysign(1.0, a[1])  # type: ignore[arg-type]
     assert (ea < eb) == (_natural(a) < _natural(b)) and (ea == eb) == (_natural(a) == _natural(b))
     for n in range(1, 5):  # a prefix bound [prefix, prefix_end) holds exactly the keys with that prefix
         prefix = encode_key(_KEY_COLUMNS, a[:n])
