@@ -36,7 +36,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from framework.core.sync import run_sync
-from spark_batch.apps import load_app, one, require_tables
+from spark_batch.apps import load_app, one, projection_of, require_tables, tables_of
+from spark_batch.codec import ROW_FIELDS
 from spark_batch.io import WriteOptions, open_index, read_index
 from spark_batch.progress import JobProgress
 from spark_batch.projection import expected_task, records_expected_task
@@ -126,17 +127,18 @@ def expected_documents(
 ) -> DataFrame:
     """``EXPECTED_SCHEMA`` rows of every partition of ``projection``, one task per scan shard."""
     task = functools.partial(expected_task, app, projection, store_url, shards)
-    rdd = spark.sparkContext.parallelize(range(shards), shards).mapPartitions(task)
-    return spark.createDataFrame(rdd, EXPECTED_SCHEMA)
+    return spark.range(0, shards, 1, shards).mapInArrow(task, EXPECTED_SCHEMA)
 
 
 def expected_from_records(
     spark: SparkSession, app: str, projection: str, rows: DataFrame, partitions: int
 ) -> DataFrame:
-    """The same from row records (``io.ROW_SCHEMA``, e.g. a Parquet export), grouped by partition key."""
-    grouped = rows.repartition(partitions, "pk").sortWithinPartitions("pk")
-    task = functools.partial(records_expected_task, app, projection)
-    return spark.createDataFrame(grouped.rdd.mapPartitions(task), EXPECTED_SCHEMA)
+    """The same from row records (``io.ROW_SCHEMA``, e.g. a Parquet export), grouped by partition key
+    and projected in Arrow batches."""
+    names = [t.name for t in tables_of(projection_of(app, projection))]
+    own = rows.select(*ROW_FIELDS).filter(F.col("table").isin(names))
+    grouped = own.repartition(partitions, "pk").sortWithinPartitions("pk")
+    return grouped.mapInArrow(functools.partial(records_expected_task, app, projection), EXPECTED_SCHEMA)
 
 
 def index_digests(docs: DataFrame) -> DataFrame:

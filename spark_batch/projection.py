@@ -16,23 +16,41 @@ left): the check needs those to repair an orphaned document by its key.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
+
+import pyarrow as pa
 
 from framework.core.projection import Document, PartitionKey, Projection
 from framework.core.rows import Row
 from framework.core.schema import TableSchema
-from spark_batch.apps import projection_of, tables_of
-from spark_batch.codec import digest, partition_json, record_to_row
+from spark_batch.apps import projection_of
+from spark_batch.codec import digest, partition_json, rows_from_records
+from spark_batch.heap import few_collections
 from spark_batch.io import iterate_async, pages
 from stores.base import WideColumnStore
 from stores.open import open_wide_store
 
-__all__ = ["Expected", "key_json", "shard_documents", "expected_task", "records_expected_task"]
+__all__ = [
+    "EXPECTED_ARROW",
+    "Expected",
+    "key_json",
+    "shard_documents",
+    "expected_task",
+    "records_expected_task",
+]
 
 #: ``(doc_id, key, version, digest)``: ``key`` the partition key's JSON, ``digest`` None for no document.
 Expected = tuple[str, str, int, str | None]
+#: The Arrow schema of ``Expected`` records.
+EXPECTED_ARROW = pa.schema(
+    [
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("version", pa.int64(), nullable=False),
+        pa.field("digest", pa.string(), nullable=True),
+    ]
+)
 
 
 def key_json(projection: Projection, key: Mapping[str, Any]) -> str:
@@ -97,31 +115,69 @@ async def _expected_pages(
 
 
 def expected_task(
-    app: str, projection: str, store_url: str, shards: int, part: Iterable[int]
-) -> Iterator[Expected]:
-    """Executor: the expected record of every partition of the given scan shards."""
-    for shard in part:
-        for page in iterate_async(lambda: _expected_pages(app, projection, store_url, shard, shards)):  # noqa: B023
-            yield from page
+    app: str, projection: str, store_url: str, shards: int, part: Iterable[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Executor (``mapInArrow`` over shard numbers in column ``id``): the expected record of every
+    partition of those scan shards, a batch per scanned page."""
+    for batch in part:
+        for shard in batch.column("id").to_pylist():
+            for page in iterate_async(lambda: _expected_pages(app, projection, store_url, shard, shards)):  # noqa: B023
+                yield _expected_batch(page)
 
 
-def records_expected_task(app: str, projection: str, part: Iterable[Any]) -> Iterator[Expected]:
-    """Executor: the same from row records sorted by ``pk`` (a partition's records are consecutive)."""
-    p = projection_of(app, projection)
-    names = {t.name for t in tables_of(p)}
+def _expected_batch(out: list[Expected]) -> pa.RecordBatch:
+    doc_ids, keys, versions, digests = zip(*out, strict=True) if out else ((), (), (), ())
+    arrays = [pa.array(doc_ids, pa.string()), pa.array(keys, pa.string())]
+    arrays += [pa.array(versions, pa.int64()), pa.array(digests, pa.string())]
+    return pa.RecordBatch.from_arrays(arrays, schema=EXPECTED_ARROW)
+
+
+def records_expected_task(
+    app: str, projection: str, batches: Iterable[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Executor (``mapInArrow``): the expected record of every partition key in record batches
+    (``io.ROW_SCHEMA``, only the projection's tables) sorted by ``pk``; a partition's records are
+    consecutive and may span batches."""
+    with few_collections():
+        yield from _records_expected(projection_of(app, projection), batches)
+
+
+def _records_expected(p: Projection, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     version_table = p.version_table.name
-    for pk, records in itertools.groupby(part, key=lambda r: r["pk"]):
-        rows: dict[str, list[Row]] = {}
+    tables: list[str] = []
+    pks: list[str] = []
+    rows: list[Row] = []
+    for batch in batches:
+        tables += batch.column("table").to_pylist()
+        pks += batch.column("pk").to_pylist()
+        rows += rows_from_records(batch.column("key").to_pylist(), batch.column("cells").to_pylist())
+        if not pks:
+            continue
+        last = pks[-1]
+        cut = len(pks)
+        while cut > 0 and pks[cut - 1] == last:
+            cut -= 1
+        if cut:
+            yield _expected_batch(list(_grouped(p, version_table, tables[:cut], pks[:cut], rows[:cut])))
+            del tables[:cut], pks[:cut], rows[:cut]
+    if pks:
+        yield _expected_batch(list(_grouped(p, version_table, tables, pks, rows)))
+
+
+def _grouped(
+    p: Projection, version_table: str, tables: list[str], pks: list[str], rows: list[Row]
+) -> Iterator[Expected]:
+    start, n = 0, len(pks)
+    while start < n:
+        pk, end = pks[start], start + 1
+        while end < n and pks[end] == pk:
+            end += 1
+        held: dict[str, list[Row]] = {}
         mark: Row | None = None
-        key: PartitionKey | None = None
-        for r in records:
-            if r["table"] not in names:
-                continue
-            row = record_to_row(r["key"], r["cells"])
-            key = key or _partition(p, row)
-            if r["table"] == version_table:
+        for table, row in zip(tables[start:end], rows[start:end], strict=True):
+            if table == version_table:
                 mark = row
             else:
-                rows.setdefault(r["table"], []).append(row)
-        if key is not None:
-            yield _expected(pk, p.document(key, rows, mark))
+                held.setdefault(table, []).append(row)
+        yield _expected(pk, p.document(_partition(p, rows[start]), held, mark))
+        start = end
