@@ -35,6 +35,9 @@ class RuntimeConfig:
     on each sink call. ``drain_timeout``: how long shutdown waits for running
     work before leaving the rest to redelivery. ``idle_fetch_backoff``: pause
     after a fetch that brought nothing (``fetch_pacing``; 0 turns it off).
+    ``group_join_timeout``: how long the worker may wait for its first partition
+    assignment before it logs, every such period, that its consumer group is
+    stuck (0 turns the check off).
     """
 
     max_batch: int = 500
@@ -42,6 +45,7 @@ class RuntimeConfig:
     sink_timeout: float = 10.0
     drain_timeout: float = 10.0
     idle_fetch_backoff: float = 0.02
+    group_join_timeout: float = 60.0
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
 
 
@@ -78,6 +82,8 @@ class AgentRuntime:
             value_serializer="raw",
         )
         self.scheduler: KeyedScheduler | None = None
+        self._assigned_once = False
+        self._waiting_since: float | None = None
         self.faust_agent = app.agent(
             self.topic,
             name=f"converge.{self.name}",
@@ -87,11 +93,16 @@ class AgentRuntime:
         app.on_partitions_assigned.connect(self._on_assigned)
 
     def status(self) -> dict[str, Any]:
-        """The scheduler's status (counters, queues per partition, sink health); counters only
-        before the agent started."""
+        """The scheduler's status (counters, queues per partition, sink health; counters only
+        before the agent started) and ``unassigned_s``: seconds the consumer has been waiting
+        for its first assignment (None once it had one)."""
         if self.scheduler is None:
-            return {"counters": self.counters.snapshot(), "partitions": {}, "sinks": {}}
-        return self.scheduler.status()
+            out = {"counters": self.counters.snapshot(), "partitions": {}, "sinks": {}}
+        else:
+            out = self.scheduler.status()
+        waiting = self._waiting_since
+        out["unassigned_s"] = None if waiting is None else round(time.monotonic() - waiting, 1)
+        return out
 
     def attach(self, processor: Processor, dlq: DeadLetterWAL) -> None:
         """Set the processor and the dead-letter WAL (when they open with the worker)."""
@@ -153,6 +164,7 @@ class AgentRuntime:
         asyncio.ensure_future(self.app.crash(exc))
 
     def _on_assigned(self, sender: Any, assigned: set[Any], **kwargs: Any) -> None:
+        self._assigned_once, self._waiting_since = True, None
         if self.scheduler is not None:
             self.scheduler.assign({tp for tp in assigned if tp.topic == self.topic_name})
         thread = getattr(self.app.consumer, "_thread", None)
@@ -182,6 +194,7 @@ class AgentRuntime:
             counters=self.counters,
         )
         consumer = self.app.consumer
+        watch = asyncio.ensure_future(self._watch_group_join())
         # One micro-batch is written while the next one is taken from the stream (never two
         # written at once, so the per-key path sees the fallbacks of the previous one).
         in_flight: asyncio.Future[None] | None = None
@@ -207,6 +220,7 @@ class AgentRuntime:
                     max(0, (consumer.highwater(tp) or 0) - off - 1) for tp, off in last.items()
                 )
         finally:
+            watch.cancel()
             if in_flight is not None:
                 await self._settle(in_flight)
             finished = await sched.drain(self.config.drain_timeout)
@@ -214,6 +228,28 @@ class AgentRuntime:
                 log.warning("stopping with unfinished work; it is redelivered from the last commit")
             await sched.close()
 
+
+    async def _watch_group_join(self) -> None:
+        """Log an error, every ``group_join_timeout``, while no assignment ever arrived: the
+        consumer never completed joining its group (on the embedded broker, typically a
+        member killed with SIGKILL that the broker never evicts)."""
+        period = self.config.group_join_timeout
+        if period <= 0 or self._assigned_once:
+            return
+        self._waiting_since = time.monotonic()
+        while not self._assigned_once:
+            await asyncio.sleep(period)
+            if self._assigned_once:
+                return
+            waited = time.monotonic() - (self._waiting_since or time.monotonic())
+            log.error(
+                "%s: no partitions assigned after %.0f s: the consumer group %r has not completed a "
+                "rebalance. A member that died without leaving (kill -9) may still hold it; a real "
+                "Kafka evicts it after the session timeout, the embedded noida-db never does: "
+                "restart noida-db or use a new group id",
+                self.name, waited, self.app.conf.id,
+            )  # fmt: skip
+            self.counters.group_join_stalls += 1
 
     def _fresh(self, message: Any, sched: KeyedScheduler) -> bool:
         """False for a record taken before a rebalance that reached the batch after it: its

@@ -30,6 +30,8 @@ class Counters:
     #: records dropped at intake, never run nor acked: of a revoked partition, of an older
     #: consumer generation, or delivered again below an offset already taken
     stale_dropped: int = 0
+    #: periods of ``group_join_timeout`` the consumer waited for its first assignment
+    group_join_stalls: int = 0
 
     def snapshot(self) -> dict[str, int]:
         return asdict(self)
