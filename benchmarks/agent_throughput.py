@@ -61,13 +61,20 @@ async def raw_consume(bootstrap: str, topic: str, n: int) -> float:
 
 
 def faust_variant(
-    variant: str, broker: str, topic: str, n: int, latency_ms: float, work: Path, noop: bool = False
+    variant: str,
+    broker: str,
+    topic: str,
+    n: int,
+    latency_ms: float,
+    work: Path,
+    noop: bool = False,
+    env: dict[str, str] | None = None,
 ) -> float:
     group = f"bench-{variant}-{uuid.uuid4().hex[:6]}"
     data = work / group
     env = {"BENCH_VARIANT": variant, "BENCH_GROUP": group, "BENCH_TOPIC": topic,
            "BENCH_EVENTS": str(n), "BENCH_LATENCY_MS": str(latency_ms),
-           "BENCH_NOOP_SINK": "1" if noop else "0"}  # fmt: skip
+           "BENCH_NOOP_SINK": "1" if noop else "0", **(env or {})}  # fmt: skip
     proc = start_worker("benchmarks.bench_apps:build", data, broker, env)
     result = data / "bench-result.json"
     deadline = time.monotonic() + 900

@@ -6,8 +6,8 @@
 
 Each writes ``bench-result.json`` (first and last event times) to its data dir
 once BENCH_EVENTS events are done. For diagnosis, BENCH_NOOP_SINK=1 skips the
-store write, and BENCH_CONCURRENCY, BENCH_MAX_BATCH and BENCH_MAX_PENDING set
-the runtime's bounds.
+store write, BENCH_DEDUPE=1 skips exact duplicates, and BENCH_CONCURRENCY,
+BENCH_MAX_BATCH and BENCH_MAX_PENDING set the runtime's bounds.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import faust
 
@@ -28,6 +29,7 @@ from framework.core.schema import Column, TableSchema
 from framework.dlq import DeadLetterWAL
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.binding import AgentRuntime, RuntimeConfig
+from framework.runtime.dedupe import DuplicateFilter
 from framework.runtime.processor import AgentProcessor
 from framework.runtime.scheduler import SchedulerConfig
 from framework.runtime.sinks import WideColumnSink, Written
@@ -89,6 +91,20 @@ class LatencyStoreSink(WideColumnSink):
             self.meter.tick(len(batch))
 
 
+class MeteredProcessor(AgentProcessor):
+    """Counts the exact duplicates it skips as finished events too (the sink counts the rest)."""
+
+    def __init__(self, *args: Any, meter: Meter, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.meter = meter
+
+    async def write_batch(self, items: Sequence[Any]) -> None:
+        await super().write_batch(items)
+        skipped = sum(1 for _, written in items if written is None)
+        if skipped:
+            self.meter.tick(skipped)
+
+
 def build() -> faust.App:
     variant = os.environ["BENCH_VARIANT"]
     settings = Settings.resolve(os.environ["BENCH_GROUP"])
@@ -109,7 +125,10 @@ def build() -> faust.App:
             max_pending_per_partition=int(os.environ.get("BENCH_MAX_PENDING", "2000")),
         )
         config = RuntimeConfig(max_batch=int(os.environ.get("BENCH_MAX_BATCH", "500")), scheduler=scheduler)
-        processor = AgentProcessor(agent, sinks, config.sink_timeout)
+        dedupe = None
+        if os.environ.get("BENCH_DEDUPE") == "1":  # skip exact duplicates (framework.runtime.dedupe)
+            dedupe = DuplicateFilter(data / "dedupe")
+        processor = MeteredProcessor(agent, sinks, config.sink_timeout, dedupe=dedupe, meter=meter)
         AgentRuntime(app, agent.topic, processor, DeadLetterWAL(settings.dlq_root), config)
         return app
     topic = app.topic(agent.topic, key_type=bytes, value_type=bytes, key_serializer="raw",

@@ -11,6 +11,7 @@ from framework.kafka_admin import end_offsets, ensure_topics
 from framework.resources import Resources
 from framework.runtime.binding import AgentRuntime, register_dlq_rotation
 from framework.runtime.change_feed import ChangeFeedSink, ChangeRecord
+from framework.runtime.dedupe import DuplicateFilter
 from framework.runtime.processor import AgentProcessor
 from framework.runtime.projector import ProjectionProcessor
 from framework.runtime.sinks import Sink, WideColumnSink
@@ -51,6 +52,8 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
         sent = [await change_topics[topic].send(key=k, value=v, partition=p) for p, k, v in records]
         await asyncio.gather(*sent)  # on the broker before the source events are acknowledged
 
+    filters: list[DuplicateFilter] = []
+
     async def starting() -> None:
         await ensure_topics(settings.broker, {t: settings.partitions for t in app.topics()})
         counts = {t: len(await end_offsets(settings.broker, t)) for t in change_topics}
@@ -67,12 +70,21 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
                 from framework.delivery.acks import delivery_sinks
 
                 sinks += delivery_sinks(agent, resources.ledger)
-            runtime.attach(AgentProcessor(agent, sinks, timeout, projections), dlq)
+            dedupe = None
+            if app.runtime.dedupe is not None:
+                dedupe = DuplicateFilter(settings.data_dir / "dedupe" / agent.name, app.runtime.dedupe)
+                filters.append(dedupe)
+            runtime.attach(AgentProcessor(agent, sinks, timeout, projections, dedupe), dlq)
         for runtime, projection in projectors:
             processor = ProjectionProcessor(projection, resources.store, resources.index, timeout)
             runtime.attach(processor, dlq)
 
+    async def stopped() -> None:
+        await resources.close()
+        for f in filters:
+            f.close()
+
     worker.starting.append(starting)
-    worker.stopped.append(resources.close)
+    worker.stopped.append(stopped)
     register_dlq_rotation(worker, lambda: resources.dlq)
     return Wiring(resources, tuple(r for r, _ in agents) + tuple(r for r, _ in projectors))

@@ -16,6 +16,7 @@ from aiokafka import TopicPartition
 from framework.dlq import DeadLetterWAL, ParkedRecord
 from framework.runtime.batch import run_batch
 from framework.runtime.counters import Counters
+from framework.runtime.dedupe import DedupeConfig
 from framework.runtime.errors import error_class, stage_of
 from framework.runtime.fetch_pacing import pace_empty_fetches
 from framework.runtime.processor import Processor
@@ -37,7 +38,9 @@ class RuntimeConfig:
     after a fetch that brought nothing (``fetch_pacing``; 0 turns it off).
     ``group_join_timeout``: how long the worker may wait for its first partition
     assignment before it logs, every such period, that its consumer group is
-    stuck (0 turns the check off).
+    stuck (0 turns the check off). ``dedupe``: skip exact duplicates of events
+    applied recently (``dedupe.DuplicateFilter``, per agent under the data dir);
+    None (the default) writes every delivery.
     """
 
     max_batch: int = 500
@@ -46,6 +49,7 @@ class RuntimeConfig:
     drain_timeout: float = 10.0
     idle_fetch_backoff: float = 0.02
     group_join_timeout: float = 60.0
+    dedupe: DedupeConfig | None = None
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
 
 
@@ -100,6 +104,9 @@ class AgentRuntime:
             out = {"counters": self.counters.snapshot(), "partitions": {}, "sinks": {}}
         else:
             out = self.scheduler.status()
+        dedupe = getattr(self.processor, "dedupe", None)
+        if dedupe is not None:
+            out["counters"]["duplicates_skipped"] = dedupe.skipped
         waiting = self._waiting_since
         out["unassigned_s"] = None if waiting is None else round(time.monotonic() - waiting, 1)
         return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
@@ -10,6 +11,7 @@ from typing import Any, Protocol, TypeVar
 from framework.core.events import Event, EventError, parse_event
 from framework.core.projection import Projection
 from framework.runtime.agent import KeyedAgent
+from framework.runtime.dedupe import DuplicateFilter, digest
 from framework.runtime.errors import MessageError, SinkFailure, is_io_failure
 from framework.runtime.mapping import map_event
 from framework.runtime.sinks import BatchSink, Sink, Written
@@ -17,6 +19,8 @@ from framework.runtime.work import Work
 from stores.errors import TransientStoreError
 
 __all__ = ["Processor", "AgentProcessor", "parse_work", "bounded"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -96,12 +100,14 @@ class AgentProcessor:
         sinks: Sequence[Sink],
         sink_timeout: float = 10.0,
         projections: Sequence[Projection] = (),
+        dedupe: DuplicateFilter | None = None,
     ) -> None:
         self.agent = agent
         self.name = agent.name
         self.sinks = tuple(sinks)
         self.sink_timeout = sink_timeout
         self.projections = tuple(projections)
+        self.dedupe = dedupe
         self.batchable = all(isinstance(s, BatchSink) for s in self.sinks)
 
     def prepare(self, work: Work) -> None:
@@ -119,25 +125,56 @@ class AgentProcessor:
         except Exception:  # noqa: BLE001 - a failing relation_key falls back to the ordering key
             work.relation = work.event.ordering_key
 
+    def _applied_before(self, work: Work, event: Event) -> bool:
+        """True when the duplicate filter knows this very event (id and bytes) as applied."""
+        if self.dedupe is None:
+            return False
+        try:
+            if not self.dedupe.seen(work.tp, event.event_id, digest(work.value)):
+                return False
+        except Exception as exc:  # noqa: BLE001 - the filter only saves writes: apply the event
+            log.warning("duplicate filter unreadable (%r): applying the event", exc)
+            return False
+        self.dedupe.skipped += 1
+        return True
+
+    def _remember(self, applied: Sequence[tuple[Work, Event]]) -> None:
+        if self.dedupe is None or not applied:
+            return
+        try:
+            self.dedupe.record((w.tp, e.event_id, digest(w.value)) for w, e in applied)
+        except Exception as exc:  # noqa: BLE001 - the events are applied; only a later skip is lost
+            log.warning("duplicate filter not updated (%r)", exc)
+
     async def __call__(self, work: Work) -> None:
         event = work.event if work.event is not None else parse_work(work)
+        if self._applied_before(work, event):
+            return
         mutations = map_event(self.agent, event, self.projections)
         for sink in self.sinks:
             await bounded(sink.name, self.sink_timeout, sink.write(event, mutations))
+        self._remember([(work, event)])
 
     def map_batch(self, works: Sequence[Work]) -> tuple[list[Any], list[tuple[Work, MessageError]]]:
-        items: list[tuple[Work, Written]] = []
+        """Items ``(work, written)``; ``written`` is None for an exact duplicate (skipped)."""
+        items: list[tuple[Work, Written | None]] = []
         bad: list[tuple[Work, MessageError]] = []
         for work in works:
             try:
                 event = work.event if work.event is not None else parse_work(work)
+                if self._applied_before(work, event):
+                    items.append((work, None))
+                    continue
                 items.append((work, (event, map_event(self.agent, event, self.projections))))
             except MessageError as exc:
                 bad.append((work, exc))
         return items, bad
 
     async def write_batch(self, items: Sequence[Any]) -> None:
-        batch = [written for _, written in items]
+        batch = [written for _, written in items if written is not None]
+        if not batch:
+            return
         for sink in self.sinks:
             assert isinstance(sink, BatchSink)
             await bounded(sink.name, self.sink_timeout, sink.write_batch(batch))
+        self._remember([(w, written[0]) for w, written in items if written is not None])

@@ -8,13 +8,16 @@ with duplicates, cut into micro-batches and run by the worker's own pieces:
 ``MemoryIndex``. The store sink fails batch writes transiently as drawn, some
 after the write landed (a timeout whose write went through); single-event
 writes fail too. The rows, documents and parked messages must equal one
-in-order pass of the per-event path (``framework.testing.Driver``).
+in-order pass of the per-event path (``framework.testing.Driver``), with or
+without exact-duplicate skipping (a real rocksdict store in a temp dir).
 """
 
 from __future__ import annotations
 
 import itertools
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,6 +27,7 @@ from framework.core.events import parse_event
 from framework.runtime.backoff import BackoffConfig
 from framework.runtime.batch import run_batch
 from framework.runtime.change_feed import ChangeFeedSink, ChangeRecord
+from framework.runtime.dedupe import DuplicateFilter
 from framework.runtime.errors import MessageError
 from framework.runtime.processor import AgentProcessor, Processor
 from framework.runtime.projector import ProjectionProcessor
@@ -85,7 +89,9 @@ async def _run(processor: Processor, messages: list[tuple[bytes | None, bytes]],
     await sched.close()
 
 
-def _batch_path(history: Sequence[Event | bytes], size: int, plan: Sequence[str]) -> Driver:
+def _batch_path(
+    history: Sequence[Event | bytes], size: int, plan: Sequence[str], dedupe: DuplicateFilter | None = None
+) -> Driver:
     """A driver's store and index, filled by the batch path instead of its own per-event path."""
     driver = Driver(APP)
     (agent,), (projection,) = APP.agents, APP.projections
@@ -97,7 +103,7 @@ def _batch_path(history: Sequence[Event | bytes], size: int, plan: Sequence[str]
     topic = APP.change_topic(projection)
     feed = ChangeFeedSink(publish, {topic: projection}, {topic: 3})
     sinks = [FlakyStore(driver.store, plan), feed]
-    mapper = AgentProcessor(agent, sinks, 5.0, (projection,))
+    mapper = AgentProcessor(agent, sinks, 5.0, (projection,), dedupe)
     projector = ProjectionProcessor(projection, driver.store, driver.index)
     raw = [(None, m) if isinstance(m, bytes) else (m.ordering_key.encode(), m.to_json()) for m in history]
     driver.run(_run(mapper, raw, size, driver.parked))
@@ -135,14 +141,19 @@ def test_batch_path_equals_the_per_event_path_under_injected_failures(
     order = data.draw(deliveries(history), label="delivery")
     size = data.draw(st.integers(1, 8), label="batch size")
     plan = data.draw(st.lists(st.sampled_from(["ok", "fail", "late"]), max_size=8), label="store failures")
+    skip_duplicates = data.draw(st.booleans(), label="skip exact duplicates")
     with Driver(APP) as per_event:
         per_event.send(history)
         expected = snapshot(per_event)
-    batched = _batch_path(order, size, plan)
-    try:
-        got = snapshot(batched)
-    finally:
-        batched.close()
+    with tempfile.TemporaryDirectory() as tmp:
+        dedupe = DuplicateFilter(Path(tmp)) if skip_duplicates else None
+        batched = _batch_path(order, size, plan, dedupe)
+        try:
+            got = snapshot(batched)
+        finally:
+            batched.close()
+            if dedupe is not None:
+                dedupe.close()
     assert got.tables == expected.tables
     assert got.documents == expected.documents
     assert {p[:3] for p in got.parked} == {p[:3] for p in expected.parked}
