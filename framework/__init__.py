@@ -15,7 +15,8 @@ runtime.
 - ``Row``, ``current_state``: reading rows and state logs (in projections and tests).
 - ``Projection``: a search document built from one partition of its source tables.
 - ``BadMessage``, ``Transient``: raise them to park an event, or to have it retried.
-- ``RuntimeConfig``: micro-batching, timeouts and back-off of the runtime.
+- ``RuntimeConfig``: micro-batching, timeouts and back-off of the runtime;
+  ``DedupeConfig``: its optional exact-duplicate skipping.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ __all__ = [
     "BadMessage",
     "Transient",
     "RuntimeConfig",
+    "DedupeConfig",
 ]
 
 _WHERE = {
@@ -62,6 +64,7 @@ _WHERE = {
     "BadMessage": "framework.core.errors",
     "Transient": "framework.core.errors",
     "RuntimeConfig": "framework.runtime.binding",
+    "DedupeConfig": "framework.runtime.dedupe",
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
@@ -76,6 +79,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from framework.core.state_log import current_state
     from framework.runtime.agent import KeyedAgent
     from framework.runtime.binding import RuntimeConfig
+    from framework.runtime.dedupe import DedupeConfig
     from framework.settings import Settings
 
 
