@@ -1,0 +1,239 @@
+"""Lock domains in ZooKeeper (kazoo): ``kazoo.recipe.lock.Lock`` and a versioned last-runner znode.
+
+Layout under ``root`` (default ``/converge/jobs``), per domain ``D``:
+
+- ``D/lock``: the kazoo lock; each contender is an ephemeral sequential
+  znode holding its holder id, so a holder killed with SIGKILL loses the
+  lock when the server expires its session (``session_timeout`` seconds
+  after its last heartbeat);
+- ``D/last``: the last runner (JSON); its znode version is the record's
+  version. It is swapped in one multi-op transaction with a ``check`` of
+  the holder's own lock znode: a holder whose session expired cannot
+  record itself;
+- ``D/members/JOB``: each declared job (JSON: predecessor, start_with).
+
+A lease also counts as lost while the client is disconnected (SUSPENDED):
+the session may be expiring on the server side.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.recipe.lock import Lock
+from kazoo.retry import KazooRetry
+
+from framework.jobs.locks import (
+    DomainLocks,
+    DomainStatus,
+    JobLockError,
+    LastRunner,
+    LastRunnerConflict,
+    Lease,
+    LeaseLost,
+    LocksUnavailable,
+    Member,
+    check_job_name,
+)
+
+__all__ = ["ZooKeeperDomainLocks", "DEFAULT_JOBS_ROOT"]
+
+T = TypeVar("T")
+DEFAULT_JOBS_ROOT = "/converge/jobs"
+
+
+def _check_root(root: str) -> str:
+    if not root.startswith("/") or root.endswith("/") or "//" in root:
+        raise JobLockError(f"ZooKeeper root must be an absolute path without trailing '/': {root!r}")
+    for segment in root[1:].split("/"):
+        check_job_name(segment, "ZooKeeper root segment")
+    return root
+
+
+def _sequence(node: str) -> str:
+    return node[-10:]
+
+
+class ZooKeeperDomainLocks(DomainLocks):
+    """Lock domains under ``root`` on the ensemble ``hosts`` (``h1:p1,h2:p2``).
+
+    The constructor connects (waiting up to ``connect_timeout`` seconds) and
+    raises ``LocksUnavailable`` when no server answers. ``session_timeout``
+    bounds how long a killed holder keeps a lock.
+    """
+
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        root: str = DEFAULT_JOBS_ROOT,
+        session_timeout: float = 10.0,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self.root = _check_root(root)
+        self.hosts = hosts
+        self._closed = False
+        self._mutex = threading.Lock()
+        self._locks: dict[str, Lock] = {}
+        self._connected = False
+        self._client = KazooClient(
+            hosts=hosts,
+            timeout=session_timeout,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
+        )
+        self._client.add_listener(self._on_state)
+        try:
+            self._client.start(timeout=connect_timeout)
+            self._client.ensure_path(self.root)
+        except (KazooTimeoutError, KazooException) as exc:
+            self._client.stop()
+            self._client.close()
+            raise LocksUnavailable(f"ZooKeeper {hosts}: {exc or type(exc).__name__}") from exc
+        self._connected = True
+
+    def _on_state(self, state: str) -> None:
+        self._connected = state == KazooState.CONNECTED
+        if state == KazooState.LOST:
+            with self._mutex:
+                self._locks.clear()  # the ephemeral lock znodes are gone with the session
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        if self._closed:
+            raise LocksUnavailable("the lock store is closed")
+        try:
+            return fn()
+        except (NoNodeError, NodeExistsError, BadVersionError):
+            raise
+        except (KazooTimeoutError, KazooException) as exc:
+            raise LocksUnavailable(f"ZooKeeper {self.hosts}: {exc or type(exc).__name__}") from exc
+
+    def _domain(self, domain: str) -> str:
+        return f"{self.root}/{check_job_name(domain, 'domain')}"
+
+    def try_acquire(self, domain: str, holder: str) -> Lease | None:
+        lock = self._client.Lock(f"{self._domain(domain)}/lock", holder)
+        if not self._call(lambda: lock.acquire(blocking=False)):
+            return None
+        lease = Lease(domain, holder, str(lock.node))
+        with self._mutex:
+            self._locks[lease.token] = lock
+        return lease
+
+    def held(self, lease: Lease) -> bool:
+        if not self._connected:
+            return False
+        with self._mutex:
+            if lease.token not in self._locks:
+                return False
+        path = f"{self._domain(lease.domain)}/lock/{lease.token}"
+        try:
+            return self._call(lambda: self._client.exists(path)) is not None
+        except LocksUnavailable:
+            return False
+
+    def release(self, lease: Lease) -> None:
+        with self._mutex:
+            lock = self._locks.pop(lease.token, None)
+        if lock is not None:
+            try:
+                self._call(lock.release)
+            except NoNodeError:
+                pass
+
+    def _read_last(self, domain: str) -> LastRunner | None:
+        try:
+            data, stat = self._call(lambda: self._client.get(f"{self._domain(domain)}/last"))
+        except NoNodeError:
+            return None
+        return LastRunner.decode(data.decode("utf-8"), stat.version)
+
+    def last_runner(self, domain: str) -> LastRunner | None:
+        return self._read_last(domain)
+
+    def swap_last_runner(self, lease: Lease, runner: LastRunner, expected_version: int | None) -> LastRunner:
+        base = self._domain(lease.domain)
+        data = runner.encode().encode("utf-8")
+        tx = self._client.transaction()
+        tx.check(f"{base}/lock/{lease.token}", 0)
+        if expected_version is None:
+            tx.create(f"{base}/last", data)
+        else:
+            tx.set_data(f"{base}/last", data, version=expected_version)
+        results: list[Any] = self._call(tx.commit)
+        if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
+            raise LeaseLost(f"domain {lease.domain!r}: {lease.holder} no longer holds the lock")
+        if isinstance(results[1], Exception):
+            current = self._read_last(lease.domain)
+            actual = None if current is None else current.version
+            raise LastRunnerConflict(lease.domain, expected_version, actual)
+        version = 0 if expected_version is None else results[1].version
+        return LastRunner.decode(runner.encode(), version)
+
+    def declare(self, domain: str, member: Member) -> None:
+        path = f"{self._domain(domain)}/members/{check_job_name(member.job, 'job')}"
+        data = json.dumps({"predecessor": member.predecessor, "start_with": member.start_with}).encode()
+
+        def write() -> None:
+            try:
+                self._client.set(path, data)
+            except NoNodeError:
+                self._client.create(path, data, makepath=True)
+
+        self._call(write)
+
+    def domains(self) -> list[str]:
+        return sorted(self._call(lambda: self._client.get_children(self.root)))
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return self._call(lambda: self._client.get_children(path))
+        except NoNodeError:
+            return []
+
+    def _data(self, path: str) -> bytes | None:
+        try:
+            data, _ = self._call(lambda: self._client.get(path))
+        except NoNodeError:
+            return None
+        return data
+
+    def status(self, domain: str) -> DomainStatus:
+        base = self._domain(domain)
+        status = DomainStatus(domain, last=self._read_last(domain))
+        for node in sorted(self._children(f"{base}/lock"), key=_sequence):
+            data = self._data(f"{base}/lock/{node}")
+            if data is not None:
+                status.holders.append(data.decode("utf-8"))
+        for job in sorted(self._children(f"{base}/members")):
+            raw = self._data(f"{base}/members/{job}")
+            if raw is not None:
+                info = json.loads(raw)
+                status.members.append(Member(job, info.get("predecessor"), info.get("start_with")))
+        return status
+
+    def close(self) -> None:
+        with self._mutex:
+            if self._closed:
+                return
+            leases = list(self._locks.values())
+            self._locks.clear()
+        for lock in leases:
+            try:
+                lock.release()
+            except KazooException:
+                pass
+        self._closed = True
+        self._client.stop()
+        self._client.close()
