@@ -1,6 +1,6 @@
 """The ``converge`` command line.
 
-Built in: ``stack``, ``worker``, ``dlq``, ``delivery`` and ``status``. Other commands are
+Built in: ``stack``, ``worker``, ``dlq``, ``delivery``, ``status`` and ``jobs``. Other commands are
 plugins: every entry point of the group ``converge.commands`` names a
 ``register(subparsers)`` function (this project registers ``spark`` and
 ``demo``); a plugin that fails to load costs one warning line, not the CLI.
@@ -206,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand (built-in and plugins)."""
     from framework.delivery.cli import register as register_delivery
     from framework.dlq.cli import register as register_dlq
+    from framework.jobs.coordinator_cli import register as register_jobs
     from framework.metrics.cli import register as register_status
 
     parser = CliParser(
@@ -218,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_delivery(sub)
     register_dlq(sub)
     register_status(sub)
+    register_jobs(sub)
     _add_plugins(sub)
     return parser
 
