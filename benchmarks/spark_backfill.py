@@ -1,0 +1,131 @@
+"""Spark backfill throughput: archived events of the reference platform into a SQLite store (events/s).
+
+The archive is the reference platform's generated histories (duplicates,
+replays, reordering; ``examples.activity_platform.generator``), one seed per
+50,000 events, as Parquet files (``spark_batch.archive`` layout). Writing
+the archive is not timed. The timed part is ``backfill`` into a fresh
+SQLite store, without an index: reading the archive, parsing, routing and
+mapping every event in the executors, and applying the mutations with their
+version marks. Every run asserts that every event was counted and none was
+rejected. A 5,000-event backfill warms the JVM and the Python workers first.
+Beside the wall time: the CPU seconds of this process tree over the run and
+the one-minute load average at its end (the machine may be shared).
+
+    python -m benchmarks.spark_backfill --events 1000000
+
+``benchmarks.spark_check --backfill N`` runs the same measurement in the
+check's session, so both figures come from one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from examples.activity_platform.generator import generate_history
+from spark_batch.archive import write_parquet
+from spark_batch.backfill import backfill
+from spark_batch.session import spark_session
+
+APP = "examples.activity_platform.app:app"
+#: Events per generated history (one seed each).
+CHUNK = 50_000
+
+
+def tree_cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds (user + system, reaped children included) of a process and its descendants:
+    the driver, the Spark JVM and its Python workers, whatever else runs on the machine."""
+    total, todo, tick = 0.0, [pid or os.getpid()], os.sysconf("SC_CLK_TCK")
+    while todo:
+        p = todo.pop()
+        try:
+            stat = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in stat[11:15]) / tick
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
+def load_average() -> float:
+    """The one-minute load average (other work on the machine included)."""
+    return round(os.getloadavg()[0], 2)
+
+
+def write_archive(n: int, directory: Path) -> list[str]:
+    """``n`` archived events as Parquet files under ``directory`` (generated once per size)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    done = directory / "_complete"
+    if not done.exists():
+        left, seed = n, 0
+        while left > 0:
+            events = generate_history(1_000 + seed, min(CHUNK, left)).events[:left]
+            write_parquet(events, directory / f"part-{seed:04d}.parquet")
+            left -= len(events)
+            seed += 1
+        done.write_text(str(n))
+    return [str(directory)]
+
+
+def measure_backfill(
+    spark: Any, n: int, work: Path, partitions: int, mode: str = "backfill"
+) -> dict[str, Any]:
+    """Backfill ``n`` archived events into a fresh SQLite store; the figures of that run."""
+    paths = write_archive(n, work / f"archive-{n}")
+    store = work / f"backfill-{n}-{time.time_ns()}.db"
+    cpu, started = tree_cpu_seconds(), time.perf_counter()
+    report = backfill(spark, paths, f"sqlite:///{store}", app=APP, partitions=partitions)
+    seconds, cpu = time.perf_counter() - started, tree_cpu_seconds() - cpu
+    assert report.events == n and not report.rejected, report.to_dict()
+    mutations = sum(sum(by_kind.values()) for by_kind in report.mutations.values())
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{store}{suffix}").unlink(missing_ok=True)
+    return {
+        "mode": mode,
+        "events": n,
+        "mutations": mutations,
+        "seconds": round(seconds, 1),
+        "events_per_s": round(n / seconds),
+        "cpu_s": round(cpu, 1),
+        "load": load_average(),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, nargs="+", default=[1_000_000])
+    ap.add_argument("--partitions", type=int, default=4, help="archive partitions (default 4)")
+    ap.add_argument("--master", default=None)
+    ap.add_argument("--workdir", type=Path, default=None, help="keep the generated archives here")
+    args = ap.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="converge-spark-backfill-"))
+    spark = spark_session("converge-bench-backfill", args.master)
+    results = []
+    try:
+        measure_backfill(spark, 5_000, work, args.partitions, "warm-up")
+        for n in args.events:
+            results.append(measure_backfill(spark, n, work, args.partitions))
+            print(json.dumps(results[-1]), flush=True)
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    print_backfill_table(results)
+
+
+def print_backfill_table(results: list[dict[str, Any]]) -> None:
+    print("| mode | events | mutations | seconds | events/s | CPU s | load |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        figures = f"{r['events']:,} | {r['mutations']:,} | {r['seconds']} | {r['events_per_s']:,}"
+        print(f"| {r['mode']} | {figures} | {r['cpu_s']} | {r['load']} |")
+
+
+if __name__ == "__main__":
+    main()
