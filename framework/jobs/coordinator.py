@@ -131,8 +131,10 @@ class Turn:
 
     def held(self) -> bool:
         """Whether the lock is still held (a long batch may check it between steps)."""
-        return self.lease is not None and self._coordinator is not None and self._coordinator.locks.held(
-            self.lease
+        return (
+            self.lease is not None
+            and self._coordinator is not None
+            and self._coordinator.locks.held(self.lease)
         )
 
 

@@ -85,17 +85,21 @@ def _print(report: dict[str, Any]) -> None:
     else:
         print(f"  last runner  {last['job']}, round {last['round']}, {last['state']} "
               f"at {_when(last['at'])} ({last['holder']})")  # fmt: skip
-    for i, job in enumerate(report["jobs"]):
+    described = []
+    for job in report["jobs"]:
         order = f"after {job['predecessor']}" if job["predecessor"] else "unordered"
         if job["start_with"] == job["job"]:
             order += ", starts the cycle"
-        line = f"  {'jobs' if i == 0 else '':<12} {job['job']} ({order})"
+        described.append(f"{job['job']} ({order})")
+    width = max((len(d) for d in described), default=0)
+    for i, (job, text) in enumerate(zip(report["jobs"], described, strict=True)):
+        line = f"  {'jobs' if i == 0 else '':<12} {text:<{width}}"
         if "checkpoint" in job:
             cp = job["checkpoint"]
             line += "  checkpoint " + ("-" if cp is None else f"{cp['value']!r} (v{cp['version']})")
             if job["batch_id"] is not None:
                 line += f"  batch {job['batch_id']}"
-        print(line)
+        print(line.rstrip())
 
 
 def _open(url: str) -> DomainLocks:

@@ -227,13 +227,14 @@ class SqliteDomainLocks(DomainLocks):
         def read() -> DomainStatus:
             row = self._db.execute(_LOCK_ROW, (domain,)).fetchone()
             members = [Member(*r) for r in self._db.execute(_MEMBERS, (domain,)).fetchall()]
-            status = DomainStatus(domain, last=self._read_last(domain), members=members)
+            holders: list[str] = []
+            expired = None
             if row is not None and row[0] is not None:
                 if row[2] is not None and row[2] > time.time():
-                    status.holders.append(row[0])
+                    holders.append(row[0])
                 else:
-                    status.expired = row[0]
-            return status
+                    expired = row[0]
+            return DomainStatus(domain, holders, self._read_last(domain), members, expired)
 
         return self._guard(read)
 

@@ -51,7 +51,9 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
         return Backend("sqlite", url, url)
     server: ZooKeeperServer = request.getfixturevalue("zookeeper_server")
     root = f"converge-test/{uuid.uuid4().hex}"
-    return Backend("zookeeper", f"zookeeper://{server.hosts}/{root}/jobs", f"zookeeper://{server.hosts}/{root}/cp")
+    return Backend(
+        "zookeeper", f"zookeeper://{server.hosts}/{root}/jobs", f"zookeeper://{server.hosts}/{root}/cp"
+    )
 
 
 @dataclass
