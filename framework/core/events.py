@@ -107,9 +107,11 @@ def parse_event(raw: bytes | str | Mapping[str, Any]) -> Event:
             raw = bytes(raw).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise EventError("event", f"not UTF-8: {exc}") from None
+    shallow = False
     if isinstance(raw, str):
         if len(raw) > MAX_EVENT_BYTES:
             raise EventError("event", f"larger than {MAX_EVENT_BYTES} bytes")
+        shallow = raw.count("{") + raw.count("[") <= MAX_DEPTH  # cannot nest deeper: no walk needed
         try:
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
@@ -120,7 +122,8 @@ def parse_event(raw: bytes | str | Mapping[str, Any]) -> Event:
             raise EventError("event", f"not acceptable JSON: {exc}") from None
     if not isinstance(raw, Mapping):
         raise EventError("event", f"must be a JSON object, got {type(raw).__name__}")
-    _check_depth(raw)
+    if not shallow:
+        _check_depth(raw)
     payload = raw.get("payload", {})
     if not isinstance(payload, Mapping):
         raise EventError("payload", f"must be an object, got {type(payload).__name__}")
