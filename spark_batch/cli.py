@@ -181,6 +181,51 @@ def _reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ingest(args: argparse.Namespace) -> int:
+    from framework.coordination import CheckpointError, CheckpointUnavailable, open_checkpoint_store
+    from spark_batch.apps import JobError, select
+    from spark_batch.ingest import app_topics, ingest, prepare_ingest, print_run
+    from spark_batch.ingest_processes import IngestConfig
+    from spark_batch.preflight import Job, absolute_store_url
+    from spark_batch.report import console, write_json
+
+    job = Job(args, need_projection=False)
+    es_url = job.settings.es_url
+    projections = select(job.app, args.projection) if es_url and job.app.projections else ()
+    if args.alias is not None and len(projections) != 1:
+        raise JobError("--alias names the index of one projection: choose it with --projection")
+    cfg = IngestConfig(
+        app=args.app,
+        broker=args.broker or job.settings.broker,
+        store_url=job.store,
+        job=args.job or f"ingest-{job.app.name}",
+        es_url=es_url,
+        tombstones=job.tombstones,
+        aliases={p.name: job.alias(p) for p in projections},
+        opts=_opts(args),
+        split=args.split,
+        dlq_root=str(job.settings.dlq_root),
+    )
+    url = args.checkpoints or f"sqlite:///{(job.settings.data_dir / 'jobs.db').resolve()}"
+    try:
+        checkpoints = open_checkpoint_store(absolute_store_url(url))
+    except (CheckpointError, CheckpointUnavailable) as exc:
+        raise JobError(f"checkpoint store {url}: {exc}") from None
+    try:
+        prepare_ingest(cfg, projection=args.projection, alias=args.alias)
+        spark = _setup(args, "ingest")
+        run = ingest(
+            spark, cfg, checkpoints, topics=args.topic or app_topics(args.app), max_offsets=args.max_offsets,
+            max_batches=args.max_batches, apply_log=args.apply_log,
+        )  # fmt: skip
+    finally:
+        checkpoints.close_sync()  # type: ignore[attr-defined]
+    print_run(console(), run)
+    if args.report:
+        write_json(args.report, run.to_dict())
+    return 0
+
+
 def _common() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--app", required=True, metavar="MODULE:ATTR", help="the converge App to run")
@@ -238,7 +283,7 @@ def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``spark`` command group to the ``converge`` subparsers."""
     common = _common()
-    spark = sub.add_parser("spark", help="batch jobs on Spark: backfill, convergence check, reindex")
+    spark = sub.add_parser("spark", help="batch jobs on Spark: backfill, convergence check, reindex, ingest")
     cmds = spark.add_subparsers(dest="spark_command", metavar="JOB", required=True)
 
     p = cmds.add_parser("backfill", parents=[common], help="apply archived events through the app's agents")
@@ -284,3 +329,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--shards", type=int, default=None, help="store scan shards (default: parallelism)")
     p.add_argument("--drop-old", action="store_true", help="delete the old index after the swap")
     p.set_defaults(func=_guarded(_reindex))
+
+    p = cmds.add_parser(
+        "ingest", parents=[common], help="micro-batches of Kafka offset ranges through the app, exactly once"
+    )
+    p.add_argument(
+        "--topic", action="append", default=None, help="a topic to read (repeat; default: the agents' topics)"
+    )
+    p.add_argument("--job", default=None, help="the job's checkpoint name (default ingest-<app>)")
+    p.add_argument(
+        "--checkpoints",
+        default=None,
+        help="job checkpoint store: sqlite:///PATH or zookeeper://HOSTS/ROOT (default var/<app>/jobs.db)",
+    )
+    p.add_argument("--broker", default=None, help="Kafka broker (env CONVERGE_BROKER)")
+    p.add_argument("--max-offsets", type=int, default=None, help="offsets per partition per batch")
+    p.add_argument("--max-batches", type=int, default=None, help="new batches (default: until caught up)")
+    p.add_argument("--split", type=int, default=5000, help="offsets per Spark task (default 5000)")
+    p.add_argument("--apply-log", default=None, help="append a JSON line per process run here")
+    p.add_argument("--dlq-root", type=Path, default=None, help="dead-letter WAL (env CONVERGE_DLQ_ROOT)")
+    p.set_defaults(func=_guarded(_ingest))

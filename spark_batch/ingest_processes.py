@@ -1,0 +1,237 @@
+"""The processes of the micro-batch ingestion job, each a Spark job over one batch's offset ranges.
+
+Every process reads the batch's ranges itself (executors, aiokafka) and maps
+the events itself (parse, ``App.route`` by event type, ``map_event``: the
+backfill's mapper), so any one of them can re-run a batch alone:
+
+- ``store``: the agents' mutations and version marks into the wide-column
+  store (``spark_batch.backfill.backfill_task``: batches, retries, a bad
+  event rejected alone); rejected events are parked in the dead-letter WAL;
+- ``notifications``: the notification rows of the batch's writes
+  (``framework.notifications.notification_mutations`` on the driver, over the
+  mutations the executors mapped), written to the store;
+- ``index``: every document the batch touched, per projection, read from
+  the store (``framework.runtime.projector.read_documents``) and bulk-written
+  at its version.
+
+Each returns a small report; an error stops it before its checkpoint, so the
+next run repeats it. All writes are versioned, so a repeat changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark import RDD
+from pyspark.sql import SparkSession
+
+from framework.core.mutations import Mutation
+from framework.core.projection import Projection
+from framework.jobs.checkpoint import Batch
+from framework.runtime.projector import read_documents
+from spark_batch.apps import JobError, app_of
+from spark_batch.backfill import _Mapper, backfill_task
+from spark_batch.codec import key_from_json
+from spark_batch.io import WriteOptions, bulk_batched, open_index
+from spark_batch.kafka_ranges import ranges_of, read_range_sync
+from spark_batch.projection import key_json
+from stores.base import IndexOp
+from stores.open import open_wide_store
+
+__all__ = ["IngestConfig", "ranges_rdd", "store_process", "notification_process", "index_process"]
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    """What the processes of one ingestion job need (plain values: they travel to executors)."""
+
+    app: str
+    broker: str
+    store_url: str
+    job: str
+    es_url: str | None = None
+    tombstones: str = "native"
+    #: projection name -> index alias written (every projection of the app by default)
+    aliases: dict[str, str] = field(default_factory=dict)
+    opts: WriteOptions = field(default_factory=WriteOptions)
+    #: offsets per Spark task
+    split: int = 5000
+    dlq_root: str | None = None
+
+
+def _values(broker: str, part: Iterable[Any]) -> Iterator[bytes | str]:
+    for r in part:
+        for _, _, _, _, value in read_range_sync(broker, r):
+            if value is None:
+                continue
+            try:
+                yield value.decode("utf-8")
+            except UnicodeDecodeError:
+                yield value  # parse_event rejects it, the store process parks it
+
+
+def ranges_rdd(spark: SparkSession, cfg: IngestConfig, batch: Batch) -> RDD | None:
+    """One Spark partition per piece of at most ``cfg.split`` offsets; None for an empty batch."""
+    pieces = ranges_of(batch.input, cfg.split)
+    if not pieces:
+        return None
+    return spark.sparkContext.parallelize(pieces, len(pieces))
+
+
+def _mapped(cfg: IngestConfig, part: Iterable[Any]) -> Iterator[tuple[str, list[Mutation]]]:
+    """The (agent, mutations) of every event of the ranges that maps (the others are the store
+    process's to park)."""
+    yield from _Mapper(cfg.app).mapped(_values(cfg.broker, part))
+
+
+# -- store ------------------------------------------------------------------------------------
+def _store_task(cfg: IngestConfig, part: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
+    values = list(_values(cfg.broker, part))  # read first: the apply runs its own event loop
+    yield from backfill_task(cfg.store_url, cfg.app, (), cfg.opts, values)
+
+
+def store_process(spark: SparkSession, cfg: IngestConfig, batch: Batch) -> dict[str, Any]:
+    """Apply the batch's events through the app's agents; park the rejected ones."""
+    rdd = ranges_rdd(spark, cfg, batch)
+    records = [] if rdd is None else rdd.mapPartitions(functools.partial(_store_task, cfg)).collect()
+    counts: Counter[str] = Counter()
+    rejected: Counter[str] = Counter()
+    parked = [r for r in records if r[0] == "parked"]
+    for r in records:
+        if r[0] == "stat":
+            key, n = r[1], r[2]
+            if key[0] in ("events", "applied"):
+                counts[key[0]] += n
+            elif key[0] == "mutation":
+                counts["mutations"] += n
+            elif key[0] == "rejected":
+                rejected[f"{key[1]}:{key[2]}"] += n
+    if parked and cfg.dlq_root is not None:
+        _park(cfg.dlq_root, cfg.job, batch.batch_id, parked)
+    return {**counts, "rejected": dict(rejected), "parked": len(parked) if cfg.dlq_root else 0}
+
+
+def _park(dlq_root: str, job: str, batch_id: int, rejected: Sequence[tuple[str, ...]]) -> None:
+    from framework.dlq import DeadLetterWAL, ParkedRecord
+
+    wal = DeadLetterWAL(Path(dlq_root))
+    try:
+        for _, agent, stage, error_class, error, text, event_type, key in rejected:
+            wal.park_sync(ParkedRecord(
+                pipeline=f"ingest:{agent}", topic=f"{job}/batch-{batch_id}", partition=-1, offset=-1,
+                key=key.encode() if key else None, value=text.encode(), stage=stage,
+                error_class=error_class, error=error, parked_at=time.time(), event_type=event_type,
+            ))  # fmt: skip
+    finally:
+        wal.close()
+
+
+# -- notifications ----------------------------------------------------------------------------
+def _written_task(cfg: IngestConfig, part: Iterable[Any]) -> Iterator[Mutation]:
+    for _, mutations in _mapped(cfg, part):
+        yield from mutations
+
+
+def notification_process(spark: SparkSession, cfg: IngestConfig, batch: Batch) -> dict[str, Any]:
+    """Write the notification rows of the batch's writes (the same rows on every re-run)."""
+    from framework.notifications import notification_mutations
+
+    app = app_of(cfg.app)
+    rdd = ranges_rdd(spark, cfg, batch)
+    written = [] if rdd is None else rdd.mapPartitions(functools.partial(_written_task, cfg)).collect()
+    rows = notification_mutations(
+        app.name, f"{cfg.job}/{batch.batch_id}", written, _tenant_of(app), ingested_at=batch.began_at
+    )
+
+    async def write() -> None:
+        store = await open_wide_store(cfg.store_url)
+        try:
+            for i in range(0, len(rows), cfg.opts.batch_size):
+                await store.apply(rows[i : i + cfg.opts.batch_size])
+        finally:
+            await store.close()
+
+    asyncio.run(write())
+    return {"written": len(written), "entries": len(rows)}
+
+
+def _tenant_of(app: Any) -> Any:
+    """The app's tenant rule (``App.tenant_of`` when declared), else the notifications default."""
+    rule = getattr(app, "tenant_of", None)
+    if rule is not None:
+        return rule
+    from framework import notifications
+
+    return notifications.default_tenant_of
+
+
+# -- index ------------------------------------------------------------------------------------
+def _touched_task(
+    cfg: IngestConfig, names: Sequence[str], part: Iterable[Any]
+) -> Iterator[tuple[str, str, str]]:
+    app = app_of(cfg.app)
+    projections = [app.projection(n) for n in names]
+    seen: set[tuple[str, str, str]] = set()
+    for _, mutations in _mapped(cfg, part):
+        for p in projections:
+            for doc_id, (key, _) in p.touched(mutations).items():
+                seen.add((p.name, doc_id, key_json(p, key)))
+    yield from seen
+
+
+def _project_task(
+    cfg: IngestConfig, name: str, alias: str, part: Iterable[tuple[str, str]]
+) -> Iterator[tuple[str, int]]:
+    p = app_of(cfg.app).projection(name)
+    keys = [key_from_json(k) for _, k in part]
+    if keys:
+        yield from asyncio.run(_project(cfg, p, alias, keys)).items()
+
+
+async def _project(cfg: IngestConfig, p: Projection, alias: str, keys: list[Any]) -> Counter[str]:
+    store = await open_wide_store(cfg.store_url)
+    index = open_index(cfg.es_url or "", cfg.tombstones)
+    counts: Counter[str] = Counter()
+    try:
+        size = cfg.opts.batch_size
+        for i in range(0, len(keys), size):
+            documents = await read_documents(store, p, keys[i : i + size])
+            ops = [IndexOp(doc_id, version, doc) for doc_id, doc, version in documents]
+            counts.update(await bulk_batched(index, alias, ops, cfg.opts))
+    finally:
+        await index.close()
+        await store.close()
+    return counts
+
+
+def index_process(spark: SparkSession, cfg: IngestConfig, batch: Batch) -> dict[str, Any]:
+    """Re-project every document the batch touched, per projection; ``JobError`` when a write failed."""
+    rdd = ranges_rdd(spark, cfg, batch)
+    if rdd is None:
+        return {}
+    names = tuple(cfg.aliases)
+    touched = rdd.mapPartitions(functools.partial(_touched_task, cfg, names)).distinct().cache()
+    out: dict[str, Any] = {}
+    try:
+        n = max(1, spark.sparkContext.defaultParallelism)
+        for name, alias in cfg.aliases.items():
+            items = touched.filter(lambda t, name=name: t[0] == name).map(lambda t: (t[1], t[2]))
+            task = functools.partial(_project_task, cfg, name, alias)
+            counts: Counter[str] = Counter()
+            for outcome, k in items.repartition(n).mapPartitions(task).collect():
+                counts[outcome] += k
+            out[name] = dict(counts)
+            if counts.get("error"):
+                raise JobError(
+                    f"index {alias}: {counts['error']} documents of batch {batch.batch_id} not written"
+                )
+    finally:
+        touched.unpersist()
+    return out
