@@ -1,0 +1,219 @@
+"""Notification entries: what one writer's micro-batch changed, per (tenant, bucket, table).
+
+``notification_mutations`` is pure: the same batch (mutations, batch id,
+ingestion time) gives the same rows, so writing it again is idempotent.
+
+Counting, per row key of a batch (the row's last mutation by version decides;
+on a tie a delete wins, as in the store):
+
+- ``deleted``: the last mutation is a ``Delete`` (a partition tombstone
+  counts once, under its partition key);
+- ``inserted``: a row written (``Upsert`` or ``LogState``) that had no live
+  row before the batch, as ``existed`` tells; without ``existed`` (a blind
+  writer that reads nothing) a ``LogState`` row counts as inserted (a new
+  row of the log) and an ``Upsert`` as updated;
+- ``updated``: any other written row.
+
+A redelivered batch is a new ingestion: its rows existed by then, so it may
+count them as updated; its keys are the same.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from framework.core.mutations import CellValue, Delete, LogState, Mutation, Upsert
+from framework.core.rows import Row
+from framework.notifications.schema import (
+    BUCKETS_TABLE,
+    DEFAULT_BUCKET_WIDTH,
+    DEFAULT_TENANT,
+    NOTIFICATION_TABLE,
+    bucket_of,
+    check_bucket_width,
+    day_of,
+)
+
+__all__ = [
+    "Entry",
+    "Key",
+    "TenantOf",
+    "TENANT_COLUMNS",
+    "MAX_KEYS_BYTES",
+    "default_tenant_of",
+    "notification_mutations",
+    "entry_from_row",
+    "batch_id_of",
+    "encode_keys",
+    "decode_keys",
+]
+
+#: A row's primary key (or a partition key, for a partition tombstone).
+Key = dict[str, CellValue]
+#: ``tenant_of(table, key)``: the tenant a row belongs to, or None for the default tenant.
+TenantOf = Callable[[str, Mapping[str, CellValue]], "str | None"]
+#: Key columns naming a tenant when the app declares no ``tenant_of``, first match wins.
+TENANT_COLUMNS = ("org_id", "tenant", "tenant_id")
+#: Largest JSON of an entry's keys; past it the entry says re-read instead.
+MAX_KEYS_BYTES = 256 * 1024
+_OWN = frozenset(t.name for t in (NOTIFICATION_TABLE, BUCKETS_TABLE))
+
+
+def default_tenant_of(table: str, key: Mapping[str, CellValue]) -> str | None:
+    """The value of the key's ``org_id``, ``tenant`` or ``tenant_id`` column, else None."""
+    for column in TENANT_COLUMNS:
+        value = key.get(column)
+        if value is not None:
+            return str(value)
+    return None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One notification: ``table`` of ``tenant`` changed by ``app``'s batch ``batch_id``,
+    ingested at ``ingested_at`` (bucket ``bucket``), highest version written
+    ``last_modified``. ``keys`` lists the changed row keys, or is None with ``reread``
+    True: re-read this tenant's rows of ``table``."""
+
+    tenant: str
+    bucket: int
+    ingested_at: int
+    app: str
+    batch_id: str
+    table: str
+    last_modified: int
+    inserted: int
+    updated: int
+    deleted: int
+    keys: tuple[Key, ...] | None
+    reread: bool
+
+    @property
+    def position(self) -> tuple[int, str, str, str, str]:
+        """Where the entry is in the reading order: ingestion time, then tenant, app, batch, table."""
+        return (self.ingested_at, self.tenant, self.app, self.batch_id, self.table)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as JSON-able data (bytes key values as ``{"$bytes": base64}``)."""
+        return {
+            "tenant": self.tenant, "bucket": self.bucket, "ingested_at": self.ingested_at,
+            "app": self.app, "batch_id": self.batch_id, "table": self.table,
+            "last_modified": self.last_modified, "inserted": self.inserted, "updated": self.updated,
+            "deleted": self.deleted, "reread": self.reread,
+            "keys": None if self.keys is None else [_jsonable(k) for k in self.keys],
+        }  # fmt: skip
+
+
+def batch_id_of(prefix: str, event_ids: Iterable[str]) -> str:
+    """A batch id for a batch of events: ``prefix`` and a digest of their ids, in order."""
+    digest = hashlib.blake2b("\n".join(event_ids).encode("utf-8", "surrogatepass"), digest_size=12)
+    return f"{prefix}:{digest.hexdigest()}"
+
+
+def _jsonable(key: Mapping[str, CellValue]) -> dict[str, Any]:
+    return {c: {"$bytes": base64.b64encode(v).decode()} if isinstance(v, bytes) else v
+            for c, v in key.items()}  # fmt: skip
+
+
+def encode_keys(keys: Iterable[Mapping[str, CellValue]]) -> str:
+    """Keys as canonical JSON text (sorted, bytes as ``{"$bytes": base64}``)."""
+    texts = sorted({json.dumps(_jsonable(k), sort_keys=True, separators=(",", ":")) for k in keys})
+    return "[" + ",".join(texts) + "]"
+
+
+def decode_keys(text: str) -> tuple[Key, ...]:
+    """``encode_keys`` inverted."""
+    out = []
+    for raw in json.loads(text):
+        out.append({c: base64.b64decode(v["$bytes"]) if isinstance(v, dict) else v for c, v in raw.items()})
+    return tuple(out)
+
+
+def _row_of(m: Mutation) -> tuple[Key, str]:
+    """The key of the row ``m`` changes and its kind: ``write`` or ``delete``."""
+    if isinstance(m, LogState):
+        return {**m.key, "at": m.at, "event_id": m.event_id}, "log"
+    if isinstance(m, Delete):
+        return dict(m.key), "delete"
+    return dict(m.key), "write"
+
+
+def notification_mutations(
+    app_name: str,
+    batch_id: str,
+    written: Sequence[Mutation],
+    tenant_of: TenantOf | None,
+    ingested_at: int,
+    max_keys: int = 1000,
+    *,
+    bucket_width: int = DEFAULT_BUCKET_WIDTH,
+    existed: Callable[[str, Mapping[str, CellValue]], bool] | None = None,
+    ttl: int | None = None,
+) -> list[Mutation]:
+    """The notification rows of one micro-batch of writes (see the module docstring).
+
+    One entry per (tenant, bucket, table) written, with its counts and changed keys, or
+    ``reread`` when more than ``max_keys`` keys (or ``MAX_KEYS_BYTES`` of them) changed;
+    plus the bucket-index rows. ``tenant_of`` None means ``default_tenant_of``. Written
+    at version ``ingested_at``, expiring after ``ttl`` seconds when given. Writes to the
+    notification tables themselves are not announced.
+    """
+    check_bucket_width(bucket_width)
+    tenant_of = tenant_of or default_tenant_of
+    # per (table, row key): (version, is delete, kind, key) of its deciding mutation
+    rows: dict[tuple[str, str], tuple[int, bool, str, Key]] = {}
+    for m in written:
+        if m.table in _OWN:
+            continue
+        key, kind = _row_of(m)
+        ident = (m.table, json.dumps(_jsonable(key), sort_keys=True))
+        seen = rows.get(ident)
+        rank = (m.version, kind == "delete")
+        if seen is None or rank > seen[:2]:
+            rows[ident] = (m.version, kind == "delete", kind, key)
+    bucket = bucket_of(ingested_at, bucket_width)
+    groups: dict[tuple[str, str], list[tuple[int, str, Key]]] = {}
+    for (table, _), (version, _, kind, key) in rows.items():
+        tenant = tenant_of(table, key)
+        groups.setdefault((DEFAULT_TENANT if tenant is None else str(tenant), table), []).append(
+            (version, kind, key)
+        )
+    out: list[Mutation] = []
+    for (tenant, table), changes in sorted(groups.items()):
+        counts = {"inserted": 0, "updated": 0, "deleted": 0}
+        for _, kind, key in changes:
+            if kind == "delete":
+                counts["deleted"] += 1
+            elif existed is not None:
+                counts["updated" if existed(table, key) else "inserted"] += 1
+            else:
+                counts["inserted" if kind == "log" else "updated"] += 1
+        keys: str | None = encode_keys(k for _, _, k in changes)
+        if len(changes) > max_keys or len(keys.encode()) > MAX_KEYS_BYTES:
+            keys = None
+        entry_key = {"tenant": tenant, "bucket": bucket, "ingested_at": ingested_at, "app": app_name,
+                     "batch_id": batch_id, "table_name": table}  # fmt: skip
+        last = max(v for v, _, _ in changes)
+        cells = {"last_modified": last, **counts, "keys": keys, "reread": keys is None}
+        out.append(Upsert(NOTIFICATION_TABLE.name, entry_key, cells, ingested_at, ttl))
+        index_key = {"day": day_of(bucket), "bucket": bucket, "tenant": tenant}
+        out.append(Upsert(BUCKETS_TABLE.name, index_key, {"last_ingested": ingested_at}, ingested_at, ttl))
+    return out
+
+
+def entry_from_row(row: Row) -> Entry:
+    """The entry a row of ``converge_notifications`` holds."""
+    k, c = row.key, row.values()
+    keys = c.get("keys")
+    return Entry(
+        tenant=str(k["tenant"]), bucket=int(k["bucket"]), ingested_at=int(k["ingested_at"]),  # type: ignore[arg-type]
+        app=str(k["app"]), batch_id=str(k["batch_id"]), table=str(k["table_name"]),
+        last_modified=int(c.get("last_modified") or 0), inserted=int(c.get("inserted") or 0),  # type: ignore[arg-type]
+        updated=int(c.get("updated") or 0), deleted=int(c.get("deleted") or 0),  # type: ignore[arg-type]
+        keys=None if keys is None else decode_keys(str(keys)), reread=bool(c.get("reread")),
+    )  # fmt: skip
