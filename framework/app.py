@@ -11,6 +11,7 @@ import faust
 from framework.core.events import Event, EventError
 from framework.core.projection import Projection
 from framework.core.schema import SchemaError, TableSchema
+from framework.notifications.config import NotificationConfig
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.binding import RuntimeConfig
 from framework.settings import Settings
@@ -29,7 +30,9 @@ class App:
     each agent's sinks (the store, then the change feed of every projection
     that reads a table it writes, then the delivery-ledger ack when the agent
     declares ``delivery_consumer`` and the app has a ``delivery`` config),
-    and one projector per projection. ``worker(settings)`` builds the Faust
+    and one projector per projection. With ``notifications`` on, the store
+    sink also writes each micro-batch's notification entries
+    (``framework.notifications``). ``worker(settings)`` builds the Faust
     app; the store, the index and the dead-letter WAL open when the worker
     starts and close when it stops.
     """
@@ -42,9 +45,12 @@ class App:
         projections: Sequence[Projection] = (),
         runtime: RuntimeConfig | None = None,
         delivery: Any | None = None,
+        notifications: NotificationConfig | bool = False,
     ) -> None:
         """``delivery``: a ``framework.delivery.LedgerConfig`` for agents that declare a
-        ``delivery_consumer``. Raises SchemaError/ValueError for inconsistent declarations."""
+        ``delivery_consumer``. ``notifications``: record every micro-batch's changes in the
+        notification table (True: the default ``NotificationConfig``). Raises
+        SchemaError/ValueError for inconsistent declarations."""
         if not name or not isinstance(name, str):
             raise ValueError("App: name must be a non-empty string")
         self.name = name
@@ -52,6 +58,9 @@ class App:
         self.projections: tuple[Projection, ...] = tuple(projections)
         self.runtime = runtime or RuntimeConfig()
         self.delivery = delivery
+        self.notifications: NotificationConfig | None = (
+            NotificationConfig() if notifications is True else notifications or None
+        )
         self._check()
 
     # -- declarations -------------------------------------------------------
@@ -211,4 +220,3 @@ def create_faust_app(settings: Settings, **overrides: object) -> ConvergeFaustAp
     }
     conf.update(overrides)
     return ConvergeFaustApp(settings.app_id, **conf)  # type: ignore[arg-type]
-

@@ -8,13 +8,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from framework.kafka_admin import end_offsets, ensure_topics
+from framework.notifications.schema import NOTIFICATION_TABLES
+from framework.notifications.sink import store_sink
 from framework.resources import Resources
 from framework.runtime.binding import AgentRuntime, register_dlq_rotation
 from framework.runtime.change_feed import ChangeFeedSink, ChangeRecord
 from framework.runtime.dedupe import DuplicateFilter
 from framework.runtime.processor import AgentProcessor
 from framework.runtime.projector import ProjectionProcessor
-from framework.runtime.sinks import Sink, WideColumnSink
+from framework.runtime.sinks import Sink
 from framework.settings import Settings
 
 if TYPE_CHECKING:
@@ -58,11 +60,14 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
         await ensure_topics(settings.broker, {t: settings.partitions for t in app.topics()})
         counts = {t: len(await end_offsets(settings.broker, t)) for t in change_topics}
         await resources.open()
+        if app.notifications is not None:
+            for schema in NOTIFICATION_TABLES:
+                await resources.store.ensure_table(schema)
         dlq = resources.dlq
         assert dlq is not None
         for runtime, agent in agents:
             projections = app.projections_of(agent)
-            sinks: list[Sink] = [WideColumnSink(resources.store)]
+            sinks: list[Sink] = [store_sink(app, agent.name, resources.store)]
             if projections:
                 feeds = {app.change_topic(p): p for p in projections}
                 sinks.append(ChangeFeedSink(announce, feeds, counts))

@@ -6,16 +6,20 @@ ingestion time) gives the same rows, so writing it again is idempotent.
 Counting, per row key of a batch (the row's last mutation by version decides;
 on a tie a delete wins, as in the store):
 
-- ``deleted``: the last mutation is a ``Delete`` (a partition tombstone
-  counts once, under its partition key);
-- ``inserted``: a row written (``Upsert`` or ``LogState``) that had no live
+- ``deleted``: the last mutation is a row or partition ``Delete`` (a
+  partition tombstone counts once, under its partition key); a ``Delete`` of
+  some columns is a write of the row;
+- ``inserted``: a row written (``Upsert``, ``LogState``) that had no live
   row before the batch, as ``existed`` tells; without ``existed`` (a blind
   writer that reads nothing) a ``LogState`` row counts as inserted (a new
   row of the log) and an ``Upsert`` as updated;
 - ``updated``: any other written row.
 
-A redelivered batch is a new ingestion: its rows existed by then, so it may
-count them as updated; its keys are the same.
+A redelivered batch is a new ingestion (a later ``ingested_at``): its rows
+existed by then, so it may count them as updated; its keys are the same. A
+writer that re-runs a batch at the *same* ingestion time (a job replaying a
+recorded batch) must get the same counts, so it counts blind (no ``existed``):
+two different entries at one position would be merged cell by cell.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ __all__ = [
     "entry_from_row",
     "batch_id_of",
     "encode_keys",
+    "changed_row",
+    "key_ident",
     "decode_keys",
 ]
 
@@ -110,14 +116,20 @@ class Entry:
 
 
 def batch_id_of(prefix: str, event_ids: Iterable[str]) -> str:
-    """A batch id for a batch of events: ``prefix`` and a digest of their ids, in order."""
-    digest = hashlib.blake2b("\n".join(event_ids).encode("utf-8", "surrogatepass"), digest_size=12)
+    """A batch id for a batch of events: ``prefix`` and a digest of the set of their ids."""
+    text = "\n".join(sorted(set(event_ids)))
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12)
     return f"{prefix}:{digest.hexdigest()}"
 
 
 def _jsonable(key: Mapping[str, CellValue]) -> dict[str, Any]:
     return {c: {"$bytes": base64.b64encode(v).decode()} if isinstance(v, bytes) else v
             for c, v in key.items()}  # fmt: skip
+
+
+def key_ident(key: Mapping[str, CellValue]) -> str:
+    """A key as canonical JSON text: equal keys, equal texts."""
+    return json.dumps(_jsonable(key), sort_keys=True)
 
 
 def encode_keys(keys: Iterable[Mapping[str, CellValue]]) -> str:
@@ -134,12 +146,13 @@ def decode_keys(text: str) -> tuple[Key, ...]:
     return tuple(out)
 
 
-def _row_of(m: Mutation) -> tuple[Key, str]:
-    """The key of the row ``m`` changes and its kind: ``write`` or ``delete``."""
+def changed_row(m: Mutation) -> tuple[Key, str]:
+    """The key of the row ``m`` changes and its kind: ``write``, ``log`` (a state-log row) or
+    ``delete``."""
     if isinstance(m, LogState):
         return {**m.key, "at": m.at, "event_id": m.event_id}, "log"
     if isinstance(m, Delete):
-        return dict(m.key), "delete"
+        return dict(m.key), "delete" if m.columns is None else "write"  # cell tombstones change a row
     return dict(m.key), "write"
 
 
@@ -170,8 +183,8 @@ def notification_mutations(
     for m in written:
         if m.table in _OWN:
             continue
-        key, kind = _row_of(m)
-        ident = (m.table, json.dumps(_jsonable(key), sort_keys=True))
+        key, kind = changed_row(m)
+        ident = (m.table, key_ident(key))
         seen = rows.get(ident)
         rank = (m.version, kind == "delete")
         if seen is None or rank > seen[:2]:

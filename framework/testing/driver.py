@@ -3,7 +3,8 @@
 Each event goes the way the worker takes it, minus Kafka and the scheduler:
 encoded to JSON as a producer sends it, parsed (``parse_event``), routed
 (``App.route``), mapped with version marks and written by the worker's
-``AgentProcessor`` (``map_event``, the store sink, the change-feed sink),
+``AgentProcessor`` (``map_event``, the store sink, with notification entries when the app has them on,
+the change-feed sink),
 then every change it announced is projected at once by the worker's
 ``ProjectionProcessor`` (``read_document`` + ``write_document``). The store
 is ``SqliteStore(":memory:")`` with every table of ``app.tables``; the index
@@ -24,11 +25,14 @@ from framework.core.events import Event, EventError, parse_event
 from framework.core.projection import Projection
 from framework.core.rows import Row
 from framework.core.state_log import StateEntry, current_state
+from framework.notifications.entries import Entry, entry_from_row
+from framework.notifications.schema import NOTIFICATION_TABLE, NOTIFICATION_TABLES
+from framework.notifications.sink import store_sink
 from framework.runtime.change_feed import ChangeFeedSink, ChangeRecord
 from framework.runtime.errors import MessageError
 from framework.runtime.processor import AgentProcessor, Processor
 from framework.runtime.projector import ProjectionProcessor
-from framework.runtime.sinks import Sink, WideColumnSink
+from framework.runtime.sinks import Sink
 from framework.runtime.work import Work
 from framework.testing.index import MemoryIndex
 from stores.sqlite import SqliteStore
@@ -73,6 +77,7 @@ class Driver:
         self.store = SqliteStore(":memory:", clock=lambda: self.now)
         self.index = MemoryIndex()
         self._offsets = itertools.count()
+        self._ingested = itertools.count()
         self._changes: list[tuple[str, bytes, bytes]] = []
         self._agents: dict[str, AgentProcessor] = {}
         self._projectors: dict[str, ProjectionProcessor] = {}
@@ -86,16 +91,23 @@ class Driver:
         app, timeout = self.app, self.app.runtime.sink_timeout
         for schema in app.tables:
             await self.store.ensure_table(schema)
+        if app.notifications is not None:
+            for schema in NOTIFICATION_TABLES:
+                await self.store.ensure_table(schema)
         for p in app.projections:
             await self.index.ensure_index(p.alias, p.mappings)
             self._projectors[app.change_topic(p)] = ProjectionProcessor(p, self.store, self.index, timeout)
         for agent in app.agents:
             projections = app.projections_of(agent)
-            sinks: list[Sink] = [WideColumnSink(self.store)]
+            sinks: list[Sink] = [store_sink(app, agent.name, self.store, clock=self._ingestion_clock)]
             if projections:
                 feeds = {app.change_topic(p): p for p in projections}
                 sinks.append(ChangeFeedSink(self._announce, feeds, dict.fromkeys(feeds, 1)))
             self._agents[agent.name] = AgentProcessor(agent, sinks, timeout, projections)
+
+    def _ingestion_clock(self) -> float:
+        """``now`` plus one microsecond per call: each notified batch has its own ingestion time."""
+        return self.now + next(self._ingested) / 1_000_000
 
     async def _announce(self, topic: str, records: Sequence[ChangeRecord]) -> None:
         self._changes.extend((topic, key, value) for _, key, value in records)
@@ -156,6 +168,13 @@ class Driver:
     def partition(self, table: str, partition_key: Mapping[str, Any]) -> list[Row]:
         """The live rows of one partition, in clustering order."""
         return self.run(self.store.read_partition(table, partition_key))
+
+    def notifications(self) -> list[Entry]:
+        """The notification entries written so far (``App(notifications=...)``), in reading order."""
+        if self.app.notifications is None:
+            raise RuntimeError(f"app {self.app.name} has notifications off")
+        entries = (entry_from_row(r) for r in self.rows(NOTIFICATION_TABLE.name))
+        return sorted(entries, key=lambda e: e.position)
 
     def state(
         self, table: str, partition_key: Mapping[str, Any], precedence: Sequence[str]

@@ -66,13 +66,14 @@ def test_existed_tells_inserted_from_updated_and_the_last_mutation_decides() -> 
         Upsert("t", {"id": "back"}, {"v": 2}, 11),  # written after the delete: written
         Delete("t", {"id": "tie"}, 10),
         Upsert("t", {"id": "tie"}, {"v": 2}, 10),  # a tie: the delete wins, as in the store
+        Delete("t", {"id": "cells"}, 10, columns=("v",)),  # cell tombstones: a change of the row
     ]
-    existing = {"old", "back", "tie", "gone"}
+    existing = {"old", "back", "tie", "gone", "cells"}
     out = entries(
         notification_mutations("a", "b", written, None, T0, existed=lambda t, k: k["id"] in existing)
     )
     e = out[("-", "t")]
-    assert (e["inserted"], e["updated"], e["deleted"]) == (1, 2, 2)
+    assert (e["inserted"], e["updated"], e["deleted"]) == (1, 3, 2)
 
 
 def test_tenant_of_and_the_default_tenant() -> None:

@@ -1,0 +1,96 @@
+"""``NotificationSink``: the store sink that also records what each micro-batch changed.
+
+Per call (a micro-batch, or one event on the per-key path) it reads which
+written rows exist already (``count_inserts``: one ``read_rows`` per table),
+then applies the batch's mutations and its notification entries in one
+``apply``: on SQLite one transaction, so an entry is never without its data.
+The batch id is the agent's name and a digest of the batch's event ids; the
+ingestion time is the writer's clock when the batch is written.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from framework.core.events import Event
+from framework.core.mutations import CellValue, Mutation
+from framework.notifications.config import NotificationConfig
+from framework.notifications.entries import batch_id_of, changed_row, key_ident, notification_mutations
+from framework.runtime.sinks import Sink, WideColumnSink, Written
+from stores.base import WideColumnStore
+
+if TYPE_CHECKING:
+    from framework.app import App
+
+__all__ = ["NotificationSink", "store_sink"]
+
+Existed = Callable[[str, Mapping[str, CellValue]], bool]
+
+
+class NotificationSink:
+    """Writes an agent's mutations to ``store`` with one notification entry per (tenant,
+    bucket, table) of each batch, as app ``app_name``; batch ids start with ``prefix``. Writes
+    to the ``unannounced`` tables (bookkeeping, such as projections' version marks) get none."""
+
+    name = "wide_column"  # the store's sink: one store, one back-off
+
+    def __init__(
+        self,
+        store: WideColumnStore,
+        app_name: str,
+        config: NotificationConfig,
+        *,
+        prefix: str,
+        clock: Callable[[], float] = time.time,
+        unannounced: Collection[str] = (),
+    ) -> None:
+        self.store, self.app_name, self.config = store, app_name, config
+        self.prefix, self.clock = prefix, clock
+        self.unannounced = frozenset(unannounced)
+
+    async def write(self, event: Event, mutations: Sequence[Mutation]) -> None:
+        await self.write_batch([(event, mutations)])
+
+    async def write_batch(self, batch: Sequence[Written]) -> None:
+        data = [m for _, ms in batch for m in ms]
+        if not data:
+            return
+        changed = [m for m in data if m.table not in self.unannounced]
+        existed = await self._existed(changed) if self.config.count_inserts and changed else None
+        c = self.config
+        notes = notification_mutations(
+            self.app_name,
+            batch_id_of(self.prefix, (e.event_id for e, _ in batch)),
+            changed,
+            c.tenant_of,
+            int(self.clock() * 1_000_000),
+            c.max_keys,
+            bucket_width=c.bucket_width,
+            existed=existed,
+            ttl=c.ttl,
+        )
+        await self.store.apply([*data, *notes])
+
+    async def _existed(self, data: Sequence[Mutation]) -> Existed:
+        """Which written rows had a live row before the batch."""
+        wanted: dict[str, dict[str, Mapping[str, CellValue]]] = {}
+        for m in data:
+            key, kind = changed_row(m)
+            if kind != "delete":
+                wanted.setdefault(m.table, {})[key_ident(key)] = key
+        live: set[tuple[str, str]] = set()
+        for table, keys in wanted.items():
+            rows = await self.store.read_rows(table, list(keys.values()))
+            live.update((table, ident) for ident, row in zip(keys, rows, strict=True) if row is not None)
+        return lambda table, key: (table, key_ident(key)) in live
+
+
+def store_sink(app: App, agent: str, store: WideColumnStore, clock: Callable[[], float] = time.time) -> Sink:
+    """The store sink of ``app``'s agent ``agent``: a ``NotificationSink`` when the app has
+    notifications on (projections' version marks unannounced), else a plain ``WideColumnSink``."""
+    if app.notifications is None:
+        return WideColumnSink(store)
+    marks = {p.version_table.name for p in app.projections}
+    return NotificationSink(store, app.name, app.notifications, prefix=agent, clock=clock, unannounced=marks)
