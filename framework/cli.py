@@ -1,7 +1,7 @@
 """The ``converge`` command line.
 
-Built in: ``stack``, ``worker``, ``dlq``, ``delivery``, ``status`` and ``jobs``. Other commands are
-plugins: every entry point of the group ``converge.commands`` names a
+Built in: ``stack``, ``worker``, ``dlq``, ``delivery``, ``status``, ``jobs`` and ``changes``.
+Other commands are plugins: every entry point of the group ``converge.commands`` names a
 ``register(subparsers)`` function (this project registers ``spark`` and
 ``demo``); a plugin that fails to load costs one warning line, not the CLI.
 """
@@ -208,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     from framework.dlq.cli import register as register_dlq
     from framework.jobs.coordinator_cli import register as register_jobs
     from framework.metrics.cli import register as register_status
+    from framework.notifications.cli import register as register_changes
 
     parser = CliParser(
         prog="converge",
@@ -220,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_dlq(sub)
     register_status(sub)
     register_jobs(sub)
+    register_changes(sub)
     _add_plugins(sub)
     return parser
 
