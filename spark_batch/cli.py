@@ -15,6 +15,7 @@ import argparse
 import functools
 import json
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -183,17 +184,16 @@ def _reindex(args: argparse.Namespace) -> int:
 
 def _ingest(args: argparse.Namespace) -> int:
     from framework.coordination import CheckpointError, CheckpointUnavailable, open_checkpoint_store
-    from spark_batch.apps import JobError, select
+    from framework.settings import ENV
+    from spark_batch.apps import JobError, load_app
     from spark_batch.ingest import app_topics, ingest, prepare_ingest, print_run
     from spark_batch.ingest_processes import IngestConfig
     from spark_batch.preflight import Job, absolute_store_url
     from spark_batch.report import console, write_json
 
-    job = Job(args, need_projection=False)
-    es_url = job.settings.es_url
-    projections = select(job.app, args.projection) if es_url and job.app.projections else ()
-    if args.alias is not None and len(projections) != 1:
-        raise JobError("--alias names the index of one projection: choose it with --projection")
+    indexed = bool(args.es_url or os.environ.get(ENV["es_url"])) and bool(load_app(args.app).projections)
+    job = Job(args, need_projection=indexed)
+    es_url, projections = job.settings.es_url, job.projections
     cfg = IngestConfig(
         app=args.app,
         broker=args.broker or job.settings.broker,

@@ -59,7 +59,7 @@ def notifications_available() -> bool:
         from framework import notifications
     except ImportError:
         return False
-    return hasattr(notifications, "notification_mutations") and hasattr(notifications, "NOTIFICATION_TABLE")
+    return all(hasattr(notifications, n) for n in ("notification_mutations", "NOTIFICATION_TABLES"))
 
 
 def app_topics(app_spec: str) -> list[str]:
@@ -89,12 +89,13 @@ def prepare_ingest(cfg: IngestConfig, *, projection: str | None = None, alias: s
         tombstones=cfg.tombstones,
     )
     if notifications_available():
-        from framework.notifications import NOTIFICATION_TABLE
+        from framework.notifications import NOTIFICATION_TABLES
 
         async def ensure() -> None:
             store = await open_wide_store(cfg.store_url)
             try:
-                await store.ensure_table(NOTIFICATION_TABLE)
+                for table in NOTIFICATION_TABLES:
+                    await store.ensure_table(table)
             finally:
                 await store.close()
 

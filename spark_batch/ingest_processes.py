@@ -140,15 +140,20 @@ def _written_task(cfg: IngestConfig, part: Iterable[Any]) -> Iterator[Mutation]:
 
 
 def notification_process(spark: SparkSession, cfg: IngestConfig, batch: Batch) -> dict[str, Any]:
-    """Write the notification rows of the batch's writes (the same rows on every re-run)."""
-    from framework.notifications import notification_mutations
+    """Write the notification rows of the batch's writes: the same rows on every re-run (ingestion
+    time = the batch's recorded start; counted as a blind writer: an upsert counts as updated,
+    a log row as inserted, since the rows' state before the batch is gone once the store
+    process ran)."""
+    from framework.notifications import NotificationConfig, notification_mutations
 
     app = app_of(cfg.app)
+    conf = getattr(app, "notifications", None) or NotificationConfig()
     rdd = ranges_rdd(spark, cfg, batch)
     written = [] if rdd is None else rdd.mapPartitions(functools.partial(_written_task, cfg)).collect()
     rows = notification_mutations(
-        app.name, f"{cfg.job}/{batch.batch_id}", written, _tenant_of(app), ingested_at=batch.began_at
-    )
+        app.name, f"{cfg.job}/{batch.batch_id}", written, conf.tenant_of, batch.began_at, conf.max_keys,
+        bucket_width=conf.bucket_width, ttl=conf.ttl,
+    )  # fmt: skip
 
     async def write() -> None:
         store = await open_wide_store(cfg.store_url)
@@ -159,17 +164,7 @@ def notification_process(spark: SparkSession, cfg: IngestConfig, batch: Batch) -
             await store.close()
 
     asyncio.run(write())
-    return {"written": len(written), "entries": len(rows)}
-
-
-def _tenant_of(app: Any) -> Any:
-    """The app's tenant rule (``App.tenant_of`` when declared), else the notifications default."""
-    rule = getattr(app, "tenant_of", None)
-    if rule is not None:
-        return rule
-    from framework import notifications
-
-    return notifications.default_tenant_of
+    return {"written": len(written), "rows": len(rows)}
 
 
 # -- index ------------------------------------------------------------------------------------

@@ -7,8 +7,8 @@ the next input (``None``: nothing new), records the batch before running it
 and runs every process on it, each recording its completion after its
 writes are durable.
 
-``apply_log`` (optional) gets one JSON line per process run, ``start`` before
-it and ``done`` after its checkpoint, so a test or an operator can see which
+``apply_log`` (optional) gets one JSON line per process run, ``start`` (with
+the batch's input) before it and ``done`` after its checkpoint, so a test or an operator can see which
 process ran which batch, and how often. ``CONVERGE_JOB_CRASH_AFTER=PROCESS``
 (or ``PROCESS@BATCH``) is a fault-test hook: the job kills itself with
 SIGKILL right after that process recorded (that) batch.
@@ -85,7 +85,7 @@ async def _run(
     checkpoints: JobCheckpoints, process: JobProcess, batch: Batch, repair: bool, log: Path | None
 ) -> Any:
     entry = {"job": checkpoints.job, "process": process.name, "batch_id": batch.batch_id, "repair": repair}
-    _log(log, phase="start", **entry)
+    _log(log, phase="start", input=batch.input.to_json(), began_at=batch.began_at, **entry)
     report = await process.run(batch)
     await checkpoints.complete(process.name, batch)
     _log(log, phase="done", **entry)

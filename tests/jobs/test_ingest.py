@@ -25,6 +25,7 @@ from framework.coordination.sqlite import SqliteCheckpointStore
 from framework.jobs.checkpoint import JobCheckpoints
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import StackInfo
+from framework.notifications import NOTIFICATION_TABLE, entry_from_row
 from spark_batch.ingest import ingest, ingest_processes, prepare_ingest
 from spark_batch.ingest_processes import IngestConfig
 from spark_batch.io import WriteOptions
@@ -109,3 +110,17 @@ def test_support_desk_batches_end_in_the_oracle_state(
     docs = asyncio.run(documents(stack.es_url, alias))
     assert divergences(history, tickets, status_log, comments, docs) == []
     assert json.dumps(run.to_dict())  # the report is JSON
+    entries = asyncio.run(_entries(url))
+    batches = {f"{cfg.job}/{b}" for b in [*run.batches, *again.batches]}
+    assert {e.batch_id for e in entries} == batches
+    assert {e.table for e in entries} >= {"ticket", "ticket_status_log"}
+    assert len({(e.batch_id, e.tenant, e.table) for e in entries}) == len(entries)  # one entry each
+    assert all(e.reread or e.keys for e in entries)
+
+
+async def _entries(url: str) -> list[Any]:
+    store = await open_wide_store(url)
+    try:
+        return [entry_from_row(r) async for r in store.scan(NOTIFICATION_TABLE.name)]
+    finally:
+        await store.close()
