@@ -16,7 +16,9 @@ event is rejected alone. Events that do not parse or route, whose ``handle``
 raises (anything: the stream's rule), or whose writes are rejected are
 counted per agent and error class, with samples, and returned to the
 driver, which parks them in the dead-letter WAL (stage ``parse``,
-``route``, ``map`` or ``sink``). With ``es_url`` every partition the
+``route``, ``map`` or ``sink``). An app with notifications on gets one
+notification entry per (tenant, bucket, table) of each Spark partition's
+applied writes, after them. With ``es_url`` every partition the
 backfill touched is then projected into the index, per projection
 (``reproject``).
 """
@@ -28,19 +30,22 @@ import functools
 import json
 import os
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark import StorageLevel
+from pyspark import StorageLevel, TaskContext
 from pyspark.sql import SparkSession
 
 from framework.core.events import Event, parse_event
 from framework.core.projection import Projection
 from framework.core.schema import SchemaError
 from framework.core.sync import run_sync
+from framework.notifications.schema import NOTIFICATION_TABLES
+from framework.notifications.sink import write_notifications
 from framework.runtime.errors import MessageError
 from framework.runtime.mapping import map_event
 from spark_batch.apps import JobError, app_of, load_app, select
@@ -139,9 +144,16 @@ class _Mapper:
 
 
 def backfill_task(
-    store_url: str, app_spec: str, project: Sequence[str], opts: WriteOptions, part: Iterable[Any]
+    store_url: str,
+    app_spec: str,
+    project: Sequence[str],
+    opts: WriteOptions,
+    part: Iterable[Any],
+    *,
+    run_id: str = "",
 ) -> Iterator[tuple[Any, ...]]:
-    """Executor: map and apply one partition.
+    """Executor: map and apply one partition; with the app's notifications on, then write the
+    partition's notification entries (batch ``backfill:<run_id>:<partition>``).
 
     Yields ``("stat", key, n)``, ``("sample", text)``, ``("parked", ...)`` (a
     rejected event with its error) and, for the projections named in
@@ -151,6 +163,7 @@ def backfill_task(
     mapper = _Mapper(app_spec)
     projections = [mapper.app.projection(name) for name in project]
     touched: set[tuple[str, str, str]] = set()
+    notified: list[Any] | None = [] if mapper.app.notifications is not None else None
 
     def done(unit: Unit, error: BaseException | None) -> None:
         agent, mutations = unit
@@ -158,6 +171,8 @@ def backfill_task(
             mapper.rejected_write(unit, error)
             return
         mapper.written(unit)
+        if notified is not None:
+            notified.extend(mutations)
         mapper.stats[("applied",)] += 1
         for m in mutations:
             mapper.stats[("mutation", agent, type(m).__name__)] += 1
@@ -169,6 +184,9 @@ def backfill_task(
         store = await open_wide_store(store_url)
         try:
             await apply_batched(store, mapper.mapped(part), opts, done)
+            if notified:
+                batch = f"backfill:{run_id}:{TaskContext.get().partitionId()}"  # type: ignore[union-attr]
+                await write_notifications(store, mapper.app, batch, notified)
         finally:
             await store.close()
 
@@ -238,7 +256,7 @@ def backfill(
         progress.phase("applying archived events")
     raw = read_archive(spark, paths, fmt, partitions)
     names = tuple(p.name for p in chosen)
-    task = functools.partial(backfill_task, store_url, app, names, opts)
+    task = functools.partial(backfill_task, store_url, app, names, opts, run_id=uuid.uuid4().hex[:12])
     out = raw.mapPartitions(task).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         records = out.filter(lambda r: r[0] != "touched").collect()
@@ -284,7 +302,8 @@ def prepare(
     chosen = select(the_app, projection) if es_url is not None else ()
     if alias is not None and len(chosen) != 1:
         raise JobError("--alias names the index of one projection: choose it with --projection")
-    run_sync(_ensure_tables(store_url, the_app.tables))
+    notified = NOTIFICATION_TABLES if the_app.notifications is not None else ()
+    run_sync(_ensure_tables(store_url, (*the_app.tables, *notified)))
     for p in chosen:
         run_sync(_ensure_index(es_url or "", tombstones, alias or p.alias, p.mappings))
     return chosen

@@ -108,8 +108,9 @@ class NotificationReader:
         self._read = True
         return None if self._seen is None else _decode(self._seen.value)
 
-    async def read(self, limit: int = 1000) -> list[Entry]:
-        """Up to ``limit`` entries after the checkpoint, in reading order; NotificationGap when
+    async def read(self, limit: int = 1000, *, after: Position | None = None) -> list[Entry]:
+        """Up to ``limit`` entries after the checkpoint (or after ``after``, the last entry of a
+        page already read: ``entries[-1].position``), in reading order; NotificationGap when
         the checkpoint is older than the retention."""
         if limit < 1:
             raise ValueError("limit must be at least 1")
@@ -120,6 +121,8 @@ class NotificationReader:
             pos = ((oldest if self.start == "earliest" else horizon), "", "", "", "")
         elif pos[0] < oldest:
             raise NotificationGap(self.consumer, pos[0], oldest, self.retention)
+        if after is not None:
+            pos = max(pos, tuple(after))  # type: ignore[assignment]
         return await self._scan(pos, horizon, limit)
 
     async def commit(self, entries: Sequence[Entry]) -> Position | None:
@@ -129,13 +132,23 @@ class NotificationReader:
             return None
         if not self._read:
             await self.position()
-        last = max(e.position for e in entries)
-        current = None if self._seen is None else _decode(self._seen.value)
-        if current is not None and last <= current:
+        return await self.commit_position(max(e.position for e in entries), self._seen)
+
+    @property
+    def seen(self) -> Checkpoint | None:
+        """The checkpoint as the last ``read`` (or ``position``) found it."""
+        return self._seen
+
+    async def commit_position(self, last: Position, seen: Checkpoint | None) -> Position:
+        """Move the checkpoint to ``last`` if it is still ``seen`` (None: absent), else
+        CheckpointConflict; never backwards (the stored position stays when it is later)."""
+        current = None if seen is None else _decode(seen.value)
+        if current is not None and tuple(last) <= current:
             return current
-        expected = None if self._seen is None else self._seen.version
-        self._seen = await self.checkpoints.compare_and_set(self.name, _encode(last), expected)
-        return last
+        expected = None if seen is None else seen.version
+        self._seen = await self.checkpoints.compare_and_set(self.name, _encode(tuple(last)), expected)  # type: ignore[arg-type]
+        self._read = True
+        return tuple(last)  # type: ignore[return-value]
 
     async def reset(self, at: float | None = None) -> Position:
         """Move the checkpoint to ``at`` (epoch seconds; default now), whatever it was: the

@@ -18,13 +18,14 @@ from framework.core.events import Event
 from framework.core.mutations import CellValue, Mutation
 from framework.notifications.config import NotificationConfig
 from framework.notifications.entries import batch_id_of, changed_row, key_ident, notification_mutations
+from framework.notifications.schema import NOTIFICATION_TABLE
 from framework.runtime.sinks import Sink, WideColumnSink, Written
 from stores.base import WideColumnStore
 
 if TYPE_CHECKING:
     from framework.app import App
 
-__all__ = ["NotificationSink", "store_sink"]
+__all__ = ["NotificationSink", "store_sink", "write_notifications"]
 
 Existed = Callable[[str, Mapping[str, CellValue]], bool]
 
@@ -94,3 +95,26 @@ def store_sink(app: App, agent: str, store: WideColumnStore, clock: Callable[[],
         return WideColumnSink(store)
     marks = {p.version_table.name for p in app.projections}
     return NotificationSink(store, app.name, app.notifications, prefix=agent, clock=clock, unannounced=marks)
+
+
+async def write_notifications(
+    store: WideColumnStore,
+    app: App,
+    batch_id: str,
+    written: Sequence[Mutation],
+    clock: Callable[[], float] = time.time,
+) -> int:
+    """Apply the notification entries of ``written`` (already durable) as ``app``'s batch
+    ``batch_id``, ingested now, counted blind (no read); the number of entries. For batch
+    writers such as the Spark backfill; nothing when the app has notifications off."""
+    c = app.notifications
+    if c is None:
+        return 0
+    marks = {p.version_table.name for p in app.projections}
+    changed = [m for m in written if m.table not in marks]
+    notes = notification_mutations(
+        app.name, batch_id, changed, c.tenant_of, int(clock() * 1_000_000), c.max_keys,
+        bucket_width=c.bucket_width, ttl=c.ttl,
+    )  # fmt: skip
+    await store.apply(notes)
+    return sum(1 for m in notes if m.table == NOTIFICATION_TABLE.name)

@@ -72,6 +72,10 @@ async def test_pages_across_tenants_and_buckets_are_complete_and_in_order(
     positions = [e.position for e in seen]
     assert positions == sorted(positions) and len(set(positions)) == len(positions) == 24
     assert {e.batch_id for e in seen} == {f"b{n}" for n in written}
+    other, paged = reader(store, checkpoints, clock, name="pager"), []
+    while page := await other.read(limit=7, after=paged[-1].position if paged else None):
+        paged += page  # paging without committing
+    assert paged == seen
 
 
 async def test_entries_across_a_day_boundary(
