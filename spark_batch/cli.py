@@ -349,3 +349,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--apply-log", default=None, help="append a JSON line per process run here")
     p.add_argument("--dlq-root", type=Path, default=None, help="dead-letter WAL (env CONVERGE_DLQ_ROOT)")
     p.set_defaults(func=_guarded(_ingest))
+
+    from spark_batch.changes_cli import add_changes
+
+    add_changes(cmds, common, _guarded)

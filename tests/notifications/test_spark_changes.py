@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from examples.support_desk.generator import generate_history
 from examples.support_desk.history import deliver
+from framework.cli import main
 from framework.core.events import Event
 from framework.core.mutations import Delete, Upsert
 from framework.core.schema import Column, TableSchema
@@ -91,7 +92,7 @@ def test_export_writes_the_current_changed_rows_then_commits(spark: SparkSession
 
 
 def test_the_backfill_notifies_each_partition_of_exactly_the_rows_it_wrote(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     events = deliver(generate_history(5, 15).events, 5)
     archive = tmp_path / "archive.jsonl"
@@ -110,3 +111,12 @@ def test_the_backfill_notifies_each_partition_of_exactly_the_rows_it_wrote(
     assert {t: {key_ident(k) for k in keys} for t, keys in changes.keys.items()} == expected
     assert changes.entries <= 2 * len(expected)  # one entry per (tenant, bucket, table) per Spark partition
     assert changes.last is not None and changes.last[3].startswith("backfill:")
+    # the same changes through the CLI, for a consumer of its own
+    out, cli = tmp_path / "out", ["spark", "changes", "--app", "tests.notifications.notified_desk:app"]
+    cli += ["--wide-store", store, "--consumer", "snapshots", "--out", str(out), "--settle", "0", "--quiet"]
+    assert main(cli) == 0
+    for table, keys in expected.items():
+        rows = spark.read.parquet(str(out / table)).collect()
+        assert len(rows) == len(keys) and not any(r._deleted or r._reread for r in rows)
+    assert main(cli) == 0
+    assert "nothing new" in capsys.readouterr().out.splitlines()[-1]
