@@ -12,6 +12,7 @@ from framework.core.events import Event, EventError
 from framework.core.projection import Projection
 from framework.core.schema import SchemaError, TableSchema
 from framework.notifications.config import NotificationConfig
+from framework.retention.policy import RetentionPolicy
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.binding import RuntimeConfig
 from framework.settings import Settings
@@ -46,11 +47,13 @@ class App:
         runtime: RuntimeConfig | None = None,
         delivery: Any | None = None,
         notifications: NotificationConfig | bool = False,
+        retention: RetentionPolicy | None = None,
     ) -> None:
         """``delivery``: a ``framework.delivery.LedgerConfig`` for agents that declare a
         ``delivery_consumer``. ``notifications``: record every micro-batch's changes in the
         notification table (True: the default ``NotificationConfig``). Raises
-        SchemaError/ValueError for inconsistent declarations."""
+        SchemaError/ValueError for inconsistent declarations. ``retention``: a
+        ``framework.retention.RetentionPolicy`` (``converge retention run``)."""
         if not name or not isinstance(name, str):
             raise ValueError("App: name must be a non-empty string")
         self.name = name
@@ -61,6 +64,7 @@ class App:
         self.notifications: NotificationConfig | None = (
             NotificationConfig() if notifications is True else notifications or None
         )
+        self.retention: RetentionPolicy | None = retention
         self._check()
 
     # -- declarations -------------------------------------------------------

@@ -209,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     from framework.jobs.coordinator_cli import register as register_jobs
     from framework.metrics.cli import register as register_status
     from framework.notifications.cli import register as register_changes
+    from framework.retention.cli import register as register_retention
 
     parser = CliParser(
         prog="converge",
@@ -222,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_status(sub)
     register_jobs(sub)
     register_changes(sub)
+    register_retention(sub)
     _add_plugins(sub)
     return parser
 

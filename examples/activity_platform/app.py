@@ -1,10 +1,26 @@
 """The reference activity platform as one converge app: three agents and one projection.
 
 ``converge worker examples.activity_platform.app:app`` runs it (settings from
-the environment, see ``framework.Settings``).
+the environment, see ``framework.Settings``). Retention (seed 001: activity data
+lives six months to two years): two years by default, the engagement log one
+year, and the tenant ``org-0001`` keeps everything six months; a log row is of
+its hub row's organisation. ``converge retention run --app examples.activity_platform.app:app``.
 """
 
 from agents import ActivityProjection, reference_agents
 from framework import App
+from framework.retention import RetentionPolicy
 
-app = App("activity-platform", agents=reference_agents(), projections=[ActivityProjection()])
+RETENTION = RetentionPolicy(
+    default_days=730,
+    per_table={"engagement_log": 365},
+    per_tenant={"org-0001": {"*": 182}},
+    tenant_from={"engagement_log": "activity_hub"},
+)
+
+app = App(
+    "activity-platform",
+    agents=reference_agents(),
+    projections=[ActivityProjection()],
+    retention=RETENTION,
+)

@@ -1,0 +1,199 @@
+"""``converge retention``: run the retention job of an app (``run``, or ``run --dry-run``) and set a
+tenant's override in the store's policy table (``set``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+from typing import Any
+
+from framework.cli_support import UserError, add_json_flag, load_spec, print_json
+
+__all__ = ["register"]
+
+_ENV_CHECKPOINTS = "CONVERGE_CHECKPOINTS"
+
+
+def _app(spec: str) -> Any:
+    from framework.app import App
+
+    app = load_spec(spec)
+    if not isinstance(app, App):
+        raise UserError(f"--app {spec}: not a converge App")
+    if app.retention is None:
+        raise UserError(
+            f"--app {spec}: the app declares no retention (App(..., retention=RetentionPolicy(...)))"
+        )
+    return app
+
+
+def _settings(args: argparse.Namespace, app: Any) -> Any:
+    from framework.settings import Settings
+
+    return Settings.resolve(
+        app.name, wide_store=args.wide_store, es_url=args.es_url, es_tombstones=args.es_tombstones
+    )
+
+
+def _beside(store_url: str, name: str, flag: str, env: str | None) -> str:
+    from stores.open import sqlite_path, sqlite_url
+
+    if env and os.environ.get(env):
+        return os.environ[env]
+    if not store_url.startswith("sqlite:"):
+        raise UserError(f"{flag}: give a URL (the store is not SQLite, nothing to put it beside)")
+    return sqlite_url(sqlite_path(store_url).parent / name)
+
+
+async def _open_store(url: str) -> Any:
+    from stores.open import open_wide_store, sqlite_path
+
+    if url.startswith("sqlite:") and not sqlite_path(url).exists():
+        raise UserError(f"--wide-store: {sqlite_path(url)} does not exist")
+    return await open_wide_store(url)
+
+
+def _print(run: Any) -> None:
+    verb = "would delete" if run.dry_run else "deleted"
+    for name, r in run.tables.items():
+        print(
+            f"{name}: {r.rows} rows examined in {r.partitions} partitions, {verb} {r.rows_deleted} rows "
+            f"and trimmed {r.rows_trimmed} ({r.cells_deleted} cells), {r.tombstones} tombstones, "
+            f"{r.kept_forever} rows kept forever, {r.seconds:.2f}s"
+        )
+        for tenant, c in sorted(r.tenants.items()):
+            print(
+                f"  tenant {tenant}: {c['rows']} rows, {c['rows_deleted']} deleted, "
+                f"{c['rows_trimmed']} trimmed"
+            )
+    for domain, counts in run.reprojected.items():
+        print(f"{domain}: re-projected {counts['documents']} documents")
+    for domain, reason in run.skipped.items():
+        print(f"{domain}: not this job's turn: {reason}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from framework.retention.job import dry_run, ensure_tables
+
+    app = _app(args.app)
+    settings = _settings(args, app)
+
+    async def go() -> Any:
+        store = await _open_store(settings.wide_store)
+        try:
+            if args.dry_run:
+                await ensure_tables(store, app)
+                return await dry_run(store, app, now=args.now)
+            return await _coordinated(args, app, settings, store)
+        finally:
+            await store.close()
+
+    run = asyncio.run(go())
+    if args.json:
+        print_json(run.to_dict())
+    else:
+        _print(run)
+    return 0 if not run.skipped else 3
+
+
+async def _coordinated(args: argparse.Namespace, app: Any, settings: Any, store: Any) -> Any:
+    from framework.coordination import open_checkpoint_store
+    from framework.jobs.locks_open import JOB_LOCKS_ENV, open_domain_locks
+    from framework.retention.job import run_retention
+    from stores.open import open_search_index
+
+    checkpoints_url = args.checkpoints or _beside(
+        settings.wide_store, "checkpoints.db", "--checkpoints", _ENV_CHECKPOINTS
+    )
+    locks_url = args.locks or _beside(settings.wide_store, "jobs.db", "--locks", JOB_LOCKS_ENV)
+    checkpoints = await asyncio.to_thread(open_checkpoint_store, checkpoints_url)
+    locks = await asyncio.to_thread(open_domain_locks, locks_url)
+    index = None
+    if settings.es_url is not None:
+        index = open_search_index(settings.es_url, settings.es_tombstones)
+    elif app.projections:
+        raise UserError(
+            "--es-url: the app has projections: give the index their documents are re-projected into"
+        )
+    clock = time.time if args.now is None else (lambda: args.now)
+    try:
+        return await run_retention(
+            app,
+            store,
+            checkpoints=checkpoints,
+            locks=locks,
+            index=index,
+            predecessor=args.predecessor,
+            start_with=args.start_with,
+            clock=clock,
+        )
+    finally:
+        if index is not None:
+            await index.close()
+        await checkpoints.close()
+        await asyncio.to_thread(locks.close)
+
+
+def _set(args: argparse.Namespace) -> int:
+    from framework.retention.job import ensure_tables
+    from framework.retention.policy import policy_row
+
+    app = _app(args.app)
+    settings = _settings(args, app)
+    days = None if args.days == 0 else args.days
+    row = policy_row(args.tenant, args.table, days, int(time.time() * 1_000_000))
+
+    async def go() -> None:
+        store = await _open_store(settings.wide_store)
+        try:
+            await ensure_tables(store, app)
+            await store.apply([row])
+        finally:
+            await store.close()
+
+    asyncio.run(go())
+    print(f"tenant {args.tenant} keeps {args.table} {'forever' if days is None else f'{days} days'}")
+    return 0
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--app", required=True, metavar="MODULE:ATTR", help="the converge App (with retention=...)"
+    )
+    p.add_argument("--wide-store", default=None, help="sqlite:///PATH or cassandra://HOST/KEYSPACE")
+    p.add_argument("--es-url", default=None, help="http://HOST:PORT of the index (env CONVERGE_ES_URL)")
+    p.add_argument("--es-tombstones", choices=("native", "document"), default=None)
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``converge retention`` and its subcommands."""
+    top = sub.add_parser("retention", help="per-tenant retention: delete what is older than the policy")
+    cmds = top.add_subparsers(dest="retention_command", metavar="SUBCOMMAND", required=True)
+    run = cmds.add_parser(
+        "run",
+        help="one round of the retention job (every lock domain of the app)",
+        description="Delete, per tenant and table, what is older than the app's retention policy: "
+        "cutoff tombstones in the store, documents re-projected, notifications written. Exit 3 when "
+        "a domain's turn was given up (another job holds it, or its predecessor has not run).",
+    )
+    _common(run)
+    run.add_argument("--dry-run", action="store_true", help="report what would be deleted; write nothing")
+    run.add_argument(
+        "--checkpoints", default=None, help="job checkpoint store URL (default: beside a SQLite store)"
+    )
+    run.add_argument(
+        "--locks", default=None, help="job lock URL (env CONVERGE_JOB_LOCKS; default: beside the store)"
+    )
+    run.add_argument("--predecessor", default=None, help="the job whose turn comes right before retention's")
+    run.add_argument("--start-with", default=None, help="the job taking the first turn of a new domain")
+    run.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)  # tests: a fixed clock
+    add_json_flag(run, "print the run's report as JSON")
+    run.set_defaults(func=_run)
+    setp = cmds.add_parser("set", help="a tenant's retention of a table (or *) in the store's policy table")
+    _common(setp)
+    setp.add_argument("--tenant", required=True)
+    setp.add_argument("--table", required=True, help="a table name, or * for every table")
+    setp.add_argument("--days", type=int, required=True, help="days to keep (0: forever)")
+    setp.set_defaults(func=_set)

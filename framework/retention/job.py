@@ -1,0 +1,297 @@
+"""The retention job: per lock domain one coordinated micro-batch with a store and an index process.
+
+A domain is a table (``JobCoordinator`` lock domain = the table, job name
+``retention``, predecessor configurable); a table whose tenant comes from
+another (``RetentionPolicy.tenant_from``) is retained in its owner's domain,
+before the owner, so its tenants are read while the owner's rows exist.
+
+Each turn runs ``run_job`` on the job checkpoints ``retention.<domain>`` with
+two processes: ``store`` (the tombstones, version marks, notifications and
+pending re-projections, ``framework.retention.scan``) and ``index`` (re-project
+the pending partitions). The batch's ``began_at``, recorded before any process
+runs, is the retention's "now", so a repaired process computes the very same
+cutoffs. A batch that failed in one process is repaired in that process only at
+the next turn.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from framework.coordination.checkpoints import CheckpointStore
+from framework.core.projection import Projection
+from framework.jobs.checkpoint import Batch, BatchInput, JobCheckpoints
+from framework.jobs.coordinator import CoordinatorSettings, JobCoordinator
+from framework.jobs.locks import DomainLocks
+from framework.jobs.micro_batch import JobProcess, run_job
+from framework.notifications.entries import decode_keys
+from framework.notifications.schema import NOTIFICATION_TABLES
+from framework.retention.policy import POLICY_TABLE, RetentionPolicy, overrides_from_rows
+from framework.retention.scan import PENDING_BUCKETS, PENDING_TABLE, TableReport, retain_table
+from stores.base import IndexOp, SearchIndex, WideColumnStore
+
+if TYPE_CHECKING:
+    from framework.app import App
+
+__all__ = [
+    "JOB",
+    "RetentionError",
+    "RetentionRun",
+    "retained_tables",
+    "domains",
+    "ensure_tables",
+    "dry_run",
+    "run_retention",
+    "reproject_pending",
+]
+
+#: The job name every retention turn runs under.
+JOB = "retention"
+_BOOKKEEPING = {POLICY_TABLE.name, PENDING_TABLE.name, *(t.name for t in NOTIFICATION_TABLES)}
+
+
+class RetentionError(RuntimeError):
+    """A retention run cannot go on (no policy, or no index for documents it must re-project)."""
+
+
+@dataclass
+class RetentionRun:
+    """One run: per domain, the tables' reports, the batch id, or why its turn was given up."""
+
+    now_us: dict[str, int] = field(default_factory=dict)
+    tables: dict[str, TableReport] = field(default_factory=dict)
+    batches: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    reprojected: dict[str, dict[str, int]] = field(default_factory=dict)
+    dry_run: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "now_us": self.now_us,
+            "batches": self.batches,
+            "skipped": self.skipped,
+            "tables": {name: r.to_dict() for name, r in self.tables.items()},
+            "reprojected": self.reprojected,
+        }
+
+
+def policy_of(app: App) -> RetentionPolicy:
+    """The app's declared ``RetentionPolicy``; RetentionError when it declares none."""
+    policy = getattr(app, "retention", None)
+    if policy is None:
+        raise RetentionError(
+            f"app {app.name} declares no retention (App(..., retention=RetentionPolicy(...)))"
+        )
+    return policy
+
+
+def retained_tables(app: App) -> list[str]:
+    """The app's data tables retention may touch (not projections' version marks or bookkeeping)."""
+    marks = {p.version_table.name for p in app.projections}
+    return [t.name for t in app.tables if t.name not in marks and t.name not in _BOOKKEEPING]
+
+
+def domains(app: App, policy: RetentionPolicy) -> dict[str, list[str]]:
+    """Lock domain -> its tables in run order (tables taking their tenant from the domain's table
+    first, the domain's own table last)."""
+    names = retained_tables(app)
+    out: dict[str, list[str]] = {}
+    for table in names:
+        owner = policy.tenant_from.get(table, table)
+        if owner not in names:
+            raise RetentionError(f"tenant_from: {table} names {owner}, not a table of app {app.name}")
+        out.setdefault(owner, [])
+        if table != owner:
+            out[owner].append(table)
+    for owner, tables in out.items():
+        tables.append(owner)
+    return out
+
+
+async def ensure_tables(store: WideColumnStore, app: App) -> None:
+    """Create the app's tables and the ones retention writes (policy, pending, notifications)."""
+    for schema in (*app.tables, POLICY_TABLE, PENDING_TABLE, *NOTIFICATION_TABLES):
+        await store.ensure_table(schema)
+
+
+async def _overrides(store: WideColumnStore, policy: RetentionPolicy) -> dict[tuple[str, str], int | None]:
+    if not policy.use_policy_table:
+        return {}
+    return overrides_from_rows([row async for row in store.scan(POLICY_TABLE.name)])
+
+
+async def _retain_domain(
+    store: WideColumnStore,
+    app: App,
+    tables: Sequence[str],
+    now_us: int,
+    *,
+    batch: int,
+    job: str,
+    dry: bool,
+    chunk: int,
+    clock: Callable[[], float],
+) -> list[TableReport]:
+    policy = policy_of(app)
+    overrides = await _overrides(store, policy)
+    reports = []
+    for table in tables:
+        if not policy.may_expire(table, overrides):
+            reports.append(TableReport(table))
+            continue
+        reports.append(
+            await retain_table(
+                store,
+                app_name=app.name,
+                table=table,
+                policy=policy,
+                overrides=overrides,
+                now_us=now_us,
+                projections=app.projections,
+                notifications=app.notifications,
+                job=job,
+                batch=batch,
+                chunk=chunk,
+                dry_run=dry,
+                clock=clock,
+            )
+        )
+    return reports
+
+
+async def dry_run(
+    store: WideColumnStore, app: App, *, now: float | None = None, chunk: int = 1000
+) -> RetentionRun:
+    """What a run at ``now`` (default: the clock) would delete; writes nothing."""
+    now_us = int((time.time() if now is None else now) * 1_000_000)
+    run = RetentionRun(dry_run=True)
+    for domain, tables in domains(app, policy_of(app)).items():
+        run.now_us[domain] = now_us
+        for r in await _retain_domain(
+            store, app, tables, now_us, batch=0, job=JOB, dry=True, chunk=chunk, clock=time.time
+        ):
+            run.tables[r.table] = r
+    return run
+
+
+async def reproject_pending(
+    store: WideColumnStore,
+    index: SearchIndex | None,
+    projections: Sequence[Projection],
+    job: str,
+    batch: int,
+    *,
+    chunk: int = 500,
+) -> dict[str, int]:
+    """Re-project every partition batch ``batch`` of ``job`` recorded as pending: one read per
+    chunk of partitions, one bulk request per chunk. Counts per outcome."""
+    from framework.runtime.projector import read_documents
+
+    by_name = {p.name: p for p in projections}
+    counts = {"documents": 0, "ok": 0, "stale": 0}
+    for bucket in range(PENDING_BUCKETS):
+        rows = await store.read_partition(PENDING_TABLE.name, {"job": job, "batch": batch, "bucket": bucket})
+        wanted: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            name, key = str(row.key["projection"]), row.values().get("key")
+            if name in by_name and isinstance(key, str):
+                wanted.setdefault(name, []).append(decode_keys(f"[{key}]")[0])
+        for name, keys in wanted.items():
+            if index is None:
+                raise RetentionError(f"{len(keys)} documents of {name} to re-project and no index given")
+            p = by_name[name]
+            for start in range(0, len(keys), chunk):
+                documents = await read_documents(store, p, keys[start : start + chunk])
+                ops = [IndexOp(doc_id, version, doc) for doc_id, doc, version in documents]
+                result = await index.bulk(p.alias, ops)
+                if result.failed:
+                    first = result.failed[0]
+                    raise RetentionError(
+                        f"bulk {p.alias}: {len(result.failed)} failed ({first.doc_id}: {first.reason})"
+                    )
+                counts["documents"] += len(ops)
+                counts["stale"] += sum(1 for i in result.items if i.outcome == "stale")
+                counts["ok"] += sum(1 for i in result.items if i.outcome == "ok")
+    return counts
+
+
+async def run_retention(
+    app: App,
+    store: WideColumnStore,
+    *,
+    checkpoints: CheckpointStore,
+    locks: DomainLocks,
+    index: SearchIndex | None = None,
+    predecessor: str | None = None,
+    start_with: str | None = None,
+    holder: str | None = None,
+    clock: Callable[[], float] = time.time,
+    chunk: int = 1000,
+    only: Sequence[str] | None = None,
+) -> RetentionRun:
+    """One round of the retention job in every domain of ``app`` (or the ``only`` domains): take
+    the domain's turn after ``predecessor`` (None: unordered), repair the domain's lagging batch,
+    run one new batch at the clock's now, commit. A domain whose turn is given up is reported in
+    ``skipped`` and retried next round."""
+    policy = policy_of(app)
+    await ensure_tables(store, app)
+    run = RetentionRun()
+    for domain, tables in domains(app, policy).items():
+        if only is not None and domain not in only:
+            continue
+        job = f"{JOB}.{domain}"
+        settings = CoordinatorSettings(domain, JOB, predecessor, start_with=start_with, holder=holder)
+        coordinator = JobCoordinator(locks, settings, checkpoints=checkpoints)
+        async with coordinator.turn() as turn:
+            if not turn:
+                run.skipped[domain] = turn.reason
+                continue
+
+            async def store_process(
+                batch: Batch, tables: Sequence[str] = tables, job: str = job
+            ) -> dict[str, Any]:
+                reports = await _retain_domain(
+                    store,
+                    app,
+                    tables,
+                    batch.began_at,
+                    batch=batch.batch_id,
+                    job=job,
+                    dry=False,
+                    chunk=chunk,
+                    clock=clock,
+                )
+                for r in reports:
+                    run.tables[r.table] = r
+                return {
+                    r.table: {"rows_deleted": r.rows_deleted, "rows_trimmed": r.rows_trimmed} for r in reports
+                }
+
+            async def index_process(batch: Batch, job: str = job, domain: str = domain) -> dict[str, Any]:
+                counts = await reproject_pending(store, index, app.projections, job, batch.batch_id)
+                run.reprojected[domain] = counts
+                return counts
+
+            async def plan(previous: Batch | None, tables: Sequence[str] = tables) -> BatchInput:
+                return BatchInput(files=tuple(f"table:{t}" for t in tables))
+
+            jc = JobCheckpoints(checkpoints, job, ["store", "index"])
+            done = await run_job(
+                jc,
+                [JobProcess("store", store_process), JobProcess("index", index_process)],
+                plan,
+                max_batches=1,
+                clock=clock,
+            )
+            batch_id = done.batches[-1] if done.batches else max(done.repaired, default=0)
+            state = (await jc.state()).batch
+            run.batches[domain] = batch_id
+            if state is not None:
+                run.now_us[domain] = state.began_at
+                turn.commit(json.dumps({"batch_id": state.batch_id, "now_us": state.began_at}))
+    return run

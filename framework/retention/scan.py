@@ -1,0 +1,206 @@
+"""The store side of a retention run: scan a table by partition, plan, and write each chunk.
+
+Per chunk of partitions (``chunk`` partitions) one ``apply`` writes, together
+(one transaction on SQLite): the partitions' cutoff tombstones, the version
+marks of the projections that read the table (so the re-projected document
+is never older than the one indexed), the notification entries of the rows
+that lost data, and the partitions the index must re-project
+(``converge_retention_pending``, read by the index process).
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from framework.core.mutations import CellValue, Mutation, Upsert
+from framework.core.projection import Projection
+from framework.core.rows import Row
+from framework.core.schema import Column, TableSchema
+from framework.notifications.config import NotificationConfig
+from framework.notifications.entries import batch_id_of, key_ident, notification_mutations
+from framework.retention.plan import PartitionPlan, partition_key_of, plan_partition
+from framework.retention.policy import PolicyOverrides, RetentionPolicy, default_tenant, tenant_of_row
+from stores.base import WideColumnStore
+
+__all__ = ["PENDING_TABLE", "PENDING_BUCKETS", "PENDING_TTL", "TableReport", "retain_table", "partitions"]
+
+#: Buckets of one batch's pending re-projections (partitions of ``PENDING_TABLE``).
+PENDING_BUCKETS = 16
+#: Seconds a pending re-projection row lives (the index process reads it within the run).
+PENDING_TTL = 30 * 86_400
+
+#: Partitions whose documents a retention batch must re-project, per (job, batch, bucket).
+PENDING_TABLE = TableSchema(
+    name="converge_retention_pending",
+    partition_key=(Column("job", "text"), Column("batch", "bigint"), Column("bucket", "int")),
+    clustering_key=(Column("projection", "text"), Column("doc_id", "text")),
+    columns=(Column("key", "text"),),
+)
+
+
+@dataclass
+class TableReport:
+    """What a run did (or, dry, would do) to one table."""
+
+    table: str
+    partitions: int = 0
+    rows: int = 0
+    cells: int = 0
+    rows_deleted: int = 0
+    rows_trimmed: int = 0
+    cells_deleted: int = 0
+    partitions_changed: int = 0
+    tombstones: int = 0
+    kept_forever: int = 0
+    seconds: float = 0.0
+    tenants: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+async def partitions(
+    store: WideColumnStore, table: str, *, shard: int = 0, shards: int = 1
+) -> AsyncIterator[list[Row]]:
+    """The live rows of ``table``, one partition at a time (a scan returns a partition's rows together)."""
+    schema = store.schema(table)
+    current: list[Row] = []
+    current_key: Mapping[str, CellValue] | None = None
+    async for row in store.scan(table, shard=shard, shards=shards):
+        pk = partition_key_of(schema, row.key)
+        if current and pk != current_key:
+            yield current
+            current = []
+        current_key = pk
+        current.append(row)
+    if current:
+        yield current
+
+
+def pending_rows(job: str, batch: int, version: int, projections: Sequence[Projection],
+                 plans: Sequence[PartitionPlan]) -> list[Upsert]:  # fmt: skip
+    """The pending re-projection rows of the partitions ``plans`` change."""
+    out: list[Upsert] = []
+    for p in projections:
+        for plan in plans:
+            if plan.schema.name not in p.source_names or not plan.changes:
+                continue
+            key = {c.name: plan.partition[c.name] for c in p.partition_key}
+            doc_id = p.document_id(key)
+            bucket = zlib.crc32(doc_id.encode("utf-8", "surrogatepass")) % PENDING_BUCKETS
+            row_key = {"job": job, "batch": batch, "bucket": bucket, "projection": p.name, "doc_id": doc_id}
+            out.append(Upsert(PENDING_TABLE.name, row_key, {"key": key_ident(key)}, version, PENDING_TTL))
+    return out
+
+
+class _Tenants:
+    """Resolves the tenant of each partition of a chunk (one read of the owner table per chunk)."""
+
+    def __init__(self, store: WideColumnStore, policy: RetentionPolicy, table: str) -> None:
+        self.store, self.owner = store, policy.tenant_from.get(table)
+
+    async def of(self, chunk: Sequence[list[Row]]) -> list[str]:
+        own = [next((t for r in rows if (t := tenant_of_row(r.key, r.values())) is not None), None)
+               for rows in chunk]  # fmt: skip
+        if self.owner is None:
+            return [default_tenant(t) for t in own]
+        owner_schema = self.store.schema(self.owner)
+        keys = [{c.name: rows[0].key[c.name] for c in owner_schema.partition_key} for rows in chunk]
+        found = await self.store.read_rows(self.owner, keys)
+        return [default_tenant(tenant_of_row(r.key, r.values()) if r is not None else t)
+                for r, t in zip(found, own, strict=True)]  # fmt: skip
+
+
+async def retain_table(
+    store: WideColumnStore,
+    *,
+    app_name: str,
+    table: str,
+    policy: RetentionPolicy,
+    overrides: PolicyOverrides,
+    now_us: int,
+    projections: Sequence[Projection] = (),
+    notifications: NotificationConfig | None = None,
+    job: str = "retention",
+    batch: int = 0,
+    chunk: int = 1000,
+    dry_run: bool = False,
+    clock: Callable[[], float] = time.time,
+) -> TableReport:
+    """Scan ``table`` and write the retention of every partition at ``now_us`` (see the module
+    docstring); ``dry_run`` writes nothing and reports what a run would do."""
+    started = time.perf_counter()
+    report = TableReport(table)
+    schema = store.schema(table)
+    tenants = _Tenants(store, policy, table)
+    readers = [p for p in projections if table in p.source_names]
+    notes = notifications or NotificationConfig()
+    buffer: list[list[Row]] = []
+
+    async def flush() -> None:
+        plans: list[tuple[str, PartitionPlan]] = []
+        for tenant, rows in zip(await tenants.of(buffer), buffer, strict=True):
+            cutoff = policy.cutoff(tenant, table, now_us, overrides)
+            counts = report.tenants.setdefault(tenant, {"rows": 0, "rows_deleted": 0, "rows_trimmed": 0})
+            report.partitions += 1
+            if cutoff is None:
+                report.kept_forever += len(rows)
+                report.rows += len(rows)
+                counts["rows"] += len(rows)
+                continue
+            plan = plan_partition(schema, rows, cutoff)
+            report.rows += plan.rows
+            report.cells += plan.cells
+            counts["rows"] += plan.rows
+            counts["rows_deleted"] += len(plan.deleted)
+            counts["rows_trimmed"] += len(plan.trimmed)
+            plans.append((tenant, plan))
+        buffer.clear()
+        writes: list[Mutation] = []
+        changed = [plan for _, plan in plans if plan.changes]
+        for _, plan in plans:
+            report.rows_deleted += len(plan.deleted)
+            report.rows_trimmed += len(plan.trimmed)
+            report.cells_deleted += plan.expired_cells
+            report.partitions_changed += int(plan.changes)
+            tomb = plan.tombstone()
+            if tomb is not None and (plan.changes or policy.seal):
+                writes.append(tomb)
+        report.tombstones += len(writes)
+        if dry_run or not writes:
+            return
+        tombs = [plan.tombstone() for plan in changed]
+        for p in readers:
+            writes += p.version_marks([t for t in tombs if t is not None])
+        announced = [m for plan in changed for m in plan.announced()]
+        if announced:
+            tenant_by_row = {key_ident(m.key): t for t, plan in plans for m in plan.announced()}
+
+            def tenant_of(_: str, key: Mapping[str, CellValue]) -> str:
+                return tenant_by_row[key_ident(key)]
+
+            writes += notification_mutations(
+                app_name,
+                batch_id_of(f"{job}-{batch}", (f"{table}:{key_ident(m.key)}" for m in announced)),
+                announced,
+                tenant_of,
+                int(clock() * 1_000_000),
+                notes.max_keys,
+                bucket_width=notes.bucket_width,
+                ttl=notes.ttl,
+            )
+        writes += pending_rows(job, batch, now_us, readers, changed)
+        await store.apply(writes)
+
+    async for rows in partitions(store, table):
+        buffer.append(rows)
+        if len(buffer) >= chunk:
+            await flush()
+    if buffer:
+        await flush()
+    report.seconds = time.perf_counter() - started
+    return report
