@@ -16,6 +16,8 @@ from framework.retention.policy import RetentionPolicy
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.binding import RuntimeConfig
 from framework.settings import Settings
+from framework.state.join import JoinConfig
+from framework.state.lookup import Lookup
 
 __all__ = ["App", "create_faust_app"]
 
@@ -48,12 +50,14 @@ class App:
         delivery: Any | None = None,
         notifications: NotificationConfig | bool = False,
         retention: RetentionPolicy | None = None,
+        joins: JoinConfig | None = None,
     ) -> None:
         """``delivery``: a ``framework.delivery.LedgerConfig`` for agents that declare a
         ``delivery_consumer``. ``notifications``: record every micro-batch's changes in the
         notification table (True: the default ``NotificationConfig``). Raises
         SchemaError/ValueError for inconsistent declarations. ``retention``: a
-        ``framework.retention.RetentionPolicy`` (``converge retention run``)."""
+        ``framework.retention.RetentionPolicy`` (``converge retention run``). ``joins``: bounds
+        of the lookup joins (``framework.state.JoinConfig``)."""
         if not name or not isinstance(name, str):
             raise ValueError("App: name must be a non-empty string")
         self.name = name
@@ -65,6 +69,7 @@ class App:
             NotificationConfig() if notifications is True else notifications or None
         )
         self.retention: RetentionPolicy | None = retention
+        self.joins = joins or JoinConfig()
         self._check()
 
     # -- declarations -------------------------------------------------------
@@ -84,6 +89,17 @@ class App:
         for p in self.projections:
             p.partition_key  # noqa: B018 - raises SchemaError when the source tables disagree
         self.tables  # noqa: B018 - raises SchemaError for two different schemas of one table
+        self.lookups  # noqa: B018 - raises ValueError for two different lookups of one name
+
+    @property
+    def lookups(self) -> tuple[Lookup, ...]:
+        """Every lookup an agent reads, once each (one name, one definition)."""
+        found: dict[str, Lookup] = {}
+        for agent in self.agents:
+            for lookup in agent.lookups:
+                if found.setdefault(lookup.name, lookup) != lookup:
+                    raise ValueError(f"App {self.name}: lookup {lookup.name!r} declared twice, differently")
+        return tuple(found.values())
 
     @property
     def tables(self) -> tuple[TableSchema, ...]:

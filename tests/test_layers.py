@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
         "framework.local_stack",
         "framework.worker_process",
         "framework.settings",
+        "framework.state",
     ),
     (
         "framework",

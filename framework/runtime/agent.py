@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterable
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from framework.core.events import Event
 from framework.core.mutations import Mutation
 from framework.core.schema import TableSchema
+
+if TYPE_CHECKING:
+    from framework.state.lookup import Lookup
 
 __all__ = ["KeyedAgent"]
 
@@ -21,6 +24,11 @@ class KeyedAgent(abc.ABC):
     by type), and implement ``handle``. ``handle`` must do no I/O: the same
     function runs in the stream and in Spark backfills. ``delivery_consumer``
     names this agent in the delivery ledger.
+
+    An agent that declares ``lookups`` implements ``handle(self, event, state)``
+    instead: ``state`` is a read-only ``framework.state.StateView`` of those
+    lookups (``state.get(name, key)`` returns the entry or raises ``Missing``,
+    and the event waits for the entry); see README "Lookups and joins".
     """
 
     name: ClassVar[str]
@@ -30,6 +38,8 @@ class KeyedAgent(abc.ABC):
     #: When set, the runtime acknowledges each event for this consumer in the
     #: delivery ledger once all of the event's writes are durable.
     delivery_consumer: ClassVar[str | None] = None
+    #: The lookup tables ``handle(event, state)`` reads (``framework.state.Lookup``).
+    lookups: ClassVar[tuple[Lookup, ...]] = ()
 
     @abc.abstractmethod
     def handle(self, event: Event) -> Iterable[Mutation]:

@@ -34,6 +34,10 @@ from framework.runtime.processor import AgentProcessor, Processor
 from framework.runtime.projector import ProjectionProcessor
 from framework.runtime.sinks import Sink
 from framework.runtime.work import Work
+from framework.state.entries import EntryTables
+from framework.state.join import JoinBook
+from framework.state.kv import MemoryKV
+from framework.state.processor import JoinProcessor
 from framework.testing.index import MemoryIndex
 from stores.sqlite import SqliteStore
 
@@ -79,7 +83,9 @@ class Driver:
         self._offsets = itertools.count()
         self._ingested = itertools.count()
         self._changes: list[tuple[str, bytes, bytes]] = []
-        self._agents: dict[str, AgentProcessor] = {}
+        self._agents: dict[str, AgentProcessor | JoinProcessor] = {}
+        #: every lookup's entries (``framework.state``), fed by the events sent on its topic
+        self.entries = EntryTables(app.lookups)
         self._projectors: dict[str, ProjectionProcessor] = {}
         try:
             self.run(self._open())
@@ -103,8 +109,15 @@ class Driver:
             if projections:
                 feeds = {app.change_topic(p): p for p in projections}
                 sinks.append(ChangeFeedSink(self._announce, feeds, dict.fromkeys(feeds, 1)))
-            self._agents[agent.name] = AgentProcessor(agent, sinks, timeout, projections)
+            if agent.lookups:
+                book = JoinBook(agent, MemoryKV(), self.entries.get, projections, app.joins)
+                self._agents[agent.name] = JoinProcessor(agent, sinks, book, timeout, park=self._park_join)
+            else:
+                self._agents[agent.name] = AgentProcessor(agent, sinks, timeout, projections)
 
+    async def _park_join(self, partition: int, event: Event, raw: str, exc: MessageError) -> None:
+        self.parked.append(Parked(event, exc.stage, exc.cause))
+        await self._project()
     def _ingestion_clock(self) -> float:
         """``now`` plus one microsecond per call: each notified batch has its own ingestion time."""
         return self.now + next(self._ingested) / 1_000_000
@@ -134,6 +147,9 @@ class Driver:
             self.parked.append(Parked(sent, "parse", exc))
             return
         sent = message if isinstance(message, Event) else event
+        if topic is not None and self.entries.on(topic) and topic not in self.app.topics():
+            await self._entries(topic, event)  # a topic only lookups read
+            return
         try:
             agent = self.app.route(event, topic)
         except EventError as exc:
@@ -141,6 +157,27 @@ class Driver:
             return
         work = Work((agent.topic, 0), next(self._offsets), event.ordering_key.encode(), raw)
         await self._attempt(self._agents[agent.name], work, sent)
+        await self._project()
+        await self._entries(agent.topic, event)
+
+    async def _entries(self, topic: str, event: Event) -> None:
+        """Feed the lookups of ``topic`` with ``event``; map again the events that read what changed."""
+        changed = self.entries.feed(topic, event)
+        if changed:
+            for processor in self._agents.values():
+                if isinstance(processor, JoinProcessor):
+                    await processor.remap(changed)
+            await self._project()
+
+    def pending(self) -> dict[str, list[tuple[str, str, str]]]:
+        """Events waiting for a lookup entry, per agent: ``(event_id, lookup, key)``."""
+        return {
+            name: [(eid, lk, key) for _, eid, lk, key, _ in p.book.pending()]
+            for name, p in self._agents.items()
+            if isinstance(p, JoinProcessor)
+        }
+
+    async def _project(self) -> None:
         while self._changes:
             change_topic, key, value = self._changes.pop(0)
             change = Work((change_topic, 0), next(self._offsets), key, value)

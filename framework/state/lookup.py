@@ -1,0 +1,98 @@
+"""``Lookup``: a keyed table an agent reads, fed by the events of one topic.
+
+A lookup entry is ``(value, version)`` under a string key. Entries merge by
+version: the higher version wins; on a tie the larger canonical JSON of the
+value wins. The merge is associative, commutative and idempotent, so a table
+fed with duplicates, replays and reorderings of its entry events ends with
+the same entry per key (``merge``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from framework.core.events import Event
+
+__all__ = ["Lookup", "Entry", "merge", "entry_of", "canonical"]
+
+
+def canonical(value: Mapping[str, Any]) -> str:
+    """The canonical JSON text of an entry value (sorted keys, no spaces)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One lookup entry: its value and the version of the event it came from."""
+
+    value: Mapping[str, Any]
+    version: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "value", MappingProxyType(dict(self.value)))
+
+    def to_json(self) -> str:
+        return json.dumps({"v": self.version, "value": dict(self.value)}, sort_keys=True,
+                          separators=(",", ":"))  # fmt: skip
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Entry:
+        d = json.loads(text)
+        return cls(d["value"], int(d["v"]))
+
+
+def merge(old: Entry | None, new: Entry) -> Entry:
+    """The entry that wins of ``old`` and ``new``: the higher version, on a tie the larger value."""
+    if old is None or new.version > old.version:
+        return new
+    if new.version == old.version and canonical(new.value) > canonical(old.value):
+        return new
+    return old
+
+
+def _own_version(event: Event) -> int:
+    return event.version
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """A table named ``name`` fed by the events of ``topic``.
+
+    ``key(event)`` is the entry's key (None: the event carries no entry);
+    ``value(event)`` its value (a JSON-able mapping); ``version(event)`` its
+    version (default the event's). The three must be pure; an event for
+    which one raises is no entry (counted as skipped, never fatal).
+    """
+
+    name: str
+    topic: str
+    key: Callable[[Event], str | None]
+    value: Callable[[Event], Mapping[str, Any]]
+    version: Callable[[Event], int] = field(default=_own_version)
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.replace("_", "").isalnum():
+            raise ValueError(f"Lookup name {self.name!r}: letters, digits and _ only")
+        if not self.topic:
+            raise ValueError(f"Lookup {self.name}: topic must not be empty")
+
+
+def entry_of(lookup: Lookup, event: Event) -> tuple[str, Entry] | None:
+    """The ``(key, entry)`` that ``event`` carries for ``lookup``; None when it carries none.
+
+    Raises whatever the lookup's functions raise (callers count it as a skip)."""
+    key = lookup.key(event)
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"lookup {lookup.name}: key must be a non-empty string, got {key!r}")
+    value = dict(lookup.value(event))
+    canonical(value)  # must be JSON-able
+    version = lookup.version(event)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ValueError(f"lookup {lookup.name}: version must be a non-negative int, got {version!r}")
+    return key, Entry(value, version)

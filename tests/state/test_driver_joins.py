@@ -1,0 +1,61 @@
+"""Lookup joins through the test driver: waiting, re-mapping, moved rows, the version rule."""
+
+from __future__ import annotations
+
+from framework.state import JoinConfig
+from framework.testing import Driver
+from tests.state.join_app import child, join_app, parent_set
+
+
+def msgs(d: Driver) -> dict[tuple[str, str], tuple[dict, int]]:
+    return {(r.key["parent"], r.key["msg_id"]): (r.values(), r.version) for r in d.rows("msg")}
+
+
+def test_an_event_waits_for_its_entry_then_is_mapped() -> None:
+    with Driver(join_app()) as d:
+        assert d.send(child("m1", "c1", "hello", 100)) == []
+        assert msgs(d) == {}
+        assert d.pending() == {"children": [("c-m1", "parent", "c1")]}
+        d.send(parent_set("c1", "A", "alpha", 50))
+        assert msgs(d) == {("A", "m1"): ({"body": "hello", "conv": "c1", "label": "alpha"}, 100)}
+        assert d.pending() == {"children": []}
+
+
+def test_a_changed_entry_moves_the_row_and_writes_at_the_higher_version() -> None:
+    with Driver(join_app()) as d:
+        d.send([parent_set("c1", "A", "alpha", 50), child("m1", "c1", "hello", 100)])
+        d.send(parent_set("c1", "B", "beta", 200))
+        assert msgs(d) == {("B", "m1"): ({"body": "hello", "conv": "c1", "label": "beta"}, 200)}
+        # the old entry arriving late changes nothing
+        d.send(parent_set("c1", "A", "alpha", 50))
+        d.send(child("m1", "c1", "hello", 100))  # a replay
+        assert msgs(d) == {("B", "m1"): ({"body": "hello", "conv": "c1", "label": "beta"}, 200)}
+
+
+def test_a_newer_entry_that_arrives_after_the_event_still_moves_it_at_the_event_version() -> None:
+    with Driver(join_app()) as d:
+        d.send([parent_set("c1", "A", "alpha", 10), child("m1", "c1", "hello", 100)])
+        d.send(parent_set("c1", "B", "beta", 20))  # older than the event: both mappings write at 100
+        assert msgs(d) == {("B", "m1"): ({"body": "hello", "conv": "c1", "label": "beta"}, 100)}
+
+
+def test_the_documented_limit_a_row_moved_back_at_the_same_version_stays_deleted() -> None:
+    """A -> B -> A with every entry older than the event: all three mappings write at the
+    event's version, and the tombstone of the move away from A wins the tie (README)."""
+    with Driver(join_app()) as d:
+        d.send([parent_set("c1", "A", "alpha", 10), child("m1", "c1", "hello", 100)])
+        d.send([parent_set("c1", "B", "beta", 20), parent_set("c1", "A", "alpha", 30)])
+        assert msgs(d) == {}
+
+
+def test_a_bad_event_is_parked_and_a_full_pending_store_parks_with_a_clear_error() -> None:
+    with Driver(join_app(JoinConfig(max_pending=1))) as d:
+        bad = child("m0", "c9", "x", 5)
+        bad = type(bad)(bad.event_id, bad.ordering_key, 5, 5, bad.type, {**bad.payload, "bad": True})
+        assert [p.stage for p in d.send(bad)] == ["map"]
+        d.send(child("m1", "c1", "a", 100))
+        parked = d.send(child("m2", "c2", "b", 100))
+        assert [p.stage for p in parked] == ["lookup"]
+        assert "max_pending" in str(parked[0].error)
+        d.send(child("m1", "c1", "a", 100))  # a duplicate of a pending event is no new one
+        assert d.pending() == {"children": [("c-m1", "parent", "c1")]}
