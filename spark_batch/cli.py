@@ -206,7 +206,7 @@ def _ingest(args: argparse.Namespace) -> int:
         split=args.split,
         dlq_root=str(job.settings.dlq_root),
     )
-    url = args.checkpoints or f"sqlite:///{(job.settings.data_dir / 'jobs.db').resolve()}"
+    url = args.checkpoints or "sqlite:///.converge/jobs.db"
     try:
         checkpoints = open_checkpoint_store(absolute_store_url(url))
     except (CheckpointError, CheckpointUnavailable) as exc:
@@ -217,6 +217,7 @@ def _ingest(args: argparse.Namespace) -> int:
         run = ingest(
             spark, cfg, checkpoints, topics=args.topic or app_topics(args.app), max_offsets=args.max_offsets,
             max_batches=args.max_batches, apply_log=args.apply_log,
+            notifications=False if args.no_notifications else None,
         )  # fmt: skip
     finally:
         checkpoints.close_sync()  # type: ignore[attr-defined]
@@ -340,7 +341,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--checkpoints",
         default=None,
-        help="job checkpoint store: sqlite:///PATH or zookeeper://HOSTS/ROOT (default var/<app>/jobs.db)",
+        help="job checkpoint store: sqlite:///PATH or zookeeper://HOSTS/ROOT (default sqlite:///.converge/jobs.db)",
     )
     p.add_argument("--broker", default=None, help="Kafka broker (env CONVERGE_BROKER)")
     p.add_argument("--max-offsets", type=int, default=None, help="offsets per partition per batch")
@@ -348,6 +349,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--split", type=int, default=5000, help="offsets per Spark task (default 5000)")
     p.add_argument("--apply-log", default=None, help="append a JSON line per process run here")
     p.add_argument("--dlq-root", type=Path, default=None, help="dead-letter WAL (env CONVERGE_DLQ_ROOT)")
+    p.add_argument("--no-notifications", action="store_true", help="no notifications process")
     p.set_defaults(func=_guarded(_ingest))
 
     from spark_batch.changes_cli import add_changes

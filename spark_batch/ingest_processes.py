@@ -5,8 +5,8 @@ the events itself (parse, ``App.route`` by event type, ``map_event``: the
 backfill's mapper), so any one of them can re-run a batch alone:
 
 - ``store``: the agents' mutations and version marks into the wide-column
-  store (``spark_batch.backfill.backfill_task``: batches, retries, a bad
-  event rejected alone); rejected events are parked in the dead-letter WAL;
+  store (``spark_batch.io.apply_batched``: batches, retries, a bad event
+  rejected alone); rejected events are parked in the dead-letter WAL;
 - ``notifications``: the notification rows of the batch's writes
   (``framework.notifications.notification_mutations`` on the driver, over the
   mutations the executors mapped), written to the store;
@@ -37,9 +37,9 @@ from framework.core.projection import Projection
 from framework.jobs.checkpoint import Batch
 from framework.runtime.projector import read_documents
 from spark_batch.apps import JobError, app_of
-from spark_batch.backfill import _Mapper, backfill_task
+from spark_batch.backfill import _Mapper
 from spark_batch.codec import key_from_json
-from spark_batch.io import WriteOptions, bulk_batched, open_index
+from spark_batch.io import Unit, WriteOptions, apply_batched, bulk_batched, open_index
 from spark_batch.kafka_ranges import ranges_of, read_range_sync
 from spark_batch.projection import key_json
 from stores.base import IndexOp
@@ -93,8 +93,29 @@ def _mapped(cfg: IngestConfig, part: Iterable[Any]) -> Iterator[tuple[str, list[
 
 # -- store ------------------------------------------------------------------------------------
 def _store_task(cfg: IngestConfig, part: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
+    """Executor: map and apply the ranges' events (one event's mutations succeed or fail together);
+    yields ``("stat", key, n)`` and ``("parked", ...)`` records, as a backfill task does."""
     values = list(_values(cfg.broker, part))  # read first: the apply runs its own event loop
-    yield from backfill_task(cfg.store_url, cfg.app, (), cfg.opts, values)
+    mapper = _Mapper(cfg.app)
+
+    def done(unit: Unit, error: BaseException | None) -> None:
+        if error is not None:
+            mapper.rejected_write(unit, error)
+            return
+        mapper.written(unit)
+        mapper.stats[("applied",)] += 1
+        mapper.stats[("mutation", unit[0], "all")] += len(unit[1])
+
+    async def run() -> None:
+        store = await open_wide_store(cfg.store_url)
+        try:
+            await apply_batched(store, mapper.mapped(values), cfg.opts, done)
+        finally:
+            await store.close()
+
+    asyncio.run(run())
+    yield from (("stat", key, n) for key, n in mapper.stats.items())
+    yield from mapper.rejected
 
 
 def store_process(spark: SparkSession, cfg: IngestConfig, batch: Batch) -> dict[str, Any]:

@@ -92,9 +92,14 @@ def test_support_desk_batches_end_in_the_oracle_state(
     checkpoints = SqliteCheckpointStore(tmp_path / "jobs.db")
     try:
         first = publish(broker, by_topic(arrival[:half]), topics)
+        bad_topic = sorted(topics.values())[0]
+        first[bad_topic] += asyncio.run(produce(broker, bad_topic, [(b"k", b"not json")]))
         run = ingest(spark, cfg, checkpoints, topics=sorted(topics.values()), max_offsets=25)
         # every partition's share in batches of at most 25 offsets
         assert len(run.batches) >= max(first.values()) // 2 // 25 and run.repaired == {}
+        stores = [r["store"] for r in run.reports.values()]
+        assert sum(r["parked"] for r in stores) == 1 and sum(sum(r["rejected"].values()) for r in stores) == 1
+        assert sum(r["events"] for r in stores) == sum(first.values())
         state = asyncio.run(JobCheckpoints(checkpoints, cfg.job, names).state())
         assert state.complete and state.batch is not None and state.batch.batch_id == run.batches[-1]
         assert sum(r.end for r in state.batch.input.ranges) == sum(first.values())
