@@ -1,11 +1,14 @@
 """Archived events: JSON lines or Parquet files, as the backfill reads them.
 
-JSON lines hold one event per line (``Event.to_json``), optionally
-compressed; they are read as text so each payload stays exactly as archived
-(schema inference would add null fields, which mean "clear this cell" to the
-agents). Parquet files have the columns ``event_id``, ``ordering_key``,
-``version``, ``occurred_at``, ``type`` and ``payload``, the payload being its
-JSON text for the same reason.
+JSON lines hold one event per line (``Event.to_json``), optionally gzip
+compressed. They are read as raw bytes and split on ``\n`` only (a ``\r``
+before it is dropped), so every line reaches ``parse_event`` exactly as
+archived: a line that is not UTF-8 or contains a bare ``\r`` is parked with
+its exact bytes instead of being re-encoded or split, and no schema inference
+adds null fields (which mean "clear this cell" to the agents). Each file is
+read whole by one task: archive big histories as many files. Parquet files
+have the columns ``event_id``, ``ordering_key``, ``version``, ``occurred_at``,
+``type`` and ``payload``, the payload being its JSON text for the same reason.
 """
 
 from __future__ import annotations
@@ -55,10 +58,22 @@ def _from_parquet(row: Any) -> dict[str, Any]:
     return d
 
 
+def _lines(file: tuple[str, bytes]) -> Iterable[bytes]:
+    """The non-blank lines of one archive file, as bytes (gunzipped when compressed)."""
+    _, data = file
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    for line in data.split(b"\n"):
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if line.strip():
+            yield line
+
+
 def read_archive(
     spark: SparkSession, paths: Sequence[str], fmt: ArchiveFormat = "auto", partitions: int | None = None
 ) -> RDD:
-    """An RDD of raw events (JSON text or decoded mappings) for ``parse_event``.
+    """An RDD of raw events (JSON lines as bytes, or decoded Parquet rows) for ``parse_event``.
 
     ``partitions`` repartitions the input (default: as the files split).
     """
@@ -68,7 +83,8 @@ def read_archive(
     if kind == "parquet":
         rdd = spark.read.parquet(*paths).select(*_COLUMNS).rdd.map(_from_parquet)
     elif kind == "jsonl":
-        rdd = spark.read.text(list(paths)).rdd.map(lambda r: r[0]).filter(lambda line: bool(line.strip()))
+        sc = spark.sparkContext
+        rdd = sc.union([sc.binaryFiles(p) for p in paths]).flatMap(_lines)
     else:
         raise ValueError(f"unknown archive format {fmt!r}")
     return rdd.repartition(partitions) if partitions else rdd

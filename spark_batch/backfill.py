@@ -44,6 +44,8 @@ from framework.core.events import Event, parse_event
 from framework.core.projection import Projection
 from framework.core.schema import SchemaError
 from framework.core.sync import run_sync
+from framework.erasure.keyed import erasure_key
+from framework.erasure.screen import load_screen
 from framework.notifications.schema import NOTIFICATION_TABLES
 from framework.notifications.sink import write_notifications
 from framework.runtime.errors import MessageError
@@ -97,13 +99,15 @@ class _Mapper:
         self.samples: list[str] = []
         self.rejected: list[tuple[str, ...]] = []
         self._sources: dict[int, tuple[Any, Event]] = {}
+        #: the app's erasure screen (its deny-list when the task started), or None
+        self.screen: Any = None
 
     def reject(self, agent: str, exc: BaseException, raw: Any, event: Event | None, stage: str) -> None:
         event_id = event.event_id if event is not None else None
         self.stats[("rejected", agent, type(exc).__name__)] += 1
         if len(self.samples) < _MAX_SAMPLES:
             self.samples.append(f"{agent} {event_id or '?'}: {stage}: {type(exc).__name__}: {exc}"[:300])
-        text = raw if isinstance(raw, str) else json.dumps(raw, sort_keys=True, default=str)
+        text = raw if isinstance(raw, str | bytes) else json.dumps(raw, sort_keys=True, default=str)
         self.rejected.append((
             "parked", agent, stage, type(exc).__name__, str(exc)[:4000], text,
             event.type if event is not None else "unknown",
@@ -129,7 +133,7 @@ class _Mapper:
             self.reject("-", exc, raw, event, "route")
             return None
         try:
-            mutations = map_event(agent, event, self.app.projections_of(agent))
+            mutations = map_event(agent, event, self.app.projections_of(agent), self.screen)
         except MessageError as exc:
             self.reject(agent.name, exc.cause, raw, event, exc.stage)
             return None
@@ -183,6 +187,7 @@ def backfill_task(
     async def run() -> None:
         store = await open_wide_store(store_url)
         try:
+            mapper.screen = await load_screen(store, mapper.app, erasure_key(required=False))
             await apply_batched(store, mapper.mapped(part), opts, done)
             if notified:
                 batch = f"backfill:{run_id}:{TaskContext.get().partitionId()}"  # type: ignore[union-attr]
@@ -320,7 +325,8 @@ def _park(dlq_root: str | os.PathLike[str], rejected: Sequence[tuple[str, ...]])
         for _, agent, stage, error_class, error, text, event_type, key in rejected:
             wal.park_sync(ParkedRecord(
                 pipeline=f"backfill:{agent}", topic="archive", partition=-1, offset=-1,
-                key=key.encode() if key else None, value=text.encode(), stage=stage,
+                key=key.encode() if key else None, stage=stage,
+                value=text if isinstance(text, bytes) else text.encode(),
                 error_class=error_class, error=error, parked_at=time.time(), event_type=event_type,
             ))  # fmt: skip
     finally:

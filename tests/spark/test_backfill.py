@@ -180,3 +180,27 @@ def test_cli_backfill_reports_counts_and_exits_1_on_rejects(
     assert {(r.stage, r.error_class) for r in parked if r.value == b"{}"} == {("parse", "EventError")}
     (mapped,) = [r for r in parked if r.stage == "map"]
     assert mapped.pipeline.startswith("backfill:") and mapped.key == events[0].ordering_key.encode()
+
+
+def test_hostile_lines_are_parked_byte_for_byte_and_the_valid_ones_applied(
+    spark: SparkSession, history: History, tmp_path: Path
+) -> None:
+    """Issue 13: a deeply nested line, a 5,000-digit integer, bytes that are not UTF-8 and a bare
+    CR inside a line are each parked exactly as archived; the 10 valid lines are all applied."""
+    valid = [e.to_json() for e in history.events[:10]]
+    hostile = [
+        b'{"event_id":"d","payload":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b'{"event_id":"i","version":' + b"7" * 5000 + b"}",
+        b'{"event_id":"u","note":"\xff\xfe not utf-8"}',
+        b'{"event_id":"r",\r"half":"line"}',
+    ]
+    lines = [valid[0], *hostile[:2], *valid[1:5], *hostile[2:], *valid[5:]]
+    (tmp_path / "mixed.jsonl").write_bytes(b"\n".join(lines) + b"\r\n")  # a CRLF end too
+    url, dlq = sqlite_url(tmp_path / "wide.db"), tmp_path / "dlq"
+    args = ["spark", "backfill", str(tmp_path / "mixed.jsonl"), "--app", APP, "--store", url, "--quiet"]
+    assert main([*args, "--dlq-root", str(dlq), "--report", str(tmp_path / "r.json")]) == 1
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["events"] == 14 and report["applied"] == 10 and report["parked"] == 4
+    parked = [e.record for e in DeadLetterStore(dlq).ordered()]
+    assert sorted(r.value for r in parked) == sorted(hostile)  # type: ignore[type-var]
+    assert {(r.stage, r.error_class) for r in parked} == {("parse", "EventError")}
