@@ -6,7 +6,8 @@
 
 Each writes ``bench-result.json`` (first and last event times) to its data dir
 once BENCH_EVENTS events are done. For diagnosis, BENCH_NOOP_SINK=1 skips the
-store write, BENCH_DEDUPE=1 skips exact duplicates, and BENCH_CONCURRENCY,
+store write, BENCH_DEDUPE=1 skips exact duplicates, BENCH_NOTIFY=1 (or ``blind``)
+writes notification entries with each batch, and BENCH_CONCURRENCY,
 BENCH_MAX_BATCH and BENCH_MAX_PENDING set the runtime's bounds.
 """
 
@@ -27,6 +28,8 @@ from framework.core.events import Event, parse_event
 from framework.core.mutations import Mutation, Upsert
 from framework.core.schema import Column, TableSchema
 from framework.dlq import DeadLetterWAL
+from framework.notifications import NOTIFICATION_TABLES, NotificationConfig
+from framework.notifications.sink import NotificationSink
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.binding import AgentRuntime, RuntimeConfig
 from framework.runtime.dedupe import DuplicateFilter
@@ -77,6 +80,7 @@ class LatencyStoreSink(WideColumnSink):
         super().__init__(store)
         self.latency_s, self.meter = latency_s, meter
         self.noop = os.environ.get("BENCH_NOOP_SINK") == "1"  # isolates the runtime from the store
+        self.notify = _notification_sink(store)
 
     async def write(self, event: Event, mutations: Sequence[Mutation]) -> None:
         await self.write_batch([(event, mutations)])
@@ -85,10 +89,25 @@ class LatencyStoreSink(WideColumnSink):
         """One injected latency per call: a batch is one round trip."""
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
-        if not self.noop:
+        if self.notify is not None:
+            await self.notify.write_batch(batch)
+        elif not self.noop:
             await super().write_batch(batch)
         if self.meter is not None:
             self.meter.tick(len(batch))
+
+
+def _notification_sink(store: SqliteStore) -> NotificationSink | None:
+    """BENCH_NOTIFY=1: the store write with notification entries (tenant: the key's ``orgN``);
+    ``blind``: the same without the read that tells inserted from updated."""
+    mode = os.environ.get("BENCH_NOTIFY", "0")
+    if mode == "0":
+        return None
+    for schema in NOTIFICATION_TABLES:
+        store.engine.ensure_table(schema)
+    config = NotificationConfig(tenant_of=lambda table, key: str(key["k"]).split(":")[0],
+                                count_inserts=mode != "blind")  # fmt: skip
+    return NotificationSink(store, "bench", config, prefix="bench")
 
 
 class MeteredProcessor(AgentProcessor):
