@@ -17,6 +17,7 @@ runtime.
 - ``BadMessage``, ``Transient``: raise them to park an event, or to have it retried.
 - ``RuntimeConfig``: micro-batching, timeouts and back-off of the runtime;
   ``DedupeConfig``: its optional exact-duplicate skipping.
+- ``PersonalData``: which cells hold a data subject's value (``converge erase``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ __all__ = [
     "Transient",
     "RuntimeConfig",
     "DedupeConfig",
+    "PersonalData",
 ]
 
 _WHERE = {
@@ -65,6 +67,7 @@ _WHERE = {
     "Transient": "framework.core.errors",
     "RuntimeConfig": "framework.runtime.binding",
     "DedupeConfig": "framework.runtime.dedupe",
+    "PersonalData": "framework.erasure.declare",
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
@@ -77,6 +80,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from framework.core.rows import Row
     from framework.core.schema import Column, TableSchema, state_log_schema
     from framework.core.state_log import current_state
+    from framework.erasure.declare import PersonalData
     from framework.runtime.agent import KeyedAgent
     from framework.runtime.binding import RuntimeConfig
     from framework.runtime.dedupe import DedupeConfig

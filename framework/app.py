@@ -11,6 +11,8 @@ import faust
 from framework.core.events import Event, EventError
 from framework.core.projection import Projection
 from framework.core.schema import SchemaError, TableSchema
+from framework.erasure.declare import PersonalData, check_declarations
+from framework.erasure.tables import ERASURE_TABLES
 from framework.notifications.config import NotificationConfig
 from framework.retention.policy import RetentionPolicy
 from framework.runtime.agent import KeyedAgent
@@ -51,10 +53,12 @@ class App:
         notifications: NotificationConfig | bool = False,
         retention: RetentionPolicy | None = None,
         joins: JoinConfig | None = None,
+        personal_data: Sequence[PersonalData] = (),
     ) -> None:
         """``delivery``: a ``framework.delivery.LedgerConfig`` for agents that declare a
         ``delivery_consumer``. ``notifications``: record every micro-batch's changes in the
-        notification table (True: the default ``NotificationConfig``). Raises
+        notification table (True: the default ``NotificationConfig``). ``personal_data``: which
+        cells hold which kind of data subject (``framework.erasure``, ``converge erase``). Raises
         SchemaError/ValueError for inconsistent declarations. ``retention``: a
         ``framework.retention.RetentionPolicy`` (``converge retention run``). ``joins``: bounds
         of the lookup joins (``framework.state.JoinConfig``)."""
@@ -70,6 +74,7 @@ class App:
         )
         self.retention: RetentionPolicy | None = retention
         self.joins = joins or JoinConfig()
+        self.personal_data: tuple[PersonalData, ...] = tuple(personal_data)
         self._check()
 
     # -- declarations -------------------------------------------------------
@@ -88,7 +93,7 @@ class App:
                 owner[t] = agent.name
         for p in self.projections:
             p.partition_key  # noqa: B018 - raises SchemaError when the source tables disagree
-        self.tables  # noqa: B018 - raises SchemaError for two different schemas of one table
+        check_declarations(self.personal_data, self.tables)
         self.lookups  # noqa: B018 - raises ValueError for two different lookups of one name
 
     @property
@@ -107,6 +112,8 @@ class App:
         found: dict[str, TableSchema] = {}
         declared = [t for a in self.agents for t in a.tables]
         declared += [t for p in self.projections for t in (*p.tables, p.version_table)]
+        if self.personal_data:
+            declared += ERASURE_TABLES
         for schema in declared:
             seen = found.setdefault(schema.name, schema)
             if seen != schema:

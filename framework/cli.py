@@ -206,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand (built-in and plugins)."""
     from framework.delivery.cli import register as register_delivery
     from framework.dlq.cli import register as register_dlq
+    from framework.erasure.cli import register as register_erase
     from framework.jobs.coordinator_cli import register as register_jobs
     from framework.metrics.cli import register as register_status
     from framework.notifications.cli import register as register_changes
@@ -223,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_status(sub)
     register_jobs(sub)
     register_changes(sub)
+    register_erase(sub)
     register_retention(sub)
     _add_plugins(sub)
     return parser

@@ -56,10 +56,14 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
 
     filters: list[DuplicateFilter] = []
 
+    screens = _screen_holder(app, worker, resources)
+
     async def starting() -> None:
         await ensure_topics(settings.broker, {t: settings.partitions for t in app.topics()})
         counts = {t: len(await end_offsets(settings.broker, t)) for t in change_topics}
         await resources.open()
+        if screens is not None:
+            await screens.refresh(resources.store)
         if app.notifications is not None:
             for schema in NOTIFICATION_TABLES:
                 await resources.store.ensure_table(schema)
@@ -79,7 +83,8 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
             if app.runtime.dedupe is not None:
                 dedupe = DuplicateFilter(settings.data_dir / "dedupe" / agent.name, app.runtime.dedupe)
                 filters.append(dedupe)
-            runtime.attach(AgentProcessor(agent, sinks, timeout, projections, dedupe), dlq)
+            processor = AgentProcessor(agent, sinks, timeout, projections, dedupe, screens)
+            runtime.attach(processor, dlq)
         for runtime, projection in projectors:
             processor = ProjectionProcessor(projection, resources.store, resources.index, timeout)
             runtime.attach(processor, dlq)
@@ -93,3 +98,24 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
     worker.stopped.append(stopped)
     register_dlq_rotation(worker, lambda: resources.dlq)
     return Wiring(resources, tuple(r for r, _ in agents) + tuple(r for r, _ in projectors))
+
+def _screen_holder(app: App, worker: ConvergeFaustApp, resources: Resources, every: float = 5.0) -> Any:
+    """The erasure screen of an app that declares personal data (None otherwise): loaded when the
+    worker starts and reloaded every ``every`` seconds (a write of a subject erased meanwhile is
+    still shadowed by the erasure's tombstones)."""
+    if not app.personal_data:
+        return None
+    from framework.erasure.keyed import erasure_key
+    from framework.erasure.screen import ScreenHolder
+
+    holder = ScreenHolder(app, erasure_key(required=False))
+
+    @worker.timer(every, name="converge.erasure.screen")
+    async def reload() -> None:
+        try:
+            store = resources.store
+        except RuntimeError:  # not open yet, or closed
+            return
+        await holder.refresh(store)
+
+    return holder

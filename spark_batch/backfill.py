@@ -155,9 +155,11 @@ def backfill_task(
     part: Iterable[Any],
     *,
     run_id: str = "",
+    erasure: bytes | None = None,
 ) -> Iterator[tuple[Any, ...]]:
     """Executor: map and apply one partition; with the app's notifications on, then write the
-    partition's notification entries (batch ``backfill:<run_id>:<partition>``).
+    partition's notification entries (batch ``backfill:<run_id>:<partition>``). Events go
+    through the app's erasure screen (``erasure``: the key; else ``CONVERGE_ERASURE_KEY``).
 
     Yields ``("stat", key, n)``, ``("sample", text)``, ``("parked", ...)`` (a
     rejected event with its error) and, for the projections named in
@@ -187,7 +189,8 @@ def backfill_task(
     async def run() -> None:
         store = await open_wide_store(store_url)
         try:
-            mapper.screen = await load_screen(store, mapper.app, erasure_key(required=False))
+            key = erasure or erasure_key(required=False)
+            mapper.screen = await load_screen(store, mapper.app, key)
             await apply_batched(store, mapper.mapped(part), opts, done)
             if notified:
                 batch = f"backfill:{run_id}:{TaskContext.get().partitionId()}"  # type: ignore[union-attr]
@@ -261,7 +264,9 @@ def backfill(
         progress.phase("applying archived events")
     raw = read_archive(spark, paths, fmt, partitions)
     names = tuple(p.name for p in chosen)
-    task = functools.partial(backfill_task, store_url, app, names, opts, run_id=uuid.uuid4().hex[:12])
+    key = erasure_key(required=False)  # the driver's erasure key, shipped with the task (issue 15)
+    run_id = uuid.uuid4().hex[:12]
+    task = functools.partial(backfill_task, store_url, app, names, opts, run_id=run_id, erasure=key)
     out = raw.mapPartitions(task).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         records = out.filter(lambda r: r[0] != "touched").collect()

@@ -8,6 +8,7 @@ its hub row's organisation. ``converge retention run --app examples.activity_pla
 """
 
 from agents import ActivityProjection, reference_agents
+from examples.activity_platform.personal import PERSONAL_DATA
 from framework import App
 from framework.retention import RetentionPolicy
 
@@ -23,4 +24,5 @@ app = App(
     agents=reference_agents(),
     projections=[ActivityProjection()],
     retention=RETENTION,
+    personal_data=PERSONAL_DATA,
 )

@@ -6,6 +6,7 @@ their ticket's tenant. ``converge retention run --app examples.support_desk.app:
 """
 
 from examples.support_desk.agents import support_agents
+from examples.support_desk.personal import PERSONAL_DATA
 from examples.support_desk.projection import TicketProjection
 from framework import App
 from framework.retention import RetentionPolicy
@@ -21,4 +22,5 @@ app = App(
     agents=support_agents(),
     projections=[TicketProjection()],
     retention=RETENTION,
+    personal_data=PERSONAL_DATA,
 )

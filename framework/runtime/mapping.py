@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from framework.core.events import Event
 from framework.core.mutations import Delete, LogState, Mutation, Upsert
@@ -13,10 +13,16 @@ from framework.runtime.errors import MessageError
 __all__ = ["map_event"]
 
 _MUTATIONS = (Upsert, Delete, LogState)
+#: ``screen(event, mutations)``: the mutations without an erased subject's writes
+#: (``framework.erasure.SubjectScreen``); pure given its deny-list snapshot.
+Screen = Callable[[Event, list[Mutation]], list[Mutation]]
 
 
-def map_event(agent: KeyedAgent, event: Event, projections: Sequence[Projection] = ()) -> list[Mutation]:
-    """The agent's mutations for ``event``, then the version marks of ``projections`` they touch.
+def map_event(
+    agent: KeyedAgent, event: Event, projections: Sequence[Projection] = (), screen: Screen | None = None
+) -> list[Mutation]:
+    """The agent's mutations for ``event`` (through ``screen`` when given: erased subjects' writes
+    removed), then the version marks of ``projections`` they touch.
 
     Anything ``handle`` raises, and anything it returns that is not a
     mutation, makes the event a bad message: ``MessageError`` at stage
@@ -28,6 +34,8 @@ def map_event(agent: KeyedAgent, event: Event, projections: Sequence[Projection]
         for m in mutations:
             if not isinstance(m, _MUTATIONS):
                 raise TypeError(f"{agent.name}.handle returned {type(m).__name__}, not a mutation")
+        if screen is not None:
+            mutations = screen(event, mutations)
         marks = [mark for p in projections for mark in p.version_marks(mutations)]
     except Exception as exc:  # noqa: BLE001 - any failure of a pure mapping is the message's
         raise MessageError("map", exc) from exc

@@ -13,7 +13,7 @@ from framework.core.projection import Projection
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.dedupe import DuplicateFilter, digest
 from framework.runtime.errors import MessageError, SinkFailure, is_io_failure
-from framework.runtime.mapping import map_event
+from framework.runtime.mapping import Screen, map_event
 from framework.runtime.sinks import BatchSink, Sink, Written
 from framework.runtime.work import Work
 from stores.errors import TransientStoreError
@@ -101,6 +101,7 @@ class AgentProcessor:
         sink_timeout: float = 10.0,
         projections: Sequence[Projection] = (),
         dedupe: DuplicateFilter | None = None,
+        screen: Callable[[], Screen | None] | None = None,
     ) -> None:
         self.agent = agent
         self.name = agent.name
@@ -108,6 +109,8 @@ class AgentProcessor:
         self.sink_timeout = sink_timeout
         self.projections = tuple(projections)
         self.dedupe = dedupe
+        #: the current erasure screen (``framework.erasure.ScreenHolder``), or None
+        self.screen = screen or (lambda: None)
         self.batchable = all(isinstance(s, BatchSink) for s in self.sinks)
 
     def prepare(self, work: Work) -> None:
@@ -150,7 +153,7 @@ class AgentProcessor:
         event = work.event if work.event is not None else parse_work(work)
         if self._applied_before(work, event):
             return
-        mutations = map_event(self.agent, event, self.projections)
+        mutations = map_event(self.agent, event, self.projections, self.screen())
         for sink in self.sinks:
             await bounded(sink.name, self.sink_timeout, sink.write(event, mutations))
         self._remember([(work, event)])
@@ -159,13 +162,14 @@ class AgentProcessor:
         """Items ``(work, written)``; ``written`` is None for an exact duplicate (skipped)."""
         items: list[tuple[Work, Written | None]] = []
         bad: list[tuple[Work, MessageError]] = []
+        screen = self.screen()
         for work in works:
             try:
                 event = work.event if work.event is not None else parse_work(work)
                 if self._applied_before(work, event):
                     items.append((work, None))
                     continue
-                items.append((work, (event, map_event(self.agent, event, self.projections))))
+                items.append((work, (event, map_event(self.agent, event, self.projections, screen))))
             except MessageError as exc:
                 bad.append((work, exc))
         return items, bad

@@ -87,6 +87,8 @@ class Driver:
         #: every lookup's entries (``framework.state``), fed by the events sent on its topic
         self.entries = EntryTables(app.lookups)
         self._projectors: dict[str, ProjectionProcessor] = {}
+        #: the erasure screen of an app that declares personal data (reloaded by every ``send``)
+        self.screen = _screen_holder(app)
         try:
             self.run(self._open())
         except BaseException:
@@ -113,7 +115,9 @@ class Driver:
                 book = JoinBook(agent, MemoryKV(), self.entries.get, projections, app.joins)
                 self._agents[agent.name] = JoinProcessor(agent, sinks, book, timeout, park=self._park_join)
             else:
-                self._agents[agent.name] = AgentProcessor(agent, sinks, timeout, projections)
+                self._agents[agent.name] = AgentProcessor(
+                    agent, sinks, timeout, projections, screen=self.screen
+                )
 
     async def _park_join(self, partition: int, event: Event, raw: str, exc: MessageError) -> None:
         self.parked.append(Parked(event, exc.stage, exc.cause))
@@ -134,6 +138,8 @@ class Driver:
         """
         batch = [events] if isinstance(events, Event | bytes | bytearray | str) else list(events)
         before = len(self.parked)
+        if self.screen is not None:
+            self.run(self.screen.refresh(self.store))
         for message in batch:
             self.run(self._deliver(message, topic))
         return self.parked[before:]
@@ -263,6 +269,16 @@ class Driver:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _screen_holder(app: App) -> Any:
+    """The erasure screen holder of ``app`` (None when it declares no personal data)."""
+    if not app.personal_data:
+        return None
+    from framework.erasure.keyed import erasure_key
+    from framework.erasure.screen import ScreenHolder
+
+    return ScreenHolder(app, erasure_key(required=False))
 
 
 def _not_in_a_loop() -> None:

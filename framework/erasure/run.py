@@ -1,0 +1,243 @@
+"""``erase``: remove one data subject from everything converge keeps, then record an audit entry.
+
+The steps, in this order (each idempotent, so an interrupted erasure is run again):
+
+1. the subject's keyed hash goes on the app's deny-list, so mappings
+   (stream and backfill) drop its writes from then on (``screen``);
+2. the store: each row found (``find``) gets a row tombstone, or cell
+   tombstones over the declared columns, at ``MAX_VERSION``, and every
+   projection over the table gets a version mark at the erasure time, all
+   in one apply (with the erasure's own notification entry, when the app
+   writes notifications);
+3. the index: every touched partition is projected again, so its document is
+   rebuilt without the erased cells or deleted, at the new mark;
+4. notification entries listing the erased rows' keys are rewritten without them;
+5. parked records that mention the subject are removed from the dead-letter
+   WAL, and from the named export files;
+6. delivery-ledger messages of the subject are deleted;
+7. the audit entry: the keyed hash, the kind and the counts, never the value.
+
+Why ``MAX_VERSION``: a tombstone written at ``2**63-1`` is the top of the
+reconcile order (``framework.core.cells``: higher write time wins, and on a
+tie the tombstone beats any live or expiring cell), so no write of the
+subject's rows or cells, at any version, with or without TTL, can outrank
+it: a replay of the original events or a backfill of the archive is
+shadowed whatever versions it carries. The price: the erased row key (or
+the erased cells of a kept row) can never be written again. The version
+marks use the erasure time instead, so later writes of a kept row's other
+cells keep ordering its documents.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from framework.core.mutations import Delete, Mutation, Upsert
+from framework.erasure.declare import Subject
+from framework.erasure.find import declared_for, find_rows, finder, record_finder
+from framework.erasure.keyed import subject_hash
+from framework.erasure.tables import AUDIT_TABLE, DENYLIST_TABLE, ERASURE_TABLES
+
+__all__ = ["ErasureReport", "erase", "ERASURE_BATCH"]
+
+#: Prefix of the batch ids of the erasure's own notification entries.
+ERASURE_BATCH = "erasure:"
+
+
+@dataclass
+class ErasureReport:
+    """What an erasure removed (or, dry, would remove); no personal data in it."""
+
+    app: str
+    kind: str
+    subject: str
+    dry_run: bool
+    erased_at: int
+    scanned: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+    cells: dict[str, int] = field(default_factory=dict)
+    documents: dict[str, int] = field(default_factory=dict)
+    notifications: int = 0
+    parked: int = 0
+    parked_held_open: int = 0
+    parked_damaged: int = 0
+    exports: dict[str, int] = field(default_factory=dict)
+    ledger: int = 0
+    seconds: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        """False when parked records could not be removed (a live writer's open segment, damage)."""
+        return not (self.parked_held_open or self.parked_damaged)
+
+    def counts(self) -> dict[str, Any]:
+        """The counts, as the audit entry keeps them."""
+        out = {k: v for k, v in asdict(self).items() if k not in ("app", "kind", "subject", "erased_at")}
+        out.pop("dry_run")
+        out["seconds"] = round(self.seconds, 3)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "seconds": round(self.seconds, 3), "complete": self.complete}
+
+
+def _marks(app: Any, deletes: Sequence[Delete], at: int) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per projection: the partitions (by document id) the deletes touch."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for p in app.projections:
+        for doc_id, (key, _) in p.touched(deletes).items():
+            out.setdefault(p.name, {})[doc_id] = dict(key)
+    return out
+
+
+def _notification_entry(app: Any, deletes: Sequence[Delete], hashed: str, at: int) -> list[Mutation]:
+    from framework.notifications.entries import notification_mutations
+
+    config = app.notifications
+    timed = [Delete(d.table, d.key, at, d.columns) for d in deletes]
+    return notification_mutations(
+        app.name, f"{ERASURE_BATCH}{hashed[:24]}", timed, config.tenant_of, at, config.max_keys,
+        bucket_width=config.bucket_width, ttl=config.ttl,
+    )  # fmt: skip
+
+
+async def erase(
+    app: Any,
+    subject: Subject,
+    *,
+    key: bytes,
+    store: Any,
+    index: Any | None = None,
+    dlq_root: str | Path | None = None,
+    exports: Sequence[str | Path] = (),
+    dry_run: bool = False,
+    clock: Any = time.time,
+) -> ErasureReport:
+    """Erase ``subject`` from ``app``'s data (see the module docstring); the report of what went.
+
+    ``index`` None skips the documents (no projection is re-projected);
+    ``dlq_root`` None skips the dead-letter WAL. ValueError when the app
+    declares no personal data of the subject's kind.
+    """
+    started = time.monotonic()
+    declared = declared_for(app, subject.kind)
+    value = declared[0].norm(subject.value)
+    hashed = subject_hash(key, subject.kind, value)
+    at = int(clock() * 1_000_000)
+    report = ErasureReport(app.name, subject.kind, hashed, dry_run, at)
+    for schema in ERASURE_TABLES:
+        await store.ensure_table(schema)
+    found = await find_rows(store, app, subject)
+    deletes = list(found.deletes.values())
+    report.scanned = found.scanned
+    for d in deletes:
+        counts = report.rows if d.columns is None else report.cells
+        counts[d.table] = counts.get(d.table, 0) + 1
+    touched = _marks(app, deletes, at)
+    if not dry_run:
+        await store.apply([Upsert(DENYLIST_TABLE.name, {"app": app.name, "subject": hashed},
+                                  {"kind": subject.kind, "erased_at": at}, at)])  # fmt: skip
+        writes: list[Mutation] = list(deletes)
+        for p in app.projections:
+            name = p.version_table.name
+            writes += [Upsert(name, k, {"version": at}, at) for k in touched.get(p.name, {}).values()]
+        if app.notifications is not None and deletes:
+            writes += _notification_entry(app, deletes, hashed, at)
+        if writes:
+            await store.apply(writes)
+    if index is not None:
+        from framework.runtime.projector import project_partition
+
+        for p in app.projections:
+            keys = touched.get(p.name, {})
+            report.documents[p.name] = len(keys)
+            if not dry_run:
+                for k in keys.values():
+                    await project_partition(store, index, p, k)
+    report.notifications = await _scrub_notifications(app, store, deletes, clock(), dry_run)
+    matches = record_finder(subject.value)
+    event_ids = {str(d.key["event_id"]) for d in deletes if "event_id" in d.key}
+    if dlq_root is not None and Path(dlq_root).exists():
+        event_ids |= _parked_event_ids(dlq_root, matches)
+        await _drop_parked(report, dlq_root, matches, dry_run)
+    if exports:
+        from framework.dlq.erase import export_files, scrub_export
+
+        for target in exports:
+            for f in export_files(target):
+                report.exports[str(f)] = scrub_export(f, matches, dry_run=dry_run)
+    if app.delivery is not None:
+        from framework.delivery.erase import erase_messages
+
+        find = finder(subject.value)
+        report.ledger = await erase_messages(
+            store, app.delivery, lambda mid, src: mid in event_ids or find(mid) or find(src), dry_run=dry_run
+        )
+    report.seconds = time.monotonic() - started
+    if not dry_run:
+        audit_key = {"app": app.name, "erased_at": at, "erasure_id": uuid.uuid4().hex}
+        counts = json.dumps(report.counts(), sort_keys=True)
+        cells = {"subject": hashed, "kind": subject.kind, "counts": counts}
+        await store.apply([Upsert(AUDIT_TABLE.name, audit_key, cells, at)])
+    return report
+
+
+async def _scrub_notifications(app: Any, store: Any, deletes: Sequence[Delete], now: float, dry: bool) -> int:
+    if app.notifications is None or not deletes:
+        return 0
+    from framework.notifications.erase import scrub_keys
+
+    erased: dict[str, list[Any]] = {}
+    for d in deletes:
+        erased.setdefault(d.table, []).append(d.key)
+    return await scrub_keys(store, erased, now, skip_batch=lambda b: b.startswith(ERASURE_BATCH), dry_run=dry)
+
+
+def _parked_event_ids(dlq_root: str | Path, matches: Any) -> set[str]:
+    """Event ids of the parked records that mention the subject (their ledger entries go too)."""
+    from framework.dlq.index import SegmentFilter, Status
+    from framework.dlq.store import DeadLetterStore
+
+    ids: set[str] = set()
+    store = DeadLetterStore(dlq_root, quiet=True)
+    try:
+        for seg in store.segments(SegmentFilter(statuses=tuple(Status))):
+            try:
+                for _, rec in store.reader(seg, quiet=True):
+                    if rec.value is not None and matches(rec):
+                        try:
+                            event_id = json.loads(rec.value).get("event_id")
+                        except (ValueError, AttributeError):
+                            continue
+                        if isinstance(event_id, str):
+                            ids.add(event_id)
+            except FileNotFoundError:
+                continue
+    finally:
+        store.close()
+    return ids
+
+
+async def _drop_parked(report: ErasureReport, dlq_root: str | Path, matches: Any, dry_run: bool) -> None:
+    import asyncio
+
+    from framework.dlq.erase import drop_records
+    from framework.dlq.store import DeadLetterStore
+
+    def run() -> None:
+        store = DeadLetterStore(dlq_root, quiet=True)
+        try:
+            dropped = drop_records(store, matches, dry_run=dry_run)
+        finally:
+            store.close()
+        report.parked = dropped.records
+        report.parked_held_open = dropped.held_open
+        report.parked_damaged = len(dropped.damaged)
+
+    await asyncio.to_thread(run)
