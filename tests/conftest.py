@@ -15,6 +15,13 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--faults-long", action="store_true", default=False,
+        help="run the long variants of the fault suite (tests/faults; also CONVERGE_FAULTS_LONG=1)",
+    )  # fmt: skip
+
+
 @pytest.fixture(scope="session")
 def stack(converge_stack: StackInfo) -> StackInfo:
     """One noida-db (Kafka + Elasticsearch) for the whole session: the test kit's ``converge_stack``."""

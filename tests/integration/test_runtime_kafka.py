@@ -4,62 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from framework.dlq import DeadLetterStore, ParkedRecord
 from framework.kafka_admin import committed_offsets, end_offsets, ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack, StackInfo
 from framework.worker_process import kill_worker, start_worker, stop_worker
-
-APP = "tests.support.order_app:build"
-
-
-def _event(key: str, n: object) -> bytes:
-    m = n if isinstance(n, int) else 0
-    return json.dumps(
-        {"event_id": f"{key}-{n}", "ordering_key": key, "version": 1_000_000 + m,
-         "occurred_at": 1_000_000 + m, "type": "tick", "payload": {"n": n}}
-    ).encode()  # fmt: skip
-
-
-def _applied(path: Path) -> list[tuple[str, int]]:
-    if not path.exists():
-        return []
-    db = sqlite3.connect(path)
-    try:
-        return db.execute("SELECT k, n FROM applied ORDER BY id").fetchall()
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        db.close()
-
-
-def _parked(data: Path) -> list[ParkedRecord]:
-    return [e.record for e in DeadLetterStore(data / "dlq").ordered()]
-
-
-def _wait(pred, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _records(keys: list[str], per_key: int) -> list[tuple[bytes, bytes]]:
-    out = []
-    for n in range(per_key):
-        for k in keys:
-            out.append((k.encode(), _event(k, n)))
-    return out
+from tests.support.order_runs import ORDER_APP as APP
+from tests.support.order_runs import applied as _applied
+from tests.support.order_runs import order_counters as _counters
+from tests.support.order_runs import order_status as _status
+from tests.support.order_runs import parked as _parked
+from tests.support.order_runs import tick_event as _event
+from tests.support.order_runs import tick_records as _records
+from tests.support.order_runs import wait_until as _wait
 
 
 def test_order_poison_and_blocked_key(stack: StackInfo, tmp_path: Path) -> None:
@@ -139,18 +101,6 @@ def test_kill_mid_stream_then_restart_converges(fresh_stack: LocalStack, tmp_pat
 
 
 pytestmark = pytest.mark.slow
-
-
-def _status(data: Path) -> dict[str, Any]:
-    """The worker's ``AgentRuntime.status()``, dumped by the order app every 0.2 s."""
-    try:
-        return json.loads((data / "counters.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {}
-
-
-def _counters(data: Path) -> dict[str, int]:
-    return _status(data).get("counters", {})
 
 
 def test_destination_down_pauses_then_resumes_without_parking(stack: StackInfo, tmp_path: Path) -> None:

@@ -4,22 +4,24 @@ Configured by environment (set by the tests that spawn it as a worker):
 ORDER_TOPIC, CONVERGE_BROKER, CONVERGE_DATA_DIR, ORDER_FAIL_KEY (a key whose
 writes fail transiently until the file ORDER_RELEASE exists; ``*`` for every
 key), ORDER_PARK_AFTER (attempts before a lone failing key is parked) and
-ORDER_SLOW_MS. The runtime's counters are written to counters.json.
+ORDER_SLOW_MS. Events of a type other than ``tick`` are bad messages (stage ``map``).
+The runtime's status is written to counters.json (``tests.support.status_file``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import faust
 
 from framework.app import create_faust_app
+from framework.core.errors import BadMessage
 from framework.core.events import Event
 from framework.core.mutations import Mutation, Upsert
 from framework.dlq import DeadLetterWAL
@@ -30,6 +32,7 @@ from framework.runtime.processor import AgentProcessor
 from framework.runtime.scheduler import SchedulerConfig
 from framework.settings import Settings
 from stores.errors import TransientStoreError
+from tests.support.status_file import dump_status
 
 
 class OrderAgent(KeyedAgent):
@@ -37,6 +40,8 @@ class OrderAgent(KeyedAgent):
     topic = os.environ.get("ORDER_TOPIC", "order-in")
 
     def handle(self, event: Event) -> Iterable[Mutation]:
+        if event.type != "tick":
+            raise BadMessage(f"unknown event type {event.type!r}")
         n = event.payload["n"]
         if not isinstance(n, int):
             raise TypeError(f"payload.n must be an int, got {type(n).__name__}")
@@ -44,7 +49,7 @@ class OrderAgent(KeyedAgent):
 
 
 class RecordingSink:
-    """Appends (key, n) to a SQLite table in the order writes are applied."""
+    """Appends (key, n, pid, at) to a SQLite table in the order writes are applied (``at``: time.time())."""
 
     name = "recording"
 
@@ -52,7 +57,8 @@ class RecordingSink:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(
-            "CREATE TABLE IF NOT EXISTS applied (id INTEGER PRIMARY KEY, k TEXT, n INTEGER, pid INTEGER)"
+            "CREATE TABLE IF NOT EXISTS applied"
+            " (id INTEGER PRIMARY KEY, k TEXT, n INTEGER, pid INTEGER, at REAL)"
         )
         self._lock = threading.Lock()
         self.fail_key, self.release, self.slow = fail_key, release, slow_ms / 1000
@@ -60,7 +66,8 @@ class RecordingSink:
     def _insert(self, rows: list[tuple[str, int]]) -> None:
         with self._lock:
             self._db.executemany(
-                "INSERT INTO applied (k, n, pid) VALUES (?, ?, ?)", [(k, n, os.getpid()) for k, n in rows]
+                "INSERT INTO applied (k, n, pid, at) VALUES (?, ?, ?, ?)",
+                [(k, n, os.getpid(), time.time()) for k, n in rows],
             )
 
     async def write(self, event: Event, mutations: Sequence[Mutation]) -> None:
@@ -100,10 +107,5 @@ def build() -> faust.App:
     processor = AgentProcessor(agent, [sink], config.sink_timeout)
     runtime = AgentRuntime(app, agent.topic, processor, DeadLetterWAL(settings.dlq_root), config)
 
-    @app.timer(0.2)
-    async def dump_counters() -> None:
-        tmp = data / "counters.json.tmp"
-        tmp.write_text(json.dumps(runtime.status(), default=str))
-        tmp.replace(data / "counters.json")
-
+    dump_status(app, data / "counters.json", runtime.status)
     return app

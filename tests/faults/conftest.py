@@ -1,0 +1,61 @@
+"""The fault suite's settings and report: default or long variant, seed, one figures line per scenario.
+
+``pytest tests/faults`` runs the default variant; ``--faults-long`` (or
+``CONVERGE_FAULTS_LONG=1``) the long one; ``CONVERGE_FAULTS_SEED`` picks the random
+kill points and histories (default 13). Each scenario's figures line is printed by the
+test (``pytest -s``) and again in the terminal summary.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from tests.support.fault_figures import FaultFigures
+
+_LINES = pytest.StashKey[list[str]]()
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """The sizes of one variant of the suite."""
+
+    long: bool
+    seed: int
+    kills: int
+    kill_events: int
+    stream_events: int
+    index_outage_s: float
+
+
+@pytest.fixture(scope="session")
+def fault_plan(pytestconfig: pytest.Config) -> FaultPlan:
+    """The default variant (CI: 5 kills, a 20 s index outage) or the long one (50 kills, 60 s)."""
+    long = bool(pytestconfig.getoption("--faults-long")) or os.environ.get("CONVERGE_FAULTS_LONG") == "1"
+    seed = int(os.environ.get("CONVERGE_FAULTS_SEED", "13"))
+    if long:
+        return FaultPlan(True, seed, kills=50, kill_events=20_000, stream_events=20_000, index_outage_s=60.0)
+    return FaultPlan(False, seed, kills=5, kill_events=4_000, stream_events=4_000, index_outage_s=20.0)
+
+
+@pytest.fixture()
+def report(pytestconfig: pytest.Config) -> Callable[[FaultFigures], None]:
+    """Print a scenario's figures line and keep it for the terminal summary."""
+
+    def emit(figures: FaultFigures) -> None:
+        line = figures.line()
+        print(line)
+        pytestconfig.stash.setdefault(_LINES, []).append(line)
+
+    return emit
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    lines = config.stash.get(_LINES, [])
+    if lines:
+        terminalreporter.section("fault suite figures")
+        for line in lines:
+            terminalreporter.write_line(line)
