@@ -34,7 +34,7 @@ from pyspark.sql import SparkSession
 
 from framework.core.mutations import Mutation
 from framework.core.projection import Projection
-from framework.jobs.checkpoint import Batch
+from framework.jobs.checkpoint import Batch, OffsetRange
 from framework.runtime.projector import read_documents
 from spark_batch.apps import JobError, app_of
 from spark_batch.backfill import _Mapper
@@ -78,11 +78,20 @@ def _values(broker: str, part: Iterable[Any]) -> Iterator[bytes | str]:
 
 
 def ranges_rdd(spark: SparkSession, cfg: IngestConfig, batch: Batch) -> RDD | None:
-    """One Spark partition per piece of at most ``cfg.split`` offsets; None for an empty batch."""
-    pieces = ranges_of(batch.input, cfg.split)
-    if not pieces:
+    """The batch's ranges in Spark partitions of at most ``cfg.split`` offsets (a long range cut,
+    short ones packed together); None for an empty batch."""
+    groups: list[list[OffsetRange]] = []
+    size = 0
+    for piece in ranges_of(batch.input, cfg.split):
+        if groups and size + piece.size <= cfg.split:
+            groups[-1].append(piece)
+            size += piece.size
+        else:
+            groups.append([piece])
+            size = piece.size
+    if not groups:
         return None
-    return spark.sparkContext.parallelize(pieces, len(pieces))
+    return spark.sparkContext.parallelize(groups, len(groups)).flatMap(lambda group: group)
 
 
 def _mapped(cfg: IngestConfig, part: Iterable[Any]) -> Iterator[tuple[str, list[Mutation]]]:

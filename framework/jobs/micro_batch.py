@@ -36,7 +36,8 @@ CRASH_AFTER_ENV = "CONVERGE_JOB_CRASH_AFTER"
 @dataclass(frozen=True)
 class JobProcess:
     """One process of a job (one target table or step): ``run(batch)`` writes the batch's effect
-    on its target, idempotently, and returns a small report (JSON-able)."""
+    on its target, idempotently, and returns a small report (JSON-able; ``run_job`` adds the
+    process's ``seconds``, checkpoint included)."""
 
     name: str
     run: Callable[[Batch], Awaitable[Mapping[str, Any] | None]]
@@ -86,11 +87,13 @@ async def _run(
 ) -> Any:
     entry = {"job": checkpoints.job, "process": process.name, "batch_id": batch.batch_id, "repair": repair}
     _log(log, phase="start", input=batch.input.to_json(), began_at=batch.began_at, **entry)
-    report = await process.run(batch)
+    started = time.monotonic()
+    report = dict(await process.run(batch) or {})
     await checkpoints.complete(process.name, batch)
-    _log(log, phase="done", **entry)
+    report["seconds"] = round(time.monotonic() - started, 3)
+    _log(log, phase="done", seconds=report["seconds"], **entry)
     _crash_hook(process.name, batch.batch_id)
-    return dict(report or {})
+    return report
 
 
 async def run_job(
