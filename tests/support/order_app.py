@@ -4,7 +4,8 @@ Configured by environment (set by the tests that spawn it as a worker):
 ORDER_TOPIC, CONVERGE_BROKER, CONVERGE_DATA_DIR, ORDER_FAIL_KEY (a key whose
 writes fail transiently until the file ORDER_RELEASE exists; ``*`` for every
 key), ORDER_PARK_AFTER (attempts before a lone failing key is parked) and
-ORDER_SLOW_MS. Events of a type other than ``tick`` are bad messages (stage ``map``).
+ORDER_SLOW_MS, ORDER_JOIN_TIMEOUT (``RuntimeConfig.group_join_timeout``).
+Events of a type other than ``tick`` are bad messages (stage ``map``).
 The runtime's status is written to counters.json (``tests.support.status_file``).
 """
 
@@ -92,6 +93,7 @@ def build() -> faust.App:
         int(os.environ.get("ORDER_SLOW_MS", "0")),
     )
     config = RuntimeConfig(
+        group_join_timeout=float(os.environ.get("ORDER_JOIN_TIMEOUT", "60")),
         scheduler=SchedulerConfig(
             max_concurrency=16,
             backoff=BackoffConfig(
