@@ -195,7 +195,7 @@ async def _scrub_notifications(app: Any, store: Any, deletes: Sequence[Delete], 
 
     erased: dict[str, list[Any]] = {}
     for d in deletes:
-        erased.setdefault(d.table, []).append(d.key)
+        erased.setdefault(d.table, []).append(dict(d.key))
     return await scrub_keys(store, erased, now, skip_batch=lambda b: b.startswith(ERASURE_BATCH), dry_run=dry)
 
 

@@ -33,7 +33,7 @@ async def scrub_keys(
 ) -> int:
     """Drop the keys in ``erased`` (row keys by table) from every entry listing them; returns how
     many entries changed (one scan of the notification table)."""
-    wanted = {table: {key_ident(k) for k in keys} for table, keys in erased.items()}
+    wanted = {table: {key_ident(dict(k)) for k in keys} for table, keys in erased.items()}
     wanted = {t: ids for t, ids in wanted.items() if ids}
     if not wanted:
         return 0
