@@ -18,6 +18,7 @@ from framework.runtime.processor import AgentProcessor
 from framework.runtime.projector import ProjectionProcessor
 from framework.runtime.sinks import Sink
 from framework.settings import Settings
+from framework.state.worker import JoinWiring
 
 if TYPE_CHECKING:
     from framework.app import App, ConvergeFaustApp
@@ -57,9 +58,13 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
     filters: list[DuplicateFilter] = []
 
     screens = _screen_holder(app, worker, resources)
+    joins = JoinWiring(app, worker, settings) if app.lookups else None  # lookups (framework.state)
 
     async def starting() -> None:
-        await ensure_topics(settings.broker, {t: settings.partitions for t in app.topics()})
+        topics = {t: settings.partitions for t in app.topics()}
+        await ensure_topics(settings.broker, {**topics, **(joins.topics() if joins else {})})
+        if joins is not None:
+            await joins.open()
         counts = {t: len(await end_offsets(settings.broker, t)) for t in change_topics}
         await resources.open()
         if screens is not None:
@@ -84,12 +89,18 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
                 dedupe = DuplicateFilter(settings.data_dir / "dedupe" / agent.name, app.runtime.dedupe)
                 filters.append(dedupe)
             processor = AgentProcessor(agent, sinks, timeout, projections, dedupe, screens)
+            if joins is not None and agent.lookups:
+                processor = joins.processor(agent, sinks, timeout, projections, runtime)
             runtime.attach(processor, dlq)
         for runtime, projection in projectors:
             processor = ProjectionProcessor(projection, resources.store, resources.index, timeout)
             runtime.attach(processor, dlq)
+        if joins is not None:
+            joins.start_feed()
 
     async def stopped() -> None:
+        if joins is not None:
+            await joins.close()
         await resources.close()
         for f in filters:
             f.close()
@@ -98,6 +109,7 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
     worker.stopped.append(stopped)
     register_dlq_rotation(worker, lambda: resources.dlq)
     return Wiring(resources, tuple(r for r, _ in agents) + tuple(r for r, _ in projectors))
+
 
 def _screen_holder(app: App, worker: ConvergeFaustApp, resources: Resources, every: float = 5.0) -> Any:
     """The erasure screen of an app that declares personal data (None otherwise): loaded when the

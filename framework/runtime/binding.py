@@ -107,6 +107,9 @@ class AgentRuntime:
         dedupe = getattr(self.processor, "dedupe", None)
         if dedupe is not None:
             out["counters"]["duplicates_skipped"] = dedupe.skipped
+        join_status = getattr(self.processor, "join_status", None)  # lookups: pending, re-mapped
+        if join_status is not None:
+            out["joins"] = join_status()
         waiting = self._waiting_since
         out["unassigned_s"] = None if waiting is None else round(time.monotonic() - waiting, 1)
         return out

@@ -237,3 +237,5 @@ class JoinProcessor:
         out = self.book.status()
         out.update(remapped=self.remapped, remap_retries=self.remap_retries, restored=self.restored_records)
         return out
+
+    join_status = status
