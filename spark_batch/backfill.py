@@ -53,6 +53,7 @@ from framework.runtime.mapping import map_event
 from spark_batch.apps import JobError, app_of, load_app, select
 from spark_batch.archive import ArchiveFormat, read_archive
 from spark_batch.io import Unit, WriteOptions, apply_batched, open_index
+from spark_batch.lookups import BatchEntries, lookup_entries, map_joined
 from spark_batch.progress import JobProgress
 from spark_batch.projection import key_json
 from spark_batch.reproject import reproject
@@ -101,6 +102,8 @@ class _Mapper:
         self._sources: dict[int, tuple[Any, Event]] = {}
         #: the app's erasure screen (its deny-list when the task started), or None
         self.screen: Any = None
+        #: the final lookup entries (``spark_batch.lookups``), for agents that declare lookups
+        self.entries: Any = None
 
     def reject(self, agent: str, exc: BaseException, raw: Any, event: Event | None, stage: str) -> None:
         event_id = event.event_id if event is not None else None
@@ -133,7 +136,10 @@ class _Mapper:
             self.reject("-", exc, raw, event, "route")
             return None
         try:
-            mutations = map_event(agent, event, self.app.projections_of(agent), self.screen)
+            if agent.lookups:  # joins: the final entries, the stream's version rule
+                mutations = map_joined(agent, event, self.entries, self.app.projections_of(agent))
+            else:
+                mutations = map_event(agent, event, self.app.projections_of(agent), self.screen)
         except MessageError as exc:
             self.reject(agent.name, exc.cause, raw, event, exc.stage)
             return None
@@ -156,6 +162,7 @@ def backfill_task(
     *,
     run_id: str = "",
     erasure: bytes | None = None,
+    entries: Any = None,
 ) -> Iterator[tuple[Any, ...]]:
     """Executor: map and apply one partition; with the app's notifications on, then write the
     partition's notification entries (batch ``backfill:<run_id>:<partition>``). Events go
@@ -167,6 +174,8 @@ def backfill_task(
     partitions whose documents may have changed).
     """
     mapper = _Mapper(app_spec)
+    if entries is not None:  # the broadcast final lookup entries
+        mapper.entries = BatchEntries(entries.value)
     projections = [mapper.app.projection(name) for name in project]
     touched: set[tuple[str, str, str]] = set()
     notified: list[Any] | None = [] if mapper.app.notifications is not None else None
@@ -266,7 +275,10 @@ def backfill(
     names = tuple(p.name for p in chosen)
     key = erasure_key(required=False)  # the driver's erasure key, shipped with the task (issue 15)
     run_id = uuid.uuid4().hex[:12]
-    task = functools.partial(backfill_task, store_url, app, names, opts, run_id=run_id, erasure=key)
+    entries = lookup_entries(spark, raw, app)  # None unless the app declares lookups
+    task = functools.partial(
+        backfill_task, store_url, app, names, opts, run_id=run_id, erasure=key, entries=entries
+    )
     out = raw.mapPartitions(task).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         records = out.filter(lambda r: r[0] != "touched").collect()
