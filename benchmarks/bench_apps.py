@@ -6,7 +6,7 @@
 
 Each writes ``bench-result.json`` (first and last event times) to its data dir
 once BENCH_EVENTS events are done. For diagnosis, BENCH_NOOP_SINK=1 skips the
-store write, BENCH_DEDUPE=1 skips exact duplicates, BENCH_NOTIFY=1 (or ``blind``)
+store write, BENCH_DEDUPE=1 skips exact duplicates, BENCH_NOTIFY=1 (or ``inserts``)
 writes notification entries with each batch, and BENCH_CONCURRENCY,
 BENCH_MAX_BATCH and BENCH_MAX_PENDING set the runtime's bounds.
 """
@@ -99,14 +99,14 @@ class LatencyStoreSink(WideColumnSink):
 
 def _notification_sink(store: SqliteStore) -> NotificationSink | None:
     """BENCH_NOTIFY=1: the store write with notification entries (tenant: the key's ``orgN``);
-    ``blind``: the same without the read that tells inserted from updated."""
+    ``inserts``: the same with the read that tells inserted from updated (``count_inserts``)."""
     mode = os.environ.get("BENCH_NOTIFY", "0")
     if mode == "0":
         return None
     for schema in NOTIFICATION_TABLES:
         store.engine.ensure_table(schema)
     config = NotificationConfig(tenant_of=lambda table, key: str(key["k"]).split(":")[0],
-                                count_inserts=mode != "blind")  # fmt: skip
+                                count_inserts=mode == "inserts")  # fmt: skip
     return NotificationSink(store, "bench", config, prefix="bench")
 
 

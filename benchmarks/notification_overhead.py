@@ -3,9 +3,9 @@
 The same topic (events over 17 tenants ``orgN``) runs through the keyed
 runtime's batch path into the embedded SQLite store, with an injected
 latency per store call: writing the data only; writing each micro-batch's
-notification entries with it (``App(notifications=True)``: one read per
-batch to tell inserted from updated, then data and entries in one apply);
-and the same without the read (``count_inserts=False``).
+notification entries with it in one apply (``App(notifications=True)``,
+blind counts); and the same with one read per batch that tells inserted
+from updated (``NotificationConfig(count_inserts=True)``).
 
     python -m benchmarks.notification_overhead --events 20000 --latency-ms 0 2 --repeat 3
 """
@@ -22,7 +22,7 @@ from benchmarks.agent_throughput import faust_variant, make_records
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import LocalStack
 
-VARIANTS = {"store only": "0", "notifications": "1", "notifications, blind": "blind"}
+VARIANTS = {"store only": "0", "notifications": "1", "notifications + inserts": "inserts"}
 
 
 def main() -> None:

@@ -21,14 +21,16 @@ class NotificationConfig:
     - ``retention``: seconds entries are kept (they expire by TTL, one hour later);
       readers must not use a longer retention than the writers;
     - ``count_inserts``: read which rows exist before each batch, to count inserted
-      apart from updated (one read per table and batch); off: upserts count as updated.
+      apart from updated (one ``read_rows`` per table and batch: it costs, see
+      BENCHMARKS.md); off (the default): an upsert counts as updated, a new state-log
+      row as inserted, as any blind writer counts.
     """
 
     tenant_of: TenantOf | None = None
     bucket_width: int = DEFAULT_BUCKET_WIDTH
     max_keys: int = 1000
     retention: int = DEFAULT_RETENTION
-    count_inserts: bool = True
+    count_inserts: bool = False
 
     def __post_init__(self) -> None:
         check_bucket_width(self.bucket_width)

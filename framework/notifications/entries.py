@@ -27,7 +27,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +55,9 @@ __all__ = [
     "batch_id_of",
     "encode_keys",
     "changed_row",
+    "changed_rows",
+    "entry_mutations",
+    "RowChange",
     "key_ident",
     "decode_keys",
 ]
@@ -122,20 +125,37 @@ def batch_id_of(prefix: str, event_ids: Iterable[str]) -> str:
     return f"{prefix}:{digest.hexdigest()}"
 
 
-def _jsonable(key: Mapping[str, CellValue]) -> dict[str, Any]:
-    return {c: {"$bytes": base64.b64encode(v).decode()} if isinstance(v, bytes) else v
-            for c, v in key.items()}  # fmt: skip
+def _jsonable(key: Mapping[str, CellValue]) -> Mapping[str, Any]:
+    for v in key.values():
+        if isinstance(v, bytes):
+            return {c: {"$bytes": base64.b64encode(v).decode()} if isinstance(v, bytes) else v
+                    for c, v in key.items()}  # fmt: skip
+    return key
+
+
+_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+_quote = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 
 
 def key_ident(key: Mapping[str, CellValue]) -> str:
-    """A key as canonical JSON text: equal keys, equal texts."""
-    return json.dumps(_jsonable(key), sort_keys=True)
+    """A key as canonical JSON text (sorted columns, no spaces, bytes as ``{"$bytes": base64}``):
+    equal keys, equal texts; exactly ``json.dumps(..., sort_keys=True, separators=(",", ":"))``."""
+    parts = []
+    for column in sorted(key):
+        v = key[column]
+        if isinstance(v, str):
+            text = _quote(v)
+        elif isinstance(v, bool) or not isinstance(v, int):
+            return _encode(_jsonable(key))
+        else:
+            text = str(v)
+        parts.append(f"{_quote(column)}:{text}")
+    return "{" + ",".join(parts) + "}"
 
 
 def encode_keys(keys: Iterable[Mapping[str, CellValue]]) -> str:
-    """Keys as canonical JSON text (sorted, bytes as ``{"$bytes": base64}``)."""
-    texts = sorted({json.dumps(_jsonable(k), sort_keys=True, separators=(",", ":")) for k in keys})
-    return "[" + ",".join(texts) + "]"
+    """Keys as a canonical JSON list (``key_ident`` of each, sorted, once each)."""
+    return "[" + ",".join(sorted({key_ident(k) for k in keys})) + "]"
 
 
 def decode_keys(text: str) -> tuple[Key, ...]:
@@ -154,6 +174,27 @@ def changed_row(m: Mutation) -> tuple[Key, str]:
     if isinstance(m, Delete):
         return dict(m.key), "delete" if m.columns is None else "write"  # cell tombstones change a row
     return dict(m.key), "write"
+
+
+#: A changed row of a batch: its deciding mutation's version, whether that is a delete, the
+#: kind (``changed_row``) and the key.
+RowChange = tuple[int, bool, str, Key]
+
+
+def changed_rows(written: Iterable[Mutation]) -> dict[tuple[str, str], RowChange]:
+    """The rows ``written`` changes, by ``(table, key_ident(key))``, each with its deciding
+    mutation (the highest version; on a tie the delete). Notification tables are left out."""
+    rows: dict[tuple[str, str], RowChange] = {}
+    for m in written:
+        if m.table in _OWN:
+            continue
+        key, kind = changed_row(m)
+        ident = (m.table, key_ident(key))
+        seen = rows.get(ident)
+        deletes = kind == "delete"
+        if seen is None or (m.version, deletes) > (seen[0], seen[1]):
+            rows[ident] = (m.version, deletes, kind, key)
+    return rows
 
 
 def notification_mutations(
@@ -176,38 +217,50 @@ def notification_mutations(
     at version ``ingested_at``, expiring after ``ttl`` seconds when given. Writes to the
     notification tables themselves are not announced.
     """
+    rows = changed_rows(written)
+    live = None
+    if existed is not None:
+        live = {
+            ident for ident, (_, _, kind, key) in rows.items() if kind != "delete" and existed(ident[0], key)
+        }
+    return entry_mutations(app_name, batch_id, rows, tenant_of, ingested_at, max_keys,
+                           bucket_width=bucket_width, live=live, ttl=ttl)  # fmt: skip
+
+
+def entry_mutations(
+    app_name: str,
+    batch_id: str,
+    rows: Mapping[tuple[str, str], RowChange],
+    tenant_of: TenantOf | None,
+    ingested_at: int,
+    max_keys: int = 1000,
+    *,
+    bucket_width: int = DEFAULT_BUCKET_WIDTH,
+    live: Collection[tuple[str, str]] | None = None,
+    ttl: int | None = None,
+) -> list[Mutation]:
+    """``notification_mutations`` from ``changed_rows``; ``live``: the ``(table, ident)`` of
+    the rows that had a live row before the batch (None: count blind)."""
     check_bucket_width(bucket_width)
     tenant_of = tenant_of or default_tenant_of
-    # per (table, row key): (version, is delete, kind, key) of its deciding mutation
-    rows: dict[tuple[str, str], tuple[int, bool, str, Key]] = {}
-    for m in written:
-        if m.table in _OWN:
-            continue
-        key, kind = changed_row(m)
-        ident = (m.table, key_ident(key))
-        seen = rows.get(ident)
-        rank = (m.version, kind == "delete")
-        if seen is None or rank > seen[:2]:
-            rows[ident] = (m.version, kind == "delete", kind, key)
     bucket = bucket_of(ingested_at, bucket_width)
-    groups: dict[tuple[str, str], list[tuple[int, str, Key]]] = {}
-    for (table, _), (version, _, kind, key) in rows.items():
+    groups: dict[tuple[str, str], list[tuple[int, str, str]]] = {}
+    for (table, ident), (version, _, kind, key) in rows.items():
+        if kind != "delete" and live is not None:
+            kind = "updated" if (table, ident) in live else "inserted"
         tenant = tenant_of(table, key)
-        groups.setdefault((DEFAULT_TENANT if tenant is None else str(tenant), table), []).append(
-            (version, kind, key)
-        )
+        group = (DEFAULT_TENANT if tenant is None else str(tenant), table)
+        groups.setdefault(group, []).append((version, kind, ident))
+    blind = {"delete": "deleted", "log": "inserted", "write": "updated"}
+    # an index row lives as long as the last entry its bucket may get
+    index_ttl = None if ttl is None else ttl + -(-bucket_width // 1_000_000)
     out: list[Mutation] = []
     for (tenant, table), changes in sorted(groups.items()):
         counts = {"inserted": 0, "updated": 0, "deleted": 0}
-        for _, kind, key in changes:
-            if kind == "delete":
-                counts["deleted"] += 1
-            elif existed is not None:
-                counts["updated" if existed(table, key) else "inserted"] += 1
-            else:
-                counts["inserted" if kind == "log" else "updated"] += 1
-        keys: str | None = encode_keys(k for _, _, k in changes)
-        if len(changes) > max_keys or len(keys.encode()) > MAX_KEYS_BYTES:
+        for _, kind, _ in changes:
+            counts[blind.get(kind, kind)] += 1
+        keys: str | None = "[" + ",".join(sorted(ident for _, _, ident in changes)) + "]"
+        if len(changes) > max_keys or len(keys) > MAX_KEYS_BYTES:  # type: ignore[arg-type]
             keys = None
         entry_key = {"tenant": tenant, "bucket": bucket, "ingested_at": ingested_at, "app": app_name,
                      "batch_id": batch_id, "table_name": table}  # fmt: skip
@@ -215,7 +268,7 @@ def notification_mutations(
         cells = {"last_modified": last, **counts, "keys": keys, "reread": keys is None}
         out.append(Upsert(NOTIFICATION_TABLE.name, entry_key, cells, ingested_at, ttl))
         index_key = {"day": day_of(bucket), "bucket": bucket, "tenant": tenant}
-        out.append(Upsert(BUCKETS_TABLE.name, index_key, {"last_ingested": ingested_at}, ingested_at, ttl))
+        out.append(Upsert(BUCKETS_TABLE.name, index_key, {"width": bucket_width}, ingested_at, index_ttl))
     return out
 
 

@@ -165,11 +165,11 @@ class NotificationReader:
         for day in range(day_of(pos[0]), day_of(horizon) + 1, DAY):
             for row in await self.store.read_partition(BUCKETS_TABLE.name, {"day": day}):
                 bucket, tenant = int(row.key["bucket"]), str(row.key["tenant"])  # type: ignore[arg-type]
-                last = row.values().get("last_ingested")
+                width = row.values().get("width")
                 if bucket > horizon or (self.tenants is not None and tenant not in self.tenants):
                     continue
-                if last is not None and int(last) < pos[0]:  # type: ignore[arg-type]
-                    continue
+                if width is not None and bucket + int(width) <= pos[0]:  # type: ignore[arg-type]
+                    continue  # every entry of it is older than the checkpoint
                 candidates.append((bucket, tenant))
         candidates.sort()
         found: list[Entry] = []

@@ -5,8 +5,9 @@ is the ingestion time truncated to the bucket width; clustering
 ``(ingested_at, app, batch_id, table_name)``, so a partition lists its
 entries in ingestion order and writing one batch's entry again rewrites the
 same row. ``converge_notification_buckets``: partition ``day`` (the UTC day
-of the bucket), clustering ``(bucket, tenant)``: which (tenant, bucket)
-partitions exist, so a reader finds them without scanning the table.
+of the bucket), clustering ``(bucket, tenant)``, cell ``width`` (the bucket's): which
+(tenant, bucket) partitions exist, so a reader finds them without scanning
+the table and skips those that end before its checkpoint.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ BUCKETS_TABLE = TableSchema(
     "converge_notification_buckets",
     partition_key=(Column("day", "bigint"),),
     clustering_key=(Column("bucket", "bigint"), Column("tenant", "text")),
-    columns=(Column("last_ingested", "bigint"),),
+    columns=(Column("width", "bigint"),),
 )
 
 #: Every table a notification writer or reader needs.

@@ -17,8 +17,15 @@ from typing import TYPE_CHECKING
 from framework.core.events import Event
 from framework.core.mutations import CellValue, Mutation
 from framework.notifications.config import NotificationConfig
-from framework.notifications.entries import batch_id_of, changed_row, key_ident, notification_mutations
-from framework.notifications.schema import NOTIFICATION_TABLE
+from framework.notifications.entries import (
+    Key,
+    RowChange,
+    batch_id_of,
+    changed_rows,
+    entry_mutations,
+    notification_mutations,
+)
+from framework.notifications.schema import BUCKETS_TABLE, NOTIFICATION_TABLE
 from framework.runtime.sinks import Sink, WideColumnSink, Written
 from stores.base import WideColumnStore
 
@@ -50,6 +57,7 @@ class NotificationSink:
         self.store, self.app_name, self.config = store, app_name, config
         self.prefix, self.clock = prefix, clock
         self.unannounced = frozenset(unannounced)
+        self._indexed: set[tuple[str, int]] = set()  # bucket-index rows this sink wrote
 
     async def write(self, event: Event, mutations: Sequence[Mutation]) -> None:
         await self.write_batch([(event, mutations)])
@@ -58,34 +66,35 @@ class NotificationSink:
         data = [m for _, ms in batch for m in ms]
         if not data:
             return
-        changed = [m for m in data if m.table not in self.unannounced]
-        existed = await self._existed(changed) if self.config.count_inserts and changed else None
+        rows = changed_rows(m for m in data if m.table not in self.unannounced)
+        live = await self._live(rows) if self.config.count_inserts and rows else None
         c = self.config
-        notes = notification_mutations(
-            self.app_name,
-            batch_id_of(self.prefix, (e.event_id for e, _ in batch)),
-            changed,
-            c.tenant_of,
-            int(self.clock() * 1_000_000),
-            c.max_keys,
-            bucket_width=c.bucket_width,
-            existed=existed,
-            ttl=c.ttl,
-        )
-        await self.store.apply([*data, *notes])
+        notes = entry_mutations(
+            self.app_name, batch_id_of(self.prefix, (e.event_id for e, _ in batch)), rows, c.tenant_of,
+            int(self.clock() * 1_000_000), c.max_keys, bucket_width=c.bucket_width, live=live, ttl=c.ttl,
+        )  # fmt: skip
+        index = [m for m in notes if m.table == BUCKETS_TABLE.name]
+        fresh = [m for m in index if (m.key["tenant"], m.key["bucket"]) not in self._indexed]
+        entries = [m for m in notes if m.table != BUCKETS_TABLE.name]
+        await self.store.apply([*data, *entries, *fresh])
+        if fresh:  # an index row once per tenant and bucket (its cells never change)
+            current = max(int(m.key["bucket"]) for m in fresh)  # type: ignore[call-overload]
+            self._indexed = {k for k in self._indexed if k[1] >= current}
+            self._indexed.update((str(m.key["tenant"]), int(m.key["bucket"])) for m in fresh)  # type: ignore[call-overload]
 
-    async def _existed(self, data: Sequence[Mutation]) -> Existed:
-        """Which written rows had a live row before the batch."""
-        wanted: dict[str, dict[str, Mapping[str, CellValue]]] = {}
-        for m in data:
-            key, kind = changed_row(m)
+    async def _live(self, rows: Mapping[tuple[str, str], RowChange]) -> set[tuple[str, str]]:
+        """Which written rows had a live row before the batch: one ``read_rows`` per table."""
+        wanted: dict[str, list[tuple[str, Key]]] = {}
+        for (table, ident), (_, _, kind, key) in rows.items():
             if kind != "delete":
-                wanted.setdefault(m.table, {})[key_ident(key)] = key
+                wanted.setdefault(table, []).append((ident, key))
         live: set[tuple[str, str]] = set()
         for table, keys in wanted.items():
-            rows = await self.store.read_rows(table, list(keys.values()))
-            live.update((table, ident) for ident, row in zip(keys, rows, strict=True) if row is not None)
-        return lambda table, key: (table, key_ident(key)) in live
+            found = await self.store.read_rows(table, [k for _, k in keys])
+            live.update(
+                (table, ident) for (ident, _), row in zip(keys, found, strict=True) if row is not None
+            )
+        return live
 
 
 def store_sink(app: App, agent: str, store: WideColumnStore, clock: Callable[[], float] = time.time) -> Sink:

@@ -28,7 +28,11 @@ async def _write(path: Path, batches: list[list[str]], ago: float) -> None:
         for schema in (T, *NOTIFICATION_TABLES):
             await store.ensure_table(schema)
         sink = NotificationSink(
-            store, "app", NotificationConfig(), prefix="agent", clock=lambda: time.time() - ago
+            store,
+            "app",
+            NotificationConfig(count_inserts=True),
+            prefix="agent",
+            clock=lambda: time.time() - ago,
         )
         for n, ids in enumerate(batches):
             batch = [

@@ -13,7 +13,7 @@ from framework.notifications import (
     bucket_of,
     notification_mutations,
 )
-from framework.notifications.entries import decode_keys, encode_keys
+from framework.notifications.entries import _jsonable, decode_keys, encode_keys, key_ident
 
 T0 = 1_700_000_000_000_000  # an ingestion time, microseconds
 HOUR = 3_600_000_000
@@ -97,7 +97,11 @@ def test_pure_the_same_batch_gives_the_same_rows_in_any_order() -> None:
     a = notification_mutations("a", "b", written, None, T0, ttl=60)
     b = notification_mutations("a", "b", list(reversed(written)), None, T0, ttl=60)
     assert a == b
-    assert all(m.version == T0 and m.ttl == 60 for m in a)
+    assert all(m.version == T0 for m in a)
+    assert {m.ttl for m in a if m.table == NOTIFICATION_TABLE.name} == {60}
+    assert {m.ttl for m in a if m.table == BUCKETS_TABLE.name} == {
+        60 + 3600
+    }  # as long as its bucket's last entry
 
 
 def test_bucket_width_must_divide_a_day_and_buckets_follow_it() -> None:
@@ -106,6 +110,11 @@ def test_bucket_width_must_divide_a_day_and_buckets_follow_it() -> None:
     assert e["bucket"] == bucket_of(T0 + 5, HOUR // 4) and e["bucket"] % (HOUR // 4) == 0
     with pytest.raises(ValueError, match="divisor of a day"):
         notification_mutations("a", "b", written, None, T0, bucket_width=7 * HOUR)
+
+
+def test_key_ident_is_canonical_json() -> None:
+    for key in ({"b": 'x\u00e9"', "a": 3}, {"id": -7, "ok": True}, {"f": 1.5, "s": "\n"}, {"id": b"\x01"}):
+        assert key_ident(key) == json.dumps(_jsonable(key), sort_keys=True, separators=(",", ":"))
 
 
 def test_keys_round_trip_bytes_and_writes_to_notification_tables_are_not_announced() -> None:

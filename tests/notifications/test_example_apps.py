@@ -7,19 +7,22 @@ keys again, and counts a row inserted only when it is not live.
 
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 
 import pytest
 
 from framework import App, Event
-from framework.notifications import Entry
+from framework.notifications import Entry, NotificationConfig
 from framework.notifications.entries import key_ident
 from framework.testing import Driver
 
 
 def notified(app: App) -> App:
-    return App(app.name, agents=app.agents, projections=app.projections, runtime=app.runtime,
-               delivery=app.delivery, notifications=True)  # fmt: skip
+    """``app`` with notifications on, every other declaration as it is."""
+    on = copy.copy(app)
+    on.notifications = NotificationConfig(count_inserts=True)
+    return on
 
 
 def support_desk() -> tuple[App, list[Event]]:

@@ -35,7 +35,9 @@ async def test_a_batch_writes_its_data_and_one_entry_per_tenant_and_table(
     store: SqliteStore, clock: Clock
 ) -> None:
     await store.ensure_table(TICKETS)
-    sink = NotificationSink(store, "desk", NotificationConfig(), prefix="tickets-agent", clock=clock)
+    sink = NotificationSink(
+        store, "desk", NotificationConfig(count_inserts=True), prefix="tickets-agent", clock=clock
+    )
     assert isinstance(sink, BatchSink)
     first = [(event(1), [upsert("o1", "a", 1)]), (event(2), [upsert("o1", "b", 2), upsert("o2", "c", 2)])]
     await sink.write_batch(first)
@@ -72,7 +74,9 @@ async def test_past_max_keys_the_entry_says_reread_this_tenants_table(
     store: SqliteStore, clock: Clock
 ) -> None:
     await store.ensure_table(TICKETS)
-    sink = NotificationSink(store, "desk", NotificationConfig(max_keys=5), prefix="p", clock=clock)
+    sink = NotificationSink(
+        store, "desk", NotificationConfig(max_keys=5, count_inserts=True), prefix="p", clock=clock
+    )
     await sink.write_batch([(event(i), [upsert("o1", str(i), i), upsert("o2", "x", i)]) for i in range(6)])
     big, small = await entries(store)
     assert (big.tenant, big.reread, big.keys, big.inserted) == ("o1", True, None, 6)
