@@ -14,16 +14,23 @@ any arrival order converges:
   personal cells at the erasure's version. It shadows every older write of
   them, also one that arrives later (a replayed or late created event); it
   leaves the rest of the ticket, its status and its comments alone.
+- ``MailAgent``: a reply from the mail gateway names only its conversation
+  (the email thread); the lookup ``conversations``, fed by the ticket events
+  that carry a ``conversation_id``, resolves it to the ticket, and the reply
+  becomes a ``ticket_comment`` row of that ticket. A reply that arrives
+  before its ticket waits for it; a ticket update that takes over the
+  conversation (a merge) moves its replies to the new ticket.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from examples.support_desk.identity import TicketRef
 from examples.support_desk.payloads import (
     TOPIC_ENRICHMENT,
+    TOPIC_MAIL,
     TOPIC_PRIVACY,
     TOPIC_STATUS,
     TOPIC_TICKETS,
@@ -38,8 +45,17 @@ from examples.support_desk.schemas import (
     TICKET_STATUS_LOG,
 )
 from framework import Delete, Event, KeyedAgent, LogState, TableSchema, Upsert
+from framework.state import Lookup, StateView
 
-__all__ = ["TicketAgent", "StatusAgent", "EnrichmentAgent", "PrivacyAgent", "support_agents"]
+__all__ = [
+    "TicketAgent",
+    "StatusAgent",
+    "EnrichmentAgent",
+    "PrivacyAgent",
+    "MailAgent",
+    "CONVERSATIONS",
+    "support_agents",
+]
 
 
 class TicketAgent(KeyedAgent):
@@ -115,6 +131,37 @@ class PrivacyAgent(KeyedAgent):
         return [Delete(TICKET.name, ref.key, event.version, columns=PII_COLUMNS)]
 
 
+def _conversation(event: Event) -> str | None:
+    if event.type not in ("ticket.created", "ticket.updated"):
+        return None
+    return event.payload.get("conversation_id")
+
+
+def _ticket_of(event: Event) -> dict[str, Any]:
+    return TicketRef.of(event).cells
+
+
+#: conversation_id -> the ticket (tenant, source, external_id) it belongs to, from the ticket events.
+CONVERSATIONS = Lookup("conversations", TOPIC_TICKETS, key=_conversation, value=_ticket_of)
+
+
+class MailAgent(KeyedAgent):
+    """Replies from the mail gateway: a comment of the ticket their conversation belongs to."""
+
+    name: ClassVar[str] = "mail"
+    topic: ClassVar[str] = TOPIC_MAIL
+    event_types: ClassVar[tuple[str, ...]] = types_on(TOPIC_MAIL)
+    tables: ClassVar[tuple[TableSchema, ...]] = (TICKET_COMMENT,)
+    lookups: ClassVar[tuple[Lookup, ...]] = (CONVERSATIONS,)
+
+    def handle(self, event: Event, state: StateView) -> Iterable[Upsert]:  # type: ignore[override]
+        fields = payload(event, self.topic)
+        ref = TicketRef(**state.value("conversations", fields["conversation_id"]))
+        key = {**ref.key, "at": event.occurred_at, "comment_id": fields["message_id"]}
+        cells = {"author_kind": fields["author_kind"], "body": fields["body"]}
+        return [Upsert(TICKET_COMMENT.name, key, cells, event.version)]
+
+
 def support_agents() -> list[KeyedAgent]:
     """One instance of each agent of the support desk."""
-    return [TicketAgent(), StatusAgent(), EnrichmentAgent(), PrivacyAgent()]
+    return [TicketAgent(), StatusAgent(), EnrichmentAgent(), PrivacyAgent(), MailAgent()]

@@ -21,6 +21,7 @@ __all__ = [
     "TOPIC_STATUS",
     "TOPIC_ENRICHMENT",
     "TOPIC_PRIVACY",
+    "TOPIC_MAIL",
     "AUTHOR_KINDS",
     "CHANGED_BY",
     "PayloadError",
@@ -35,6 +36,8 @@ TOPIC_TICKETS = "support.tickets"
 TOPIC_STATUS = "support.status"
 TOPIC_ENRICHMENT = "support.enrichment"
 TOPIC_PRIVACY = "support.privacy"
+#: The mail gateway's replies: they name only the conversation (the email thread) they belong to.
+TOPIC_MAIL = "support.mail"
 
 AUTHOR_KINDS: tuple[str, ...] = ("agent", "requester")
 CHANGED_BY: tuple[str, ...] = ("agent", "requester", "system")
@@ -122,9 +125,16 @@ class Spec:
 
 
 SPECS: Mapping[str, Spec] = {
-    "ticket.created": Spec(TOPIC_TICKETS, {**_IDENTITY, **_RECORD}, {"assignee": nullable(text(128))}),
+    "ticket.created": Spec(
+        TOPIC_TICKETS,
+        {**_IDENTITY, **_RECORD},
+        {"assignee": nullable(text(128)), "conversation_id": text(128)},
+    ),
     "ticket.updated": Spec(
-        TOPIC_TICKETS, _IDENTITY, {**_RECORD, "assignee": nullable(text(128))}, any_optional=True
+        TOPIC_TICKETS,
+        _IDENTITY,
+        {**_RECORD, "assignee": nullable(text(128)), "conversation_id": text(128)},
+        any_optional=True,
     ),
     "comment.added": Spec(
         TOPIC_TICKETS,
@@ -139,6 +149,11 @@ SPECS: Mapping[str, Spec] = {
         TOPIC_ENRICHMENT, {"sentiment": nullable(choice(*SENTIMENTS)), "sentiment_score": nullable(score)}
     ),
     "requester.erased": Spec(TOPIC_PRIVACY, {"request_id": text(128)}),
+    "reply.received": Spec(
+        TOPIC_MAIL,
+        {"conversation_id": text(128), "message_id": text(128), "author_kind": choice(*AUTHOR_KINDS),
+         "body": text(10_000)},
+    ),  # fmt: skip
 }
 
 

@@ -21,12 +21,13 @@ KEY = {"ticket_id": natural_key("ticket", "acme", "zendesk", "4711")}
 def test_app_wires_four_agents_and_the_tickets_projection_in_a_few_lines() -> None:
     source = Path("examples/support_desk/app.py").read_text()
     assert len(source.splitlines()) <= 20
-    assert [a.name for a in app.agents] == ["tickets", "status", "enrichment", "privacy"]
+    assert [a.name for a in app.agents] == ["tickets", "status", "enrichment", "privacy", "mail"]
     assert set(app.topics()) == {
         "support.tickets",
         "support.status",
         "support.enrichment",
         "support.privacy",
+        "support.mail",
         "support-desk.tickets.changes",
     }
     assert {t.name for t in app.tables} == {
