@@ -178,14 +178,14 @@ async def retain_table(
             writes += p.version_marks([t for t in tombs if t is not None])
         announced = [m for plan in changed for m in plan.announced()]
         if announced:
-            tenant_by_row = {key_ident(m.key): t for t, plan in plans for m in plan.announced()}
+            tenant_by_row = {key_ident(dict(m.key)): t for t, plan in plans for m in plan.announced()}
 
             def tenant_of(_: str, key: Mapping[str, CellValue]) -> str:
-                return tenant_by_row[key_ident(key)]
+                return tenant_by_row[key_ident(dict(key))]
 
             writes += notification_mutations(
                 app_name,
-                batch_id_of(f"{job}-{batch}", (f"{table}:{key_ident(m.key)}" for m in announced)),
+                batch_id_of(f"{job}-{batch}", (f"{table}:{key_ident(dict(m.key))}" for m in announced)),
                 announced,
                 tenant_of,
                 int(clock() * 1_000_000),

@@ -40,12 +40,21 @@ def coordination(root: Path) -> Iterator[Coordination]:
 def retain(driver: Driver, coord: Coordination, now_s: float, **kw: Any) -> RetentionRun:
     """One round of the app's retention job at ``now_s`` on the driver's store and index."""
     return driver.run(
-        run_retention(driver.app, driver.store, checkpoints=coord.checkpoints, locks=coord.locks,
-                      index=driver.index, clock=lambda: now_s, **kw)
-    )  # fmt: skip
+        run_retention(
+            driver.app,
+            driver.store,
+            checkpoints=coord.checkpoints,
+            locks=coord.locks,
+            index=driver.index,
+            clock=lambda: now_s,
+            **kw,
+        )
+    )
 
 
 def live_cells(driver: Driver, table: str) -> dict[tuple[Any, ...], dict[str, tuple[Any, int]]]:
     """``{row key values: {column: (value, write time)}}`` of every live row of ``table``."""
-    return {tuple(r.key.values()): {c: (cell.value, cell.writetime) for c, cell in r.cells.items()}
-            for r in driver.rows(table)}  # fmt: skip
+    return {
+        tuple(r.key.values()): {c: (cell.value, cell.writetime) for c, cell in r.cells.items()}
+        for r in driver.rows(table)
+    }

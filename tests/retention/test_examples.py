@@ -51,8 +51,13 @@ def test_retention_of_example_app(example, tmp_path: Path) -> None:  # type: ign
     with Driver(app) as driver, coordination(tmp_path) as coord:
         driver.send(events)
         before = {t.name: live_cells(driver, t.name) for t in app.tables}
-        tenants = {(t.name, k): _tenant_of(driver, policy, t.name, dict(zip([c.name for c in t.key_columns], k)))
-                   for t in app.tables for k in before[t.name]}  # fmt: skip
+        tenants = {
+            (t.name, k): _tenant_of(
+                driver, policy, t.name, dict(zip([c.name for c in t.key_columns], k, strict=True))
+            )
+            for t in app.tables
+            for k in before[t.name]
+        }
         run = retain(driver, coord, now_s)
         assert not run.skipped
         deleted = sum(r.rows_deleted + r.rows_trimmed for r in run.tables.values())
@@ -67,13 +72,27 @@ def test_retention_of_example_app(example, tmp_path: Path) -> None:  # type: ign
         # documents equal a fresh projection of the store
         for p in app.projections:
             docs = driver.documents(p)
-            keys = {tuple(r.key[c.name] for c in p.partition_key): {c.name: r.key[c.name] for c in p.partition_key}
-                    for t in p.tables for r in driver.rows(t.name)}  # fmt: skip
-            fresh = {doc_id: (doc, v) for doc_id, doc, v in driver.run(read_documents(driver.store, p, list(keys.values())))
-                     if doc is not None}  # fmt: skip
-            assert {d: (doc, v) for d, (doc, v) in docs.items()} == {d: (dict(doc), v) for d, (doc, v) in fresh.items()}
+            keys = {
+                tuple(r.key[c.name] for c in p.partition_key): {
+                    c.name: r.key[c.name] for c in p.partition_key
+                }
+                for t in p.tables
+                for r in driver.rows(t.name)
+            }
+            fresh = {
+                doc_id: (doc, v)
+                for doc_id, doc, v in driver.run(read_documents(driver.store, p, list(keys.values())))
+                if doc is not None
+            }
+            assert {d: (doc, v) for d, (doc, v) in docs.items()} == {
+                d: (dict(doc), v) for d, (doc, v) in fresh.items()
+            }
         # notifications list the deleted rows
-        entries = [e for e in driver.run(_entries(driver)) if e.app == app.name and e.batch_id.startswith("retention")]
+        entries = [
+            e
+            for e in driver.run(_entries(driver))
+            if e.app == app.name and e.batch_id.startswith("retention")
+        ]
         assert sum(e.deleted + e.updated for e in entries) == deleted
         # a replay of every original event brings nothing back
         state = {t.name: live_cells(driver, t.name) for t in app.tables}
