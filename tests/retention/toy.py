@@ -81,3 +81,7 @@ def item_event(kind: str, org: str, item: str, step: int, column: str = "a", nud
     payload = {"column": column} if kind == "set" else {}
     event_id = f"{kind}-{org}-{item}-{version}-{column}"
     return Event(event_id, f"{org}:{item}", version, version, f"item.{kind}", payload)
+
+
+#: For ``converge retention run --app tests.retention.toy:plain``: the same tables, no projection.
+plain = App("retained-plain", agents=[ItemAgent()], retention=POLICY)
