@@ -52,6 +52,7 @@ class ConvergeCollector(Collector):
         yield from _runtime_families(snap.runtimes)
         yield from _partition_families(snap)
         yield from _sink_families(snap)
+        yield from _lookup_families(snap.runtimes)
         parked = GaugeMetricFamily(names.PARKED, "parked events not yet replayed or discarded",
                                    labels=["runtime", "stage", "error_class"])  # fmt: skip
         for (runtime, stage, error_class), n in sorted(snap.parked.items()):
@@ -74,6 +75,20 @@ def _runtime_families(runtimes: Mapping[str, Mapping[str, Any]]) -> Iterator[Met
                 )
             fam.add_metric([runtime], value)
     yield from families.values()
+
+
+def _lookup_families(runtimes: Mapping[str, Mapping[str, Any]]) -> Iterator[Metric]:
+    """Pending and overdue events per lookup of each agent with lookups (``status()["joins"]``)."""
+    pending = GaugeMetricFamily(names.LOOKUP_PENDING, "events waiting for a lookup entry",
+                                labels=["runtime", "lookup"])  # fmt: skip
+    overdue = GaugeMetricFamily(names.LOOKUP_OVERDUE, "events waiting past JoinConfig.report_after_s",
+                                labels=["runtime", "lookup"])  # fmt: skip
+    for runtime, status in sorted(runtimes.items()):
+        for lookup, s in sorted(status.get("joins", {}).get("lookups", {}).items()):
+            pending.add_metric([runtime, lookup], s.get("pending", 0))
+            overdue.add_metric([runtime, lookup], s.get("overdue", 0))
+    yield pending
+    yield overdue
 
 
 def _partition_families(snap: Snapshot) -> Iterator[Metric]:

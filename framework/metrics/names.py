@@ -18,6 +18,8 @@ __all__ = [
     "PARKED",
     "SINK_LATENCY",
     "BATCH_SIZE",
+    "LOOKUP_PENDING",
+    "LOOKUP_OVERDUE",
     "ALL",
 ]
 
@@ -49,6 +51,10 @@ SINK_RECENT_FAILURES = "converge_sink_recent_failures"
 PARKED = "converge_parked_events"
 SINK_LATENCY = "converge_sink_latency_seconds"
 BATCH_SIZE = "converge_batch_size"
+#: Events waiting for a lookup entry, and those waiting past ``JoinConfig.report_after_s``
+#: (labels runtime, lookup).
+LOOKUP_PENDING = "converge_lookup_pending"
+LOOKUP_OVERDUE = "converge_lookup_overdue"
 
 
 def counter_name(field: str) -> str:
@@ -59,5 +65,5 @@ def counter_name(field: str) -> str:
 #: Every fixed name (counters of ``Counters`` fields come from ``counter_name``).
 ALL: frozenset[str] = frozenset(
     {*RUNTIME_GAUGES.values(), *PARTITION.values(), SINK_DOWN, SINK_OUTAGES, SINK_RECENT_FAILURES,
-     PARKED, SINK_LATENCY, BATCH_SIZE}
+     PARKED, SINK_LATENCY, BATCH_SIZE, LOOKUP_PENDING, LOOKUP_OVERDUE}
 )  # fmt: skip
