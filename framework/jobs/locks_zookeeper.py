@@ -84,6 +84,7 @@ class ZooKeeperDomainLocks(DomainLocks):
     ) -> None:
         self.root = _check_root(root)
         self.hosts = hosts
+        self._op_timeout = session_timeout
         self._closed = False
         self._mutex = threading.Lock()
         self._locks: dict[str, Lock] = {}
@@ -110,14 +111,21 @@ class ZooKeeperDomainLocks(DomainLocks):
                 self._locks.clear()  # the ephemeral lock znodes are gone with the session
 
     def _call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` while connected; connection trouble becomes LocksUnavailable."""
         if self._closed:
             raise LocksUnavailable("the lock store is closed")
+        if not self._connected:  # kazoo would queue the request until the connection is back
+            raise LocksUnavailable(f"ZooKeeper {self.hosts}: not connected")
         try:
             return fn()
         except (NoNodeError, NodeExistsError, BadVersionError):
             raise
         except (KazooTimeoutError, KazooException) as exc:
             raise LocksUnavailable(f"ZooKeeper {self.hosts}: {exc or type(exc).__name__}") from exc
+
+    def _wait(self, start: Callable[[], Any]) -> Any:
+        """The result of the async request ``start`` makes, waiting at most the session timeout."""
+        return self._call(lambda: start().get(timeout=self._op_timeout))
 
     def _domain(self, domain: str) -> str:
         return f"{self.root}/{check_job_name(domain, 'domain')}"
@@ -139,22 +147,21 @@ class ZooKeeperDomainLocks(DomainLocks):
                 return False
         path = f"{self._domain(lease.domain)}/lock/{lease.token}"
         try:
-            return self._call(lambda: self._client.exists(path)) is not None
+            return self._wait(lambda: self._client.exists_async(path)) is not None
         except LocksUnavailable:
             return False
 
     def release(self, lease: Lease) -> None:
         with self._mutex:
             lock = self._locks.pop(lease.token, None)
-        if lock is not None:
-            try:
-                self._call(lock.release)
-            except NoNodeError:
-                pass
+        if lock is not None and lock.node:
+            # never waits: while disconnected the delete is queued for the same session, and a
+            # session that expires takes the ephemeral znode with it
+            self._client.delete_async(f"{lock.path}/{lock.node}")
 
     def _read_last(self, domain: str) -> LastRunner | None:
         try:
-            data, stat = self._call(lambda: self._client.get(f"{self._domain(domain)}/last"))
+            data, stat = self._wait(lambda: self._client.get_async(f"{self._domain(domain)}/last"))
         except NoNodeError:
             return None
         return LastRunner.decode(data.decode("utf-8"), stat.version)
@@ -171,7 +178,7 @@ class ZooKeeperDomainLocks(DomainLocks):
             tx.create(f"{base}/last", data)
         else:
             tx.set_data(f"{base}/last", data, version=expected_version)
-        results: list[Any] = self._call(tx.commit)
+        results: list[Any] = self._wait(tx.commit_async)
         if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
             raise LeaseLost(f"domain {lease.domain!r}: {lease.holder} no longer holds the lock")
         if isinstance(results[1], Exception):
@@ -185,26 +192,23 @@ class ZooKeeperDomainLocks(DomainLocks):
         path = f"{self._domain(domain)}/members/{check_job_name(member.job, 'job')}"
         data = json.dumps({"predecessor": member.predecessor, "start_with": member.start_with}).encode()
 
-        def write() -> None:
-            try:
-                self._client.set(path, data)
-            except NoNodeError:
-                self._client.create(path, data, makepath=True)
-
-        self._call(write)
+        try:
+            self._wait(lambda: self._client.set_async(path, data))
+        except NoNodeError:
+            self._wait(lambda: self._client.create_async(path, data, makepath=True))
 
     def domains(self) -> list[str]:
-        return sorted(self._call(lambda: self._client.get_children(self.root)))
+        return sorted(self._wait(lambda: self._client.get_children_async(self.root)))
 
     def _children(self, path: str) -> list[str]:
         try:
-            return self._call(lambda: self._client.get_children(path))
+            return self._wait(lambda: self._client.get_children_async(path))
         except NoNodeError:
             return []
 
     def _data(self, path: str) -> bytes | None:
         try:
-            data, _ = self._call(lambda: self._client.get(path))
+            data, _ = self._wait(lambda: self._client.get_async(path))
         except NoNodeError:
             return None
         return data
@@ -224,16 +228,12 @@ class ZooKeeperDomainLocks(DomainLocks):
         return status
 
     def close(self) -> None:
+        """End the session: the server deletes its lock znodes at once (after the session timeout
+        when it cannot be reached)."""
         with self._mutex:
             if self._closed:
                 return
-            leases = list(self._locks.values())
+            self._closed = True
             self._locks.clear()
-        for lock in leases:
-            try:
-                lock.release()
-            except KazooException:
-                pass
-        self._closed = True
         self._client.stop()
         self._client.close()

@@ -250,3 +250,29 @@ def test_an_unreachable_ensemble_is_unavailable_not_a_hang() -> None:
 
     with pytest.raises(LocksUnavailable):
         ZooKeeperDomainLocks(f"127.0.0.1:{free_port()}", connect_timeout=1.0)
+
+
+def test_zookeeper_going_away_ends_the_turn_without_a_checkpoint(tmp_path: Path) -> None:
+    from framework.coordination.sqlite import SqliteCheckpointStore
+    from framework.jobs.locks_zookeeper import ZooKeeperDomainLocks
+
+    server = ZooKeeperServer(tmp_path / "zk").start()
+    locks = ZooKeeperDomainLocks(server.hosts, root="/gone", session_timeout=2.0)
+    store = SqliteCheckpointStore(tmp_path / "cp.db")
+    job = JobCoordinator(locks, CoordinatorSettings("orders", "A", None), checkpoints=store)
+    try:
+        with pytest.raises(TurnLost), job.turn_sync() as turn:
+            assert turn
+            server.stop()
+            deadline = time.monotonic() + 30
+            while turn.held() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not turn.held()
+            turn.commit("1")
+        assert store.get_sync("coordinator/orders/A") is None
+        with pytest.raises(LocksUnavailable):
+            job.run_round_sync(lambda t: "2")
+    finally:
+        locks.close()
+        store.close_sync()
+        server.stop()
