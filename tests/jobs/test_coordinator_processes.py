@@ -175,8 +175,8 @@ def test_sigkilled_holder_blocks_the_others_only_until_it_expires(
     turns = cycle.wait_for(lambda ts: any(t.round == 6 for t in ts))
     gap = next(t for t in turns if t.round == 6).start - killed_at
     expiry = EXPIRY[backend.kind]
-    # the lock outlived the kill for most of the expiry (renewed/pinged at most expiry/3 before it) ...
-    assert gap >= expiry / 2, f"lock taken {gap:.2f}s after the kill, before the {expiry}s expiry"
+    # the lock outlived the kill (renewed or pinged every expiry/3; loose: a loaded machine delays that) ...
+    assert gap >= expiry / 4, f"lock taken {gap:.2f}s after the kill, long before the {expiry}s expiry"
     # ... and was free once the lease or session expired
     assert gap <= expiry + SLACK, f"others blocked {gap:.2f}s after the kill ({expiry}s expiry)"
     restarted = cycle.start("B")  # B's next turn (round 8) resumes from its last checkpoint
