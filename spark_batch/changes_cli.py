@@ -28,10 +28,21 @@ def _checkpoints(args: argparse.Namespace, store: str) -> str:
     return sqlite_url(sqlite_path(store).parent / "checkpoints.db")
 
 
+def _session(args: argparse.Namespace) -> Any:
+    import logging
+
+    from spark_batch.session import spark_session
+
+    if not logging.getLogger().handlers:
+        level = logging.WARNING if args.quiet else logging.INFO
+        logging.basicConfig(level=level, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    return spark_session("converge-changes", args.master)
+
+
 def _changes(args: argparse.Namespace) -> int:
     from framework.notifications import NOTIFICATION_TABLES, NotificationGap
     from spark_batch.changes import export_changes
-    from spark_batch.cli import _setup
     from spark_batch.preflight import Job
     from spark_batch.report import write_json
 
@@ -47,7 +58,7 @@ def _changes(args: argparse.Namespace) -> int:
         schemas = {t: schemas[t] for t in args.table}
     tenant_of = job.app.notifications.tenant_of if job.app.notifications is not None else None
     checkpoints = _checkpoints(args, job.store)
-    spark = _setup(args, "changes")
+    spark = _session(args)
     try:
         report = export_changes(
             spark, job.store, checkpoints, args.consumer, args.out, schemas, tenant_of=tenant_of,
