@@ -21,7 +21,8 @@ def reply(message_id: str, version: int, conversation: str = "thread-1") -> Even
 
 
 def comments(d: Driver, ref: TicketRef) -> dict[str, tuple[str, int]]:
-    return {r.key["comment_id"]: (r.values()["body"], r.version) for r in d.partition("ticket_comment", ref.key)}
+    rows = d.partition("ticket_comment", ref.key)
+    return {r.key["comment_id"]: (r.values()["body"], r.version) for r in rows}
 
 
 def test_a_reply_waits_for_its_ticket_then_lands_in_its_comments() -> None:
