@@ -104,11 +104,10 @@ class JoinProcessor:
         await self.ready(p)
         raw = (work.value or b"").decode("utf-8", "surrogatepass")
         try:
-            plan = self.book.plan(p, event, raw)
-        except MessageError:
+            await self._write(self.book.plan(p, event, raw))
+        except MessageError:  # parked by the runtime: no longer a reader nor pending
             await self._send(p, self.book.forget(p, event.event_id))
             raise
-        await self._write(plan)
 
     async def _write(self, plan: Plan) -> None:
         if plan.mutations:
