@@ -227,6 +227,47 @@ def _ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _retention(args: argparse.Namespace) -> int:
+    import time
+
+    from framework.coordination import open_checkpoint_store
+    from framework.jobs.locks_open import DEFAULT_JOB_LOCKS_URL, JOB_LOCKS_ENV, open_domain_locks
+    from framework.retention.cli import print_run
+    from spark_batch.apps import JobError
+    from spark_batch.preflight import Job, absolute_store_url
+    from spark_batch.report import write_json
+    from spark_batch.retention import spark_retention
+    from stores.open import open_search_index
+
+    job = Job(args, need_projection=False)
+    if job.app.retention is None:
+        raise JobError(f"--app {args.app}: the app declares no retention")
+    es_url = job.settings.es_url
+    if job.app.projections and es_url is None:
+        raise JobError(
+            "--es-url: the app has projections: give the index their documents are re-projected into"
+        )
+    index = None if es_url is None else functools.partial(open_search_index, es_url, job.tombstones)
+    checkpoints = open_checkpoint_store(absolute_store_url(args.checkpoints))
+    locks = open_domain_locks(
+        absolute_store_url(args.locks or os.environ.get(JOB_LOCKS_ENV, DEFAULT_JOB_LOCKS_URL))
+    )
+    try:
+        spark = _setup(args, "retention")
+        clock = time.time if args.now is None else (lambda: args.now)
+        run = spark_retention(
+            spark, args.app, job.store, checkpoints=checkpoints, locks=locks, index=index,
+            predecessor=args.predecessor, start_with=args.start_with, shards=args.shards, clock=clock,
+        )  # fmt: skip
+    finally:
+        checkpoints.close_sync()  # type: ignore[attr-defined]
+        locks.close()
+    print_run(run)
+    if args.report:
+        write_json(args.report, run.to_dict())
+    return 0 if not run.skipped else 3
+
+
 def _common() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--app", required=True, metavar="MODULE:ATTR", help="the converge App to run")
@@ -330,6 +371,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--shards", type=int, default=None, help="store scan shards (default: parallelism)")
     p.add_argument("--drop-old", action="store_true", help="delete the old index after the swap")
     p.set_defaults(func=_guarded(_reindex))
+
+    p = cmds.add_parser(
+        "retention", parents=[common], help="the app's retention job with its store side on Spark"
+    )
+    p.add_argument("--shards", type=int, default=None, help="tasks per table (default: parallelism)")
+    p.add_argument("--checkpoints", default="sqlite:///.converge/jobs.db", help="job checkpoint store URL")
+    p.add_argument(
+        "--locks", default=None, help="job lock URL (env CONVERGE_JOB_LOCKS, default .converge/jobs.db)"
+    )
+    p.add_argument("--predecessor", default=None, help="the job whose turn comes right before retention's")
+    p.add_argument("--start-with", default=None, help="the job taking the first turn of a new domain")
+    p.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)  # tests: a fixed clock
+    p.set_defaults(func=_guarded(_retention))
 
     p = cmds.add_parser(
         "ingest", parents=[common], help="micro-batches of Kafka offset ranges through the app, exactly once"

@@ -11,7 +11,7 @@ from typing import Any
 
 from framework.cli_support import UserError, add_json_flag, load_spec, print_json
 
-__all__ = ["register"]
+__all__ = ["register", "print_run"]
 
 _ENV_CHECKPOINTS = "CONVERGE_CHECKPOINTS"
 
@@ -55,7 +55,8 @@ async def _open_store(url: str) -> Any:
     return await open_wide_store(url)
 
 
-def _print(run: Any) -> None:
+def print_run(run: Any) -> None:
+    """A run's report as lines: per table what went, per domain what was re-projected or skipped."""
     verb = "would delete" if run.dry_run else "deleted"
     for name, r in run.tables.items():
         print(
@@ -94,7 +95,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(run.to_dict())
     else:
-        _print(run)
+        print_run(run)
     return 0 if not run.skipped else 3
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,9 @@ __all__ = [
     "dry_run",
     "run_retention",
     "reproject_pending",
+    "retain_domain",
+    "RetainDomain",
+    "policy_of",
 ]
 
 #: The job name every retention turn runs under.
@@ -125,7 +128,12 @@ async def _overrides(store: WideColumnStore, policy: RetentionPolicy) -> dict[tu
     return overrides_from_rows([row async for row in store.scan(POLICY_TABLE.name)])
 
 
-async def _retain_domain(
+#: ``retain(tables, now_us, batch, job)``: the store process of one domain's batch (the tables'
+#: reports); the Spark job (``spark_batch.retention``) runs it on executors.
+RetainDomain = Callable[[Sequence[str], int, int, str], Awaitable[list[TableReport]]]
+
+
+async def retain_domain(
     store: WideColumnStore,
     app: App,
     tables: Sequence[str],
@@ -133,10 +141,14 @@ async def _retain_domain(
     *,
     batch: int,
     job: str,
-    dry: bool,
-    chunk: int,
-    clock: Callable[[], float],
+    dry: bool = False,
+    chunk: int = 1000,
+    clock: Callable[[], float] = time.time,
+    shard: int = 0,
+    shards: int = 1,
 ) -> list[TableReport]:
+    """The store side of one domain's batch at ``now_us`` (shard ``shard`` of ``shards`` of each
+    table's partitions), table after table in ``tables``' order."""
     policy = policy_of(app)
     overrides = await _overrides(store, policy)
     reports = []
@@ -159,6 +171,8 @@ async def _retain_domain(
                 chunk=chunk,
                 dry_run=dry,
                 clock=clock,
+                shard=shard,
+                shards=shards,
             )
         )
     return reports
@@ -172,7 +186,7 @@ async def dry_run(
     run = RetentionRun(dry_run=True)
     for domain, tables in domains(app, policy_of(app)).items():
         run.now_us[domain] = now_us
-        for r in await _retain_domain(
+        for r in await retain_domain(
             store, app, tables, now_us, batch=0, job=JOB, dry=True, chunk=chunk, clock=time.time
         ):
             run.tables[r.table] = r
@@ -233,11 +247,13 @@ async def run_retention(
     clock: Callable[[], float] = time.time,
     chunk: int = 1000,
     only: Sequence[str] | None = None,
+    retain: RetainDomain | None = None,
 ) -> RetentionRun:
     """One round of the retention job in every domain of ``app`` (or the ``only`` domains): take
     the domain's turn after ``predecessor`` (None: unordered), repair the domain's lagging batch,
     run one new batch at the clock's now, commit. A domain whose turn is given up is reported in
-    ``skipped`` and retried next round."""
+    ``skipped`` and retried next round. ``retain`` replaces the store process's work (default:
+    ``retain_domain`` here, in this process)."""
     policy = policy_of(app)
     await ensure_tables(store, app)
     run = RetentionRun()
@@ -255,17 +271,19 @@ async def run_retention(
             async def store_process(
                 batch: Batch, tables: Sequence[str] = tables, job: str = job
             ) -> dict[str, Any]:
-                reports = await _retain_domain(
-                    store,
-                    app,
-                    tables,
-                    batch.began_at,
-                    batch=batch.batch_id,
-                    job=job,
-                    dry=False,
-                    chunk=chunk,
-                    clock=clock,
-                )
+                if retain is not None:
+                    reports = await retain(tables, batch.began_at, batch.batch_id, job)
+                else:
+                    reports = await retain_domain(
+                        store,
+                        app,
+                        tables,
+                        batch.began_at,
+                        batch=batch.batch_id,
+                        job=job,
+                        chunk=chunk,
+                        clock=clock,
+                    )
                 for r in reports:
                     run.tables[r.table] = r
                 return {

@@ -60,7 +60,18 @@ class TableReport:
     tenants: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "tenants": {t: dict(c) for t, c in self.tenants.items()}}
+
+    def add(self, other: Mapping[str, Any]) -> None:
+        """Add the counts of another shard's report (``to_dict`` form) of the same table."""
+        for name, value in other.items():
+            if name == "tenants":
+                for tenant, counts in value.items():
+                    mine = self.tenants.setdefault(tenant, {})
+                    for k, n in counts.items():
+                        mine[k] = mine.get(k, 0) + n
+            elif name not in ("table", "seconds"):
+                setattr(self, name, getattr(self, name) + value)
 
 
 async def partitions(
@@ -130,9 +141,12 @@ async def retain_table(
     chunk: int = 1000,
     dry_run: bool = False,
     clock: Callable[[], float] = time.time,
+    shard: int = 0,
+    shards: int = 1,
 ) -> TableReport:
     """Scan ``table`` and write the retention of every partition at ``now_us`` (see the module
-    docstring); ``dry_run`` writes nothing and reports what a run would do."""
+    docstring) in shard ``shard`` of ``shards``; ``dry_run`` writes nothing and reports what a
+    run would do."""
     started = time.perf_counter()
     report = TableReport(table)
     schema = store.schema(table)
@@ -160,19 +174,17 @@ async def retain_table(
             counts["rows_trimmed"] += len(plan.trimmed)
             plans.append((tenant, plan))
         buffer.clear()
-        writes: list[Mutation] = []
+        sealed = [plan for _, plan in plans if plan.cutoff > 0 and (plan.changes or policy.seal)]
         changed = [plan for _, plan in plans if plan.changes]
         for _, plan in plans:
             report.rows_deleted += len(plan.deleted)
             report.rows_trimmed += len(plan.trimmed)
             report.cells_deleted += plan.expired_cells
             report.partitions_changed += int(plan.changes)
-            tomb = plan.tombstone()
-            if tomb is not None and (plan.changes or policy.seal):
-                writes.append(tomb)
-        report.tombstones += len(writes)
-        if dry_run or not writes:
+        report.tombstones += len(sealed)
+        if dry_run or not sealed:
             return
+        writes: list[Mutation] = [t for plan in sealed if (t := plan.tombstone()) is not None]
         tombs = [plan.tombstone() for plan in changed]
         for p in readers:
             writes += p.version_marks([t for t in tombs if t is not None])
@@ -196,7 +208,7 @@ async def retain_table(
         writes += pending_rows(job, batch, now_us, readers, changed)
         await store.apply(writes)
 
-    async for rows in partitions(store, table):
+    async for rows in partitions(store, table, shard=shard, shards=shards):
         buffer.append(rows)
         if len(buffer) >= chunk:
             await flush()

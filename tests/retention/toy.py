@@ -57,7 +57,7 @@ class ItemAgent(KeyedAgent):
 
 class ItemProjection(Projection):
     name = "items"
-    alias = "items"
+    alias = "retained-items"
     tables = (ITEM, ITEM_LOG)
     mappings: ClassVar[Mapping[str, Any]] = {}
 
@@ -85,3 +85,6 @@ def item_event(kind: str, org: str, item: str, step: int, column: str = "a", nud
 
 #: For ``converge retention run --app tests.retention.toy:plain``: the same tables, no projection.
 plain = App("retained-plain", agents=[ItemAgent()], retention=POLICY)
+
+#: The toy app as jobs load it (``tests.retention.toy:app``).
+app = toy_app()
