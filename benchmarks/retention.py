@@ -8,9 +8,12 @@ Then, each on its own copy of the file:
 - ``dry run``: scan, resolve tenants and plan; no write;
 - ``job, seal``: the coordinated job (SQLite locks and checkpoints), a
   tombstone in every partition (the default);
-- ``job, no seal``: tombstones only where something is deleted.
+- ``job, no seal``: tombstones only where something is deleted;
+- ``spark, seal`` (``--spark``): ``converge spark retention``'s job on
+  ``local[2]``, two shards (tasks) writing the one SQLite file; the session
+  starts before the clock does.
 
-    python -m benchmarks.retention --rows 1000000
+    python -m benchmarks.retention --rows 1000000 [--spark]
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from pathlib import Path
 from framework import App, Column, Event, KeyedAgent, TableSchema, Upsert
 from framework.coordination.sqlite import SqliteCheckpointStore
 from framework.jobs.locks_sqlite import SqliteDomainLocks
-from framework.retention import DAY_US, RetentionPolicy, dry_run, ensure_tables, run_retention
+from framework.retention import DAY_US, RetentionPolicy, RetentionRun, dry_run, ensure_tables, run_retention
 from stores.sqlite import SqliteStore
 
 ITEM = TableSchema(
@@ -90,6 +93,10 @@ async def variant(name: str, path: Path, root: Path) -> tuple[float, float, int,
     cpu0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     if name == "dry run":
         run = await dry_run(store, app(True), now=NOW_US / 1e6)
+    elif name == "spark, seal":
+        await store.close()
+        run = await asyncio.to_thread(_spark_run, path, root)
+        store = await SqliteStore.open(path)
     else:
         checkpoints, locks = SqliteCheckpointStore(root / "cp.db"), SqliteDomainLocks(root / "jobs.db")
         try:
@@ -111,12 +118,34 @@ async def variant(name: str, path: Path, root: Path) -> tuple[float, float, int,
     return wall, cpu, r.rows, r.rows_deleted, r.rows_trimmed
 
 
+def _spark_run(path: Path, root: Path) -> RetentionRun:
+    from spark_batch.retention import spark_retention
+    from spark_batch.session import spark_session
+
+    spark = spark_session("retention-bench", "local[2]")
+    checkpoints, locks = SqliteCheckpointStore(root / "cp.db"), SqliteDomainLocks(root / "jobs.db")
+    try:
+        return spark_retention(
+            spark,
+            "benchmarks.retention:BENCH_APP",
+            f"sqlite:///{path.resolve()}",
+            checkpoints=checkpoints,
+            locks=locks,
+            shards=2,
+            clock=lambda: NOW_US / 1e6,
+        )
+    finally:
+        checkpoints.close_sync()
+        locks.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--expired", type=float, default=0.4, help="share of rows wholly older than the cutoff")
     ap.add_argument("--trimmed", type=float, default=0.1, help="share of rows with one old and one new cell")
     ap.add_argument("--tenants", type=int, default=50)
+    ap.add_argument("--spark", action="store_true", help="also the Spark job (local[2], two shards)")
     ap.add_argument("--dir", default=None, help="where the store files go (default: a temp dir)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
@@ -124,14 +153,19 @@ def main() -> None:
         seconds = asyncio.run(build(base, args))
         size = base.stat().st_size / 2**20
         print(
-            f"{args.rows} rows ({args.expired:.0%} expired, {args.trimmed:.0%} trimmed, {args.tenants} tenants) "
+            f"{args.rows} rows ({args.expired:.0%} expired, {args.trimmed:.0%} trimmed, "
+            f"{args.tenants} tenants) "
             f"written in {seconds:.1f}s; store file {size:.0f} MiB; load average {os.getloadavg()[0]:.2f}"
         )
         print(
             f"{'variant':<16}{'wall s':>9}{'cpu s':>8}{'examined/s':>12}{'deleted/s':>11}"
             f"{'deleted':>10}{'trimmed':>10}  load"
         )
-        for name in ("dry run", "job, seal", "job, no seal"):
+        if args.spark:  # start the JVM and the session outside the measured run
+            from spark_batch.session import spark_session
+
+            spark_session("retention-bench", "local[2]").sparkContext.parallelize([1], 1).count()
+        for name in ("dry run", "job, seal", "job, no seal", *(("spark, seal",) if args.spark else ())):
             root = Path(tmp) / name.replace(", ", "-").replace(" ", "-")
             root.mkdir()
             copy = root / "wide.db"
@@ -148,3 +182,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+#: The app as Spark tasks load it (seal on).
+BENCH_APP = app(True)

@@ -103,6 +103,10 @@ def domains(app: App, policy: RetentionPolicy) -> dict[str, list[str]]:
     """Lock domain -> its tables in run order (tables taking their tenant from the domain's table
     first, the domain's own table last)."""
     names = retained_tables(app)
+    named = set(policy.per_table) | {t for tables in policy.per_tenant.values() for t in tables} - {"*"}
+    unknown = sorted(named - set(names))
+    if unknown:
+        raise RetentionError(f"the retention policy names {unknown}: not data tables of app {app.name}")
     out: dict[str, list[str]] = {}
     for table in names:
         owner = policy.tenant_from.get(table, table)

@@ -184,27 +184,31 @@ async def retain_table(
         report.tombstones += len(sealed)
         if dry_run or not sealed:
             return
-        writes: list[Mutation] = [t for plan in sealed if (t := plan.tombstone()) is not None]
-        tombs = [plan.tombstone() for plan in changed]
+        tombstones = {id(plan): plan.tombstone() for plan in sealed}
+        writes: list[Mutation] = [t for t in tombstones.values() if t is not None]
         for p in readers:
-            writes += p.version_marks([t for t in tombs if t is not None])
-        announced = [m for plan in changed for m in plan.announced()]
-        if announced:
-            tenant_by_row = {key_ident(dict(m.key)): t for t, plan in plans for m in plan.announced()}
-
-            def tenant_of(_: str, key: Mapping[str, CellValue]) -> str:
-                return tenant_by_row[key_ident(dict(key))]
-
-            writes += notification_mutations(
-                app_name,
-                batch_id_of(f"{job}-{batch}", (f"{table}:{key_ident(dict(m.key))}" for m in announced)),
-                announced,
-                tenant_of,
-                int(clock() * 1_000_000),
-                notes.max_keys,
-                bucket_width=notes.bucket_width,
-                ttl=notes.ttl,
+            writes += p.version_marks([t for plan in changed if (t := tombstones[id(plan)]) is not None])
+        by_tenant: dict[str, list[Mutation]] = {}
+        for tenant, plan in plans:
+            if plan.changes:
+                by_tenant.setdefault(tenant, []).extend(plan.announced())
+        if by_tenant:
+            # one id per chunk: the partitions it changed (the same chunk gives the same id)
+            batch_id = batch_id_of(
+                f"{job}-{batch}", (f"{table}:{key_ident(plan.partition)}" for plan in changed)
             )
+            ingested_at = int(clock() * 1_000_000)
+            for tenant, announced in sorted(by_tenant.items()):
+                writes += notification_mutations(
+                    app_name,
+                    batch_id,
+                    announced,
+                    lambda _table, _key, tenant=tenant: tenant,
+                    ingested_at,
+                    notes.max_keys,
+                    bucket_width=notes.bucket_width,
+                    ttl=notes.ttl,
+                )
         writes += pending_rows(job, batch, now_us, readers, changed)
         await store.apply(writes)
 

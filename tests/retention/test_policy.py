@@ -85,3 +85,17 @@ def test_tenant_of_a_row_key_column_then_cell() -> None:
     assert tenant_of_row({"org_id": "a", "id": "1"}, {"tenant": "b"}) == "a"
     assert tenant_of_row({"id": "1"}, {"tenant": "b"}) == "b"
     assert tenant_of_row({"id": "1"}, {"x": 1}) is None
+
+
+def test_a_policy_naming_an_unknown_table_is_refused() -> None:
+    from framework.retention import RetentionError, domains
+    from tests.retention.toy import toy_app
+
+    with pytest.raises(RetentionError, match="nope"):
+        domains(toy_app(), RetentionPolicy(per_table={"nope": 3}))
+    with pytest.raises(RetentionError, match="items_version"):
+        domains(toy_app(), RetentionPolicy(per_tenant={"a": {"items_version": 3}}))
+    assert domains(toy_app(), RetentionPolicy(per_tenant={"a": {"*": 3}})) == {
+        "item": ["item"],
+        "item_log": ["item_log"],
+    }
