@@ -35,6 +35,8 @@ def test_app_wires_four_agents_and_the_tickets_projection_in_a_few_lines() -> No
         "ticket_status_log",
         "ticket_comment",
         "tickets_version",
+        "converge_erasure_denylist",  # personal data declared: erasure keeps a deny-list and audit
+        "converge_erasure_audit",
     }
     assert {t for a in app.agents for t in a.event_types} == set(SPECS)
     assert app.projections_of(app.agent("privacy")) == app.projections
