@@ -103,7 +103,8 @@ def test_a_live_worker_reports_the_offsets_parked_events_and_sinks_of_what_it_pr
     events = by_topic(deliver(history.events, SEED))
     asyncio.run(ensure_topics(broker, {t: 2 for t in app.topics()}))
     produced = asyncio.run(_produce(broker, events))
-    assert set(produced) == {a.topic for a in app.agents} and sum(produced.values()) > 50
+    fed = [a for a in app.agents if not a.lookups]  # the generator sends no mail replies (lookups)
+    assert set(produced) == {a.topic for a in fed} and sum(produced.values()) > 50
     port = free_port()
     env = {
         "CONVERGE_ES_URL": es_url,
@@ -130,7 +131,7 @@ def test_a_live_worker_reports_the_offsets_parked_events_and_sinks_of_what_it_pr
     change_count = sum(asyncio.run(end_offsets(broker, changes)).values())
     assert change_count > 0
     assert len(m["converge_partition_lag"]) == 2 * len(app.topics())  # both partitions of every topic
-    for a in app.agents:  # every offset of every partition, consumed and committed: no lag
+    for a in fed:  # every offset of every partition, consumed and committed: no lag
         n = produced[a.topic]
         for what in ("consumed_offset", "committed_offset", "end_offset"):
             assert _sum(m, f"converge_partition_{what}", runtime=a.name, topic=a.topic) == n, (a.name, what)
