@@ -5,6 +5,8 @@ the environment, see ``framework.Settings``). Retention (seed 001: activity data
 lives six months to two years): two years by default, the engagement log one
 year, and the tenant ``org-0001`` keeps everything six months; a log row is of
 its hub row's organisation. ``converge retention run --app examples.activity_platform.app:app``.
+Every micro-batch's changes are recorded in the notification table
+(``converge changes read --wide-store URL --consumer NAME``).
 """
 
 from agents import ActivityProjection, reference_agents
@@ -25,4 +27,5 @@ app = App(
     projections=[ActivityProjection()],
     retention=RETENTION,
     personal_data=PERSONAL_DATA,
+    notifications=True,
 )

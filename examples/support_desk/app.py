@@ -1,6 +1,7 @@
 """The support desk as one converge app: ``converge worker examples.support_desk.app:app``.
 
-Its retention policy is in ``retention.py``, its personal data in ``personal.py``.
+Retention policy: ``retention.py``; personal data: ``personal.py``; every micro-batch's
+changes go to the notification table (``converge changes read --wide-store URL --consumer C``).
 """
 
 from examples.support_desk.agents import support_agents
@@ -15,4 +16,5 @@ app = App(
     projections=[TicketProjection()],
     retention=RETENTION,
     personal_data=PERSONAL_DATA,
+    notifications=True,
 )

@@ -37,7 +37,7 @@ from framework.delivery.ledger import DeliveryLedger, UnknownMessages
 from framework.delivery.model import DeliveryError
 from stores.errors import StoreError, TransientStoreError
 
-__all__ = ["ACK_PATH", "AckEndpoint", "AckServer", "build_ack_app", "mount_on_faust"]
+__all__ = ["ACK_PATH", "AckEndpoint", "AckServer", "build_ack_app", "is_loopback", "mount_on_faust"]
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,8 @@ MIN_TOKEN_CHARS = 16
 _TOKEN = re.compile(r"[!-~]+")
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (IPv4 or IPv6)."""
     if host == "localhost":
         return True
     try:
@@ -64,7 +65,7 @@ def _check_exposure(host: str, token: str | None) -> None:
             f"must be a string of at least {MIN_TOKEN_CHARS} characters, "
             "all visible ASCII (no spaces, control characters or NULs)",
         )
-    if token is None and not _is_loopback(host):
+    if token is None and not is_loopback(host):
         raise DeliveryError("token", f"binding the ack endpoint to {host!r} requires a bearer token")
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
+from framework.delivery.ack_http import is_loopback
 from framework.metrics import names
 from framework.metrics.collector import ConvergeCollector
 from framework.metrics.observers import BATCH_BUCKETS, SINK_LATENCY, observe_batches, time_sinks
@@ -25,15 +25,6 @@ __all__ = ["METRICS_PATH", "MetricsEndpoint", "mount_metrics"]
 METRICS_PATH = "/metrics"
 #: The classic text format, read by every Prometheus version (the names here are plain ASCII).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class MetricsEndpoint:
@@ -84,7 +75,7 @@ def mount_metrics(worker: Any, *, token: str | None = None, path: str = METRICS_
     ValueError when the server binds beyond loopback and no ``token`` is given.
     """
     bind = str(worker.conf.web_bind)
-    if token is None and not _is_loopback(bind):
+    if token is None and not is_loopback(bind):
         raise ValueError(f"serving metrics on {bind!r} requires a bearer token")
     endpoint = MetricsEndpoint(worker, token=token)
     web_driver: Any = worker.web  # faust's aiohttp driver exposes its aiohttp Application as ``web_app``

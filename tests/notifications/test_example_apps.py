@@ -78,7 +78,13 @@ def test_entries_list_every_row_written_and_change_no_data(example) -> None:  # 
             assert e.inserted <= len(gone), e
 
 
+def test_both_example_apps_declare_notifications() -> None:
+    assert support_desk()[0].notifications is not None
+    assert activity_platform()[0].notifications is not None
+
+
 def test_a_driver_without_notifications_has_none() -> None:
-    app, _ = support_desk()
+    app = copy.copy(support_desk()[0])
+    app.notifications = None
     with Driver(app) as driver, pytest.raises(RuntimeError, match="notifications off"):
         driver.notifications()
