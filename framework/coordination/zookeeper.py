@@ -15,16 +15,10 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import (
-    BadVersionError,
-    KazooException,
-    NodeExistsError,
-    NoNodeError,
-)
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.retry import KazooRetry
 
+from framework.coordination import kazoo_client
 from framework.coordination.checkpoints import (
     Checkpoint,
     CheckpointConflict,
@@ -68,18 +62,14 @@ class ZooKeeperCheckpointStore(CheckpointStore):
         self.hosts = hosts
         self._lock = threading.Lock()
         self._closed = False
-        self._client = KazooClient(
-            hosts=hosts,
-            timeout=session_timeout,
-            connection_retry=KazooRetry(max_tries=3, delay=0.2, max_delay=1.0),
+        self._client = kazoo_client.connect(
+            hosts,
+            self.root,
+            session_timeout=session_timeout,
+            connect_timeout=connect_timeout,
+            retry=KazooRetry(max_tries=3, delay=0.2, max_delay=1.0),
+            unavailable=CheckpointUnavailable,
         )
-        try:
-            self._client.start(timeout=connect_timeout)
-            self._client.ensure_path(self.root)
-        except (KazooTimeoutError, KazooException) as exc:
-            self._client.stop()
-            self._client.close()
-            raise CheckpointUnavailable(f"ZooKeeper {hosts}: {exc or type(exc).__name__}") from exc
 
     def _path(self, name: str) -> str:
         return f"{self.root}/{check_name(name).replace('/', '%')}"
@@ -87,12 +77,7 @@ class ZooKeeperCheckpointStore(CheckpointStore):
     def _call(self, fn: Callable[[], T]) -> T:
         if self._closed:
             raise CheckpointUnavailable("the checkpoint store is closed")
-        try:
-            return fn()
-        except (NoNodeError, NodeExistsError, BadVersionError):
-            raise
-        except (KazooTimeoutError, KazooException) as exc:
-            raise CheckpointUnavailable(f"ZooKeeper {self.hosts}: {exc or type(exc).__name__}") from exc
+        return kazoo_client.call(fn, self.hosts, CheckpointUnavailable)
 
     def get_sync(self, name: str) -> Checkpoint | None:
         """Blocking ``get``."""

@@ -23,18 +23,15 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooState
 from kazoo.exceptions import (
-    BadVersionError,
-    KazooException,
-    NodeExistsError,
     NoNodeError,
     RolledBackError,
 )
-from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.lock import Lock
 from kazoo.retry import KazooRetry
 
+from framework.coordination import kazoo_client
 from framework.jobs.locks import (
     DomainLocks,
     DomainStatus,
@@ -89,19 +86,15 @@ class ZooKeeperDomainLocks(DomainLocks):
         self._mutex = threading.Lock()
         self._locks: dict[str, Lock] = {}
         self._connected = False
-        self._client = KazooClient(
-            hosts=hosts,
-            timeout=session_timeout,
-            connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
+        self._client = kazoo_client.connect(
+            hosts,
+            self.root,
+            session_timeout=session_timeout,
+            connect_timeout=connect_timeout,
+            retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
+            unavailable=LocksUnavailable,
+            listener=self._on_state,
         )
-        self._client.add_listener(self._on_state)
-        try:
-            self._client.start(timeout=connect_timeout)
-            self._client.ensure_path(self.root)
-        except (KazooTimeoutError, KazooException) as exc:
-            self._client.stop()
-            self._client.close()
-            raise LocksUnavailable(f"ZooKeeper {hosts}: {exc or type(exc).__name__}") from exc
         self._connected = True
 
     def _on_state(self, state: str) -> None:
@@ -116,12 +109,7 @@ class ZooKeeperDomainLocks(DomainLocks):
             raise LocksUnavailable("the lock store is closed")
         if not self._connected:  # kazoo would queue the request until the connection is back
             raise LocksUnavailable(f"ZooKeeper {self.hosts}: not connected")
-        try:
-            return fn()
-        except (NoNodeError, NodeExistsError, BadVersionError):
-            raise
-        except (KazooTimeoutError, KazooException) as exc:
-            raise LocksUnavailable(f"ZooKeeper {self.hosts}: {exc or type(exc).__name__}") from exc
+        return kazoo_client.call(fn, self.hosts, LocksUnavailable)
 
     def _wait(self, start: Callable[[], Any]) -> Any:
         """The result of the async request ``start`` makes, waiting at most the session timeout."""
