@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from framework.dlq.health import SegmentHealth
-from framework.dlq.index import NewSegment, SegmentFilter, SegmentInfo, Status
-from framework.dlq.lifecycle import _Part, _prune
+from framework.dlq.index import SegmentFilter, SegmentInfo, Status
+from framework.dlq.lifecycle import _Part, _prune, _swap
 from framework.dlq.record import ParkedRecord
 from framework.dlq.segment import SegmentReader, fsync_dir
 from framework.dlq.store import DeadLetterStore
@@ -70,17 +70,7 @@ def _orphans(store: DeadLetterStore) -> list[Path]:
 
 def _rewrite(store: DeadLetterStore, seg: SegmentInfo, kept: _Part) -> bool:
     """Swap ``seg`` for a segment of the ``kept`` records (none: just drop it); False if it changed."""
-    written: Path | None = None
-    rows: list[NewSegment] = []
-    swapped = False
-    try:
-        if kept.lines:
-            written, row = kept.write(store, seg, seg.status)
-            rows.append(row)
-        swapped = store.index.replace(seg.id, seg.status, rows, store.clock())
-    finally:
-        if not swapped and written is not None:
-            written.unlink(missing_ok=True)
+    swapped, _ = _swap(store, seg, kept)
     if swapped:
         original = store.abspath(seg)
         original.unlink(missing_ok=True)

@@ -229,17 +229,7 @@ def _salvage_one(store: DeadLetterStore, health: SegmentHealth, target: Path) ->
     if original.exists():
         for lsn, rec in SegmentReader(original, quiet=True):
             good.add(lsn, rec)
-    written: Path | None = None
-    rows: list[NewSegment] = []
-    swapped = False
-    try:
-        if good.lines:
-            written, row = good.write(store, seg, seg.status)
-            rows.append(row)
-        swapped = store.index.replace(seg.id, seg.status, rows, store.clock())
-    finally:
-        if not swapped and written is not None:
-            written.unlink(missing_ok=True)
+    swapped, written = _swap(store, seg, good)
     if not swapped:
         raise RuntimeError(f"segment {seg.id} changed while it was being salvaged")
     if original.exists():
@@ -250,6 +240,24 @@ def _salvage_one(store: DeadLetterStore, health: SegmentHealth, target: Path) ->
         _prune(store, original.parent)
     log.warning("dead-letter WAL: salvaged %s; damaged file kept at %s", health.describe(), target)
     return Salvaged(health, None if written is None else store.relpath(written), store.relpath(target))
+
+
+def _swap(store: DeadLetterStore, seg: SegmentInfo, kept: _Part) -> tuple[bool, Path | None]:
+    """Index a new segment of the ``kept`` records (none: no segment) in place of ``seg``, and
+    the new file; False, and nothing written left behind, when ``seg`` changed meanwhile. The
+    old file stays."""
+    written: Path | None = None
+    rows: list[NewSegment] = []
+    swapped = False
+    try:
+        if kept.lines:
+            written, row = kept.write(store, seg, seg.status)
+            rows.append(row)
+        swapped = store.index.replace(seg.id, seg.status, rows, store.clock())
+    finally:
+        if not swapped and written is not None:
+            written.unlink(missing_ok=True)
+    return swapped, written if swapped else None
 
 
 def _prune(store: DeadLetterStore, d: Path) -> None:
