@@ -43,8 +43,7 @@ def test_graceful_broker_restart_mid_stream_converges(
     finally:
         code = stop_worker(proc)
     outcome = run.outcome(history)
-    figures.lost, figures.divergent, figures.parked = outcome.lost, outcome.divergent, len(run.parked())
-    figures.seconds = time.monotonic() - started
+    figures.settle(outcome.lost, outcome.divergent, len(run.parked()), started)
     report(figures)
     assert alive, f"the worker died after the broker restart (exit {code}):\n{run.log_tail('w')}"
     assert drained and code == 0, (drained, code, run.log_tail("w"))

@@ -72,8 +72,7 @@ def test_index_outage_pauses_parks_nothing_then_converges(
     finally:
         code = stop_worker(proc)
     outcome = run.outcome(history)
-    figures.lost, figures.divergent, figures.parked = outcome.lost, outcome.divergent, len(run.parked())
-    figures.seconds = time.monotonic() - started
+    figures.settle(outcome.lost, outcome.divergent, len(run.parked()), started)
     report(figures)
     assert alive and drained and code == 0, (alive, drained, code, run.log_tail("w"))
     assert seen["down"] and seen["paused"], f"the projector never paused ({seen}):\n{run.log_tail('w')}"

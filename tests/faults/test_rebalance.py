@@ -69,8 +69,7 @@ def test_second_worker_joins_and_leaves_mid_stream(
         if second is not None:
             stop_worker(second)
     outcome = run.outcome(history)
-    figures.lost, figures.divergent, figures.parked = outcome.lost, outcome.divergent, len(run.parked())
-    figures.seconds = time.monotonic() - started
+    figures.settle(outcome.lost, outcome.divergent, len(run.parked()), started)
     report(figures)
     assert second_took is not None, f"the second worker processed nothing:\n{run.log_tail('w2')}"
     assert alive, f"the first worker died in the rebalance (exit {first_code}):\n{run.log_tail('w1')}"

@@ -56,8 +56,7 @@ def test_sigkill_at_random_points_then_restart_converges(
     finally:
         code = stop_worker(proc)
     outcome = run.outcome(history)
-    figures.lost, figures.divergent, figures.parked = outcome.lost, outcome.divergent, len(run.parked())
-    figures.seconds = time.monotonic() - started
+    figures.settle(outcome.lost, outcome.divergent, len(run.parked()), started)
     report(figures)
     assert drained and alive and code == 0, (drained, alive, code, run.log_tail("w"))
     assert (outcome.lost, outcome.divergent) == (0, 0), outcome.examples

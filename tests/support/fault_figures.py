@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 __all__ = ["FaultFigures"]
@@ -24,6 +25,12 @@ class FaultFigures:
     parked: int = 0
     poison: int = 0
     seconds: float = 0.0
+
+    def settle(self, lost: int, divergent: int, parked: int, started: float) -> None:
+        """Record the outcome against the oracle, the parked count and the time since ``started``
+        (``time.monotonic``)."""
+        self.lost, self.divergent, self.parked = lost, divergent, parked
+        self.seconds = time.monotonic() - started
 
     def line(self) -> str:
         """One summary line of the figures."""
