@@ -15,11 +15,13 @@ What it checks, per event:
   ``connect``/``connect_ex``/``sendto``, ``socket.create_connection``,
   ``getaddrinfo``) and processes (``subprocess.Popen``, ``os.system``).
 
-How: those names are patched process-wide for the duration of each call
-(do not run other work concurrently), in their home module and wherever a
+How: those names are patched process-wide for the duration of each call,
+in their home module and wherever a
 module of the agent's own top-level package imported them directly (``from
 time import time``); logging is disabled meanwhile, since a log record reads
-the clock. Not detected: a reference bound elsewhere before the check (e.g.
+the clock. Only the thread running the check is guarded: other threads
+(e.g. a library's background worker) keep calling the real functions. Not
+detected: a reference bound elsewhere before the check (e.g.
 inside a third-party library), C extensions doing I/O themselves, reads of
 mutable global state or the environment that happen to be equal twice.
 """
@@ -37,6 +39,7 @@ import random
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -87,12 +90,22 @@ class Impurity(AssertionError):
 class _Guard:
     def __init__(self) -> None:
         self.calls: list[str] = []
+        self.thread = threading.get_ident()
         self._undo: list[Callable[[], None]] = []
 
-    def forbidden(self, label: str) -> Callable[..., Any]:
-        def call(*_: object, **__: object) -> Any:
-            self.calls.append(label)
-            raise Impurity(label)
+    def watching(self) -> bool:
+        """True on the thread that runs the check."""
+        return threading.get_ident() == self.thread
+
+    def refuse(self, label: str) -> Any:
+        self.calls.append(label)
+        raise Impurity(label)
+
+    def forbidden(self, label: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: object, **kwargs: object) -> Any:
+            if self.watching():
+                return self.refuse(label)
+            return original(*args, **kwargs)
 
         return call
 
@@ -110,25 +123,23 @@ class _Guard:
 
 
 def _guarded_datetimes(guard: _Guard) -> tuple[type, type]:
-    forbid = guard.forbidden
-
     class GuardedDate(datetime.date):
         @classmethod
         def today(cls) -> Any:
-            return forbid("date.today()")()
+            return guard.refuse("date.today()") if guard.watching() else super().today()
 
     class GuardedDateTime(datetime.datetime):
         @classmethod
         def now(cls, tz: Any = None) -> Any:
-            return forbid("datetime.now()")()
+            return guard.refuse("datetime.now()") if guard.watching() else super().now(tz)
 
         @classmethod
         def utcnow(cls) -> Any:
-            return forbid("datetime.utcnow()")()
+            return guard.refuse("datetime.utcnow()") if guard.watching() else super().utcnow()
 
         @classmethod
         def today(cls) -> Any:
-            return forbid("datetime.today()")()
+            return guard.refuse("datetime.today()") if guard.watching() else super().today()
 
     return GuardedDate, GuardedDateTime
 
@@ -142,7 +153,8 @@ def forbid_impurity(package: str | None = None) -> Iterator[list[str]]:
     date_cls, datetime_cls = _guarded_datetimes(guard)
     by_original: dict[int, Any] = {id(datetime.date): date_cls, id(datetime.datetime): datetime_cls}
     for owner, name, label in _FUNCTIONS:
-        by_original[id(getattr(owner, name))] = replacement = guard.forbidden(label)
+        original = getattr(owner, name)
+        by_original[id(original)] = replacement = guard.forbidden(label, original)
         guard.patch(owner, name, replacement)
     guard.patch(datetime, "date", date_cls)
     guard.patch(datetime, "datetime", datetime_cls)

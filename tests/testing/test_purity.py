@@ -9,6 +9,8 @@ import logging
 import random
 import re
 import socket
+import threading
+import time
 import uuid
 from collections.abc import Iterable
 from datetime import datetime as imported_datetime
@@ -92,6 +94,27 @@ def test_a_caught_violation_is_still_reported() -> None:
 
     with pytest.raises(AssertionError, match=r"called time\.time\(\) \(and caught the error\)"):
         assert_pure(_agent(swallowed), EVENTS[:1])
+
+
+def test_other_threads_keep_the_real_clock_while_a_check_runs() -> None:
+    """A library's background thread (py4j's, say) sleeping or reading the clock during the
+    check is not the agent's doing: it gets the real function, and the check passes."""
+    inside = threading.Event()
+    seen: list[object] = []
+
+    def background() -> None:
+        inside.wait(5)
+        seen.extend([time.sleep(0), time.time(), datetime.datetime.now()])
+
+    worker = threading.Thread(target=background)
+    worker.start()
+
+    def wait_for_background() -> None:
+        inside.set()
+        worker.join(5)
+
+    assert len(assert_pure(_agent(wait_for_background), EVENTS[:1])) == 1
+    assert seen[0] is None and seen[1] > 0 and isinstance(seen[2], datetime.datetime)
 
 
 def test_the_guard_is_lifted_afterwards() -> None:
