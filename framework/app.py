@@ -13,6 +13,7 @@ from framework.core.projection import Projection
 from framework.core.schema import SchemaError, TableSchema
 from framework.erasure.declare import PersonalData, check_declarations
 from framework.erasure.tables import ERASURE_TABLES
+from framework.idmutation.declare import IdMutation, check_id_mutation
 from framework.notifications.config import NotificationConfig
 from framework.retention.policy import RetentionPolicy
 from framework.runtime.agent import KeyedAgent
@@ -54,6 +55,7 @@ class App:
         retention: RetentionPolicy | None = None,
         joins: JoinConfig | None = None,
         personal_data: Sequence[PersonalData] = (),
+        id_mutation: IdMutation | None = None,
     ) -> None:
         """``delivery``: a ``framework.delivery.LedgerConfig`` for agents that declare a
         ``delivery_consumer``. ``notifications``: record every micro-batch's changes in the
@@ -61,7 +63,8 @@ class App:
         cells hold which kind of data subject (``framework.erasure``, ``converge erase``). Raises
         SchemaError/ValueError for inconsistent declarations. ``retention``: a
         ``framework.retention.RetentionPolicy`` (``converge retention run``). ``joins``: bounds
-        of the lookup joins (``framework.state.JoinConfig``)."""
+        of the lookup joins (``framework.state.JoinConfig``). ``id_mutation``: where ID mutation
+        requests arrive and which tables hold owner ids (``framework.idmutation.IdMutation``)."""
         if not name or not isinstance(name, str):
             raise ValueError("App: name must be a non-empty string")
         self.name = name
@@ -75,6 +78,7 @@ class App:
         self.retention: RetentionPolicy | None = retention
         self.joins = joins or JoinConfig()
         self.personal_data: tuple[PersonalData, ...] = tuple(personal_data)
+        self.id_mutation = id_mutation
         self._check()
 
     # -- declarations -------------------------------------------------------
@@ -94,6 +98,8 @@ class App:
         for p in self.projections:
             p.partition_key  # noqa: B018 - raises SchemaError when the source tables disagree
         check_declarations(self.personal_data, self.tables)
+        if self.id_mutation is not None:
+            check_id_mutation(self.id_mutation, self.tables)
         self.lookups  # noqa: B018 - raises ValueError for two different lookups of one name
 
     @property
