@@ -1,0 +1,248 @@
+"""Apply a collapsed ID map to the store: move each cell of an old id to the id it belongs to.
+
+For every ``(tenant, id)`` of the map and every declared owner table, the
+partition ``(tenant, id)`` is read; each live cell whose final id
+(``final_of(intervals, id, cell.writetime)``) is not ``id`` is
+
+- written under the final id (same clustering key, value and write time; the
+  remaining TTL when the cell expires: both stores return a cell's expiry),
+  unless the final id is None (deleted), and
+- deleted under ``id`` by a *cell* tombstone at that cell's own write time.
+
+Why cell tombstones at each moved cell's version make repeated applies and
+late writes converge (per-cell last-write-wins, a tombstone wins a tie):
+
+- The moved copy and the tombstone carry the cell's write time, so applying
+  the map again rewrites the same cells (idempotent), and a moved cell is
+  never moved again (``final_of`` of a final id at that version is the final
+  id itself, see ``framework.idmutation.collapse``).
+- A late write under the old id with a *lower or equal* version stays
+  shadowed: the old id's cell already held something at least as new, which
+  the oracle (every write placed directly under its final id) would also let
+  win, as long as both belong to the same final id (see the limit below).
+- A late write with a *higher* version survives the tombstone and is moved
+  by the next apply (the job sweeps the partitions that notifications name).
+- A row or partition tombstone would shadow every other cell of the row up
+  to its version, including live cells a later write of another column puts
+  there, which is why the unit of deletion is the cell.
+
+Limits (documented in the README):
+
+- One cell of one id holds one value. When writes that reach the same cell
+  of an old id belong to different final ids (an id moved twice or re-used,
+  so its versions split among finals; or a cell moved into an id that was
+  itself moved at an older version), the older write is shadowed there before
+  any map moves it; the stream's resolution step avoids this for events that
+  arrive after the map.
+- Row and partition tombstones written under the old id (an app's ``Delete``)
+  are not moved: Cassandra returns no tombstone to a read, and the embedded
+  SQLite engine keeps them (``col = ''`` rows of ``converge_cells``) but its
+  store contract returns only live cells too. What they shadow under the old
+  id is gone (not moved); cells of that row written directly under the new id
+  at lower versions are not shadowed by them.
+- The cells moved under one map stay where it sent them: a request learnt
+  later that changes the final id of versions already moved (executed before
+  requests already applied) does not bring them back.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from framework.core.mutations import CellValue, Delete, Mutation, Upsert
+from framework.core.rows import Row
+from framework.core.schema import SchemaError, TableSchema
+from framework.idmutation.collapse import Interval, final_of
+from framework.idmutation.declare import IdMutation, OwnerColumn
+from stores.base import WideColumnStore
+
+__all__ = ["ApplyReport", "apply_id_map", "sweep", "moves_of_partition", "id_value", "LookupIntervals"]
+
+#: ``lookup(pairs)``: the intervals of those ``(tenant, id)`` that have some (others left out).
+LookupIntervals = Callable[
+    [Sequence[tuple[str, str]]], Awaitable[Mapping[tuple[str, str], Sequence[Interval]]]
+]
+#: Extra writes to apply with one chunk's moves (notifications, re-projection marks).
+ExtraWrites = Callable[[Sequence[Mutation]], Sequence[Mutation]]
+
+
+@dataclass
+class ApplyReport:
+    """What an apply (or a sweep) read and wrote."""
+
+    partitions_read: int = 0
+    cells_moved: int = 0
+    cells_deleted: int = 0
+    #: ``(table, key)`` of every row written: the old row (cell tombstones) and the new one
+    touched: list[tuple[str, dict[str, CellValue]]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def rows_touched(self) -> int:
+        return len(self.touched)
+
+    def add(self, other: ApplyReport) -> None:
+        """Add another report's counts and rows to this one."""
+        self.partitions_read += other.partitions_read
+        self.cells_moved += other.cells_moved
+        self.cells_deleted += other.cells_deleted
+        self.touched.extend(other.touched)
+        self.seconds += other.seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "partitions_read": self.partitions_read,
+            "cells_moved": self.cells_moved,
+            "cells_deleted": self.cells_deleted,
+            "rows_touched": self.rows_touched,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def id_value(schema: TableSchema, column: str, ident: str) -> CellValue:
+    """An id (text in requests) as a value of ``column`` (text, or an integer column)."""
+    kind = schema.column(column).type
+    if kind == "text":
+        return ident
+    if kind in ("bigint", "int"):
+        try:
+            return int(ident)
+        except ValueError:
+            raise SchemaError(column, f"{schema.name}: id {ident!r} is not an integer") from None
+    raise SchemaError(column, f"{schema.name}: an owner id column must be text or an integer, is {kind}")
+
+
+def moves_of_partition(
+    schema: TableSchema,
+    owner: OwnerColumn,
+    ident: str,
+    intervals: Sequence[Interval],
+    rows: Iterable[Row],
+    now_s: float,
+    report: ApplyReport,
+) -> list[Mutation]:
+    """The writes that move the cells of one partition of id ``ident`` (rows as read)."""
+    out: list[Mutation] = []
+    for row in rows:
+        moved: dict[tuple[str, int, int | None], dict[str, CellValue]] = defaultdict(dict)
+        dropped: dict[int, list[str]] = defaultdict(list)
+        for name, cell in row.cells.items():
+            final = final_of(intervals, ident, cell.writetime)
+            if final == ident:
+                continue
+            dropped[cell.writetime].append(name)
+            if final is None:
+                continue
+            ttl = None if cell.expires_at is None else max(1, math.ceil(cell.expires_at - now_s))
+            moved[(final, cell.writetime, ttl)][name] = cell.value
+        if not dropped:
+            continue
+        old_key = dict(row.key)
+        report.touched.append((schema.name, old_key))
+        for version, names in sorted(dropped.items()):
+            out.append(Delete(schema.name, old_key, version, tuple(names)))
+            report.cells_deleted += len(names)
+        new_keys: set[str] = set()
+        for (final, version, ttl), cells in moved.items():
+            key = {**old_key, owner.id_column: id_value(schema, owner.id_column, final)}
+            out.append(Upsert(schema.name, key, cells, version, ttl))
+            report.cells_moved += len(cells)
+            if final not in new_keys:
+                new_keys.add(final)
+                report.touched.append((schema.name, key))
+    return out
+
+
+async def _apply_pairs(
+    store: WideColumnStore,
+    config: IdMutation,
+    collapsed: Mapping[tuple[str, str], Sequence[Interval]],
+    targets: Mapping[str, Sequence[tuple[str, str]]],
+    *,
+    chunk: int,
+    clock: Callable[[], float],
+    extra: ExtraWrites | None,
+) -> ApplyReport:
+    started = time.perf_counter()
+    report = ApplyReport()
+    for owner in config.columns:
+        pairs = list(targets.get(owner.table, ()))
+        if not pairs:
+            continue
+        schema = store.schema(owner.table)
+        for start in range(0, len(pairs), chunk):
+            part = pairs[start : start + chunk]
+            keys = [
+                {owner.tenant_column: tenant, owner.id_column: id_value(schema, owner.id_column, ident)}
+                for tenant, ident in part
+            ]
+            found = await store.read_partitions(owner.table, keys)
+            report.partitions_read += len(part)
+            now_s = clock()
+            writes: list[Mutation] = []
+            for (tenant, ident), rows in zip(part, found, strict=True):
+                if rows:
+                    writes += moves_of_partition(
+                        schema, owner, ident, collapsed[(tenant, ident)], rows, now_s, report
+                    )
+            if writes:
+                if extra is not None:
+                    writes = [*writes, *extra(writes)]
+                await store.apply(writes)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+async def apply_id_map(
+    store: WideColumnStore,
+    config: IdMutation,
+    collapsed: Mapping[tuple[str, str], Sequence[Interval]],
+    *,
+    chunk: int = 500,
+    clock: Callable[[], float] = time.time,
+    extra: ExtraWrites | None = None,
+) -> ApplyReport:
+    """Move the cells of every ``(tenant, id)`` of ``collapsed`` in every owner table (see the
+    module docstring); one read and one ``apply`` per ``chunk`` partitions, with ``extra``'s
+    writes for that chunk's moves."""
+    pairs = sorted(collapsed)
+    targets = {owner.table: pairs for owner in config.columns}
+    return await _apply_pairs(store, config, collapsed, targets, chunk=chunk, clock=clock, extra=extra)
+
+
+def _pair_of(owner: OwnerColumn, key: Mapping[str, CellValue]) -> tuple[str, str] | None:
+    tenant, ident = key.get(owner.tenant_column), key.get(owner.id_column)
+    if tenant is None or ident is None:
+        return None
+    return (str(tenant), str(ident))
+
+
+async def sweep(
+    store: WideColumnStore,
+    config: IdMutation,
+    lookup_intervals: LookupIntervals,
+    keys: Iterable[tuple[str, Mapping[str, CellValue]]],
+    *,
+    chunk: int = 500,
+    clock: Callable[[], float] = time.time,
+    extra: ExtraWrites | None = None,
+) -> ApplyReport:
+    """Apply the map to the partitions named by ``keys`` (``(table, row or partition key)``, e.g.
+    from notifications) whose ``(tenant, id)`` has intervals; keys of other tables are ignored."""
+    targets: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for table, key in keys:
+        owner = config.column(table)
+        if owner is not None and (pair := _pair_of(owner, key)) is not None:
+            targets[table].add(pair)
+    wanted = sorted({p for pairs in targets.values() for p in pairs})
+    if not wanted:
+        return ApplyReport()
+    found = await lookup_intervals(wanted)
+    collapsed = {p: found[p] for p in wanted if p in found}
+    chosen = {t: sorted(p for p in pairs if p in collapsed) for t, pairs in targets.items()}
+    return await _apply_pairs(store, config, collapsed, chosen, chunk=chunk, clock=clock, extra=extra)
