@@ -159,7 +159,9 @@ def request_sets(draw: st.DrawFn) -> list[IdRequest]:
 
 
 _writes = st.lists(
-    st.tuples(st.sampled_from(TENANTS), _IDS, st.sampled_from(ITEMS), st.sampled_from(COLS), st.integers(0, 32)),
+    st.tuples(
+        st.sampled_from(TENANTS), _IDS, st.sampled_from(ITEMS), st.sampled_from(COLS), st.integers(0, 32)
+    ),
     min_size=1,
     max_size=30,
 )
@@ -175,7 +177,9 @@ def single_destination(requests: Sequence[IdRequest], writes: Sequence[tuple[str
     kept = []
     for tenant, owner, item, col, version in writes:
         final = resolve(graphs[tenant], owner, version)
-        slots = [(tenant, owner, item, col)] + ([(tenant, final, item, col)] if final not in (None, owner) else [])
+        slots = [(tenant, owner, item, col)]
+        if final not in (None, owner):
+            slots.append((tenant, final, item, col))
         if all(dest.get(s, final) == final for s in slots):
             for s in slots:
                 dest[s] = final
