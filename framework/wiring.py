@@ -59,12 +59,18 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
 
     screens = _screen_holder(app, worker, resources)
     joins = JoinWiring(app, worker, settings) if app.lookups else None  # lookups (framework.state)
+    id_map = _id_map_feed(app, settings)  # ID mutation: owner ids resolved through the map
+
+    topics_extra = {**(joins.topics() if joins else {}), **(id_map.topics() if id_map else {})}
 
     async def starting() -> None:
         topics = {t: settings.partitions for t in app.topics()}
-        await ensure_topics(settings.broker, {**topics, **(joins.topics() if joins else {})})
+        await ensure_topics(settings.broker, {**topics, **topics_extra})
         if joins is not None:
             await joins.open()
+        if id_map is not None:
+            await id_map.open()
+        resolutions = id_map.resolutions() if id_map is not None else {}
         counts = {t: len(await end_offsets(settings.broker, t)) for t in change_topics}
         await resources.open()
         if screens is not None:
@@ -88,19 +94,25 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
             if app.runtime.dedupe is not None:
                 dedupe = DuplicateFilter(settings.data_dir / "dedupe" / agent.name, app.runtime.dedupe)
                 filters.append(dedupe)
-            processor = AgentProcessor(agent, sinks, timeout, projections, dedupe, screens)
+            resolve = resolutions.get(agent.name)
+            processor = AgentProcessor(agent, sinks, timeout, projections, dedupe, screens, resolve)
             if joins is not None and agent.lookups:
                 processor = joins.processor(agent, sinks, timeout, projections, runtime)
+                processor.book.resolve = resolve
             runtime.attach(processor, dlq)
         for runtime, projection in projectors:
             processor = ProjectionProcessor(projection, resources.store, resources.index, timeout)
             runtime.attach(processor, dlq)
         if joins is not None:
             joins.start_feed()
+        if id_map is not None:
+            id_map.start()
 
     async def stopped() -> None:
         if joins is not None:
             await joins.close()
+        if id_map is not None:
+            await id_map.close()
         await resources.close()
         for f in filters:
             f.close()
@@ -109,6 +121,15 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
     worker.stopped.append(stopped)
     register_dlq_rotation(worker, lambda: resources.dlq)
     return Wiring(resources, tuple(r for r, _ in agents) + tuple(r for r, _ in projectors))
+
+
+def _id_map_feed(app: App, settings: Settings) -> Any:
+    """The worker's ID map of an app that declares ``id_mutation`` (None otherwise)."""
+    if app.id_mutation is None:
+        return None
+    from framework.idmutation.map_feed import IdMapFeed
+
+    return IdMapFeed(app, settings)
 
 
 def _screen_holder(app: App, worker: ConvergeFaustApp, resources: Resources, every: float = 5.0) -> Any:

@@ -107,6 +107,10 @@ class AgentRuntime:
         dedupe = getattr(self.processor, "dedupe", None)
         if dedupe is not None:
             out["counters"]["duplicates_skipped"] = dedupe.skipped
+        resolve = getattr(self.processor, "resolve", None) or getattr(getattr(self.processor, "book", None),
+                                                                     "resolve", None)  # fmt: skip
+        if resolve is not None:  # ID mutation: owner ids resolved, writes of deleted owners dropped
+            out["counters"].update(resolve.counters())
         join_status = getattr(self.processor, "join_status", None)  # lookups: pending, re-mapped
         if join_status is not None:
             out["joins"] = join_status()

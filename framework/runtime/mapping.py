@@ -19,10 +19,15 @@ Screen = Callable[[Event, list[Mutation]], list[Mutation]]
 
 
 def map_event(
-    agent: KeyedAgent, event: Event, projections: Sequence[Projection] = (), screen: Screen | None = None
+    agent: KeyedAgent,
+    event: Event,
+    projections: Sequence[Projection] = (),
+    screen: Screen | None = None,
+    resolve: Screen | None = None,
 ) -> list[Mutation]:
-    """The agent's mutations for ``event`` (through ``screen`` when given: erased subjects' writes
-    removed), then the version marks of ``projections`` they touch.
+    """The agent's mutations for ``event`` (through ``resolve`` when given: owner ids rewritten to
+    their final ids, ``framework.idmutation.IdResolution``; then through ``screen``: erased
+    subjects' writes removed), then the version marks of ``projections`` they touch.
 
     Anything ``handle`` raises, and anything it returns that is not a
     mutation, makes the event a bad message: ``MessageError`` at stage
@@ -34,6 +39,8 @@ def map_event(
         for m in mutations:
             if not isinstance(m, _MUTATIONS):
                 raise TypeError(f"{agent.name}.handle returned {type(m).__name__}, not a mutation")
+        if resolve is not None:
+            mutations = resolve(event, mutations)
         if screen is not None:
             mutations = screen(event, mutations)
         marks = [mark for p in projections for mark in p.version_marks(mutations)]

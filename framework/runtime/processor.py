@@ -102,6 +102,7 @@ class AgentProcessor:
         projections: Sequence[Projection] = (),
         dedupe: DuplicateFilter | None = None,
         screen: Callable[[], Screen | None] | None = None,
+        resolve: Screen | None = None,
     ) -> None:
         self.agent = agent
         self.name = agent.name
@@ -111,6 +112,8 @@ class AgentProcessor:
         self.dedupe = dedupe
         #: the current erasure screen (``framework.erasure.ScreenHolder``), or None
         self.screen = screen or (lambda: None)
+        #: the ID mutation resolution of an agent writing owner tables (``framework.idmutation``)
+        self.resolve = resolve
         self.batchable = all(isinstance(s, BatchSink) for s in self.sinks)
 
     def prepare(self, work: Work) -> None:
@@ -153,7 +156,7 @@ class AgentProcessor:
         event = work.event if work.event is not None else parse_work(work)
         if self._applied_before(work, event):
             return
-        mutations = map_event(self.agent, event, self.projections, self.screen())
+        mutations = map_event(self.agent, event, self.projections, self.screen(), self.resolve)
         for sink in self.sinks:
             await bounded(sink.name, self.sink_timeout, sink.write(event, mutations))
         self._remember([(work, event)])
@@ -169,7 +172,8 @@ class AgentProcessor:
                 if self._applied_before(work, event):
                     items.append((work, None))
                     continue
-                items.append((work, (event, map_event(self.agent, event, self.projections, screen))))
+                mapped = map_event(self.agent, event, self.projections, screen, self.resolve)
+                items.append((work, (event, mapped)))
             except MessageError as exc:
                 bad.append((work, exc))
         return items, bad

@@ -156,6 +156,8 @@ class JoinBook:
         self.names = frozenset(lookup.name for lookup in agent.lookups)
         self.pending_count = sum(1 for _ in kv.scan("P" + SEP))
         self.readers_over_bound = 0
+        #: the ID mutation resolution (``framework.idmutation.IdResolution``), set by the wiring
+        self.resolve: Callable[[Event, list[Mutation]], list[Mutation]] | None = None
         self._reader_counts: dict[tuple[str, str], int] = {}
 
     # -- keys -----------------------------------------------------------------
@@ -186,6 +188,8 @@ class JoinBook:
             mutations = map_with_state(self.agent, event, view)
         except Missing as miss:
             return self._wait(p, event, raw, prev, view, (miss.lookup, miss.key))
+        if self.resolve is not None:  # owner ids to their final ids, at the write version
+            mutations = self.resolve(event, mutations)
         new_rows = _rows(mutations)
         w = write_version(event, view)
         prev_rows = {} if prev is None else {r[0] + SEP + canonical(r[1]): r for r in prev["rows"]}

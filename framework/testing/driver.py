@@ -3,7 +3,8 @@
 Each event goes the way the worker takes it, minus Kafka and the scheduler:
 encoded to JSON as a producer sends it, parsed (``parse_event``), routed
 (``App.route``), mapped with version marks and written by the worker's
-``AgentProcessor`` (``map_event``, the store sink, with notification entries when the app has them on,
+``AgentProcessor`` (``map_event`` with the ID resolution of an app that declares ``id_mutation``:
+events sent on its map topic feed the map; the store sink, with notification entries when the app has them on,
 the change-feed sink),
 then every change it announced is projected at once by the worker's
 ``ProjectionProcessor`` (``read_document`` + ``write_document``). The store
@@ -25,6 +26,7 @@ from framework.core.events import Event, EventError, parse_event
 from framework.core.projection import Projection
 from framework.core.rows import Row
 from framework.core.state_log import StateEntry, current_state
+from framework.idmutation.resolution import IdMap, resolutions_for
 from framework.notifications.entries import Entry, entry_from_row
 from framework.notifications.schema import NOTIFICATION_TABLE, NOTIFICATION_TABLES
 from framework.notifications.sink import store_sink
@@ -89,6 +91,8 @@ class Driver:
         self._projectors: dict[str, ProjectionProcessor] = {}
         #: the erasure screen of an app that declares personal data (reloaded by every ``send``)
         self.screen = _screen_holder(app)
+        #: the ID map of an app that declares ``id_mutation``, fed by the events sent on its topic
+        self.id_map = _id_map(app)
         try:
             self.run(self._open())
         except BaseException:
@@ -105,7 +109,9 @@ class Driver:
         for p in app.projections:
             await self.index.ensure_index(p.alias, p.mappings)
             self._projectors[app.change_topic(p)] = ProjectionProcessor(p, self.store, self.index, timeout)
+        resolutions = resolutions_for(app.id_mutation, app.agents, self.id_map)
         for agent in app.agents:
+            resolve = resolutions.get(agent.name)
             projections = app.projections_of(agent)
             sinks: list[Sink] = [store_sink(app, agent.name, self.store, clock=self._ingestion_clock)]
             if projections:
@@ -113,10 +119,11 @@ class Driver:
                 sinks.append(ChangeFeedSink(self._announce, feeds, dict.fromkeys(feeds, 1)))
             if agent.lookups:
                 book = JoinBook(agent, MemoryKV(), self.entries.get, projections, app.joins)
+                book.resolve = resolve
                 self._agents[agent.name] = JoinProcessor(agent, sinks, book, timeout, park=self._park_join)
             else:
                 self._agents[agent.name] = AgentProcessor(
-                    agent, sinks, timeout, projections, screen=self.screen
+                    agent, sinks, timeout, projections, screen=self.screen, resolve=resolve
                 )
 
     async def _park_join(self, partition: int, event: Event, raw: str, exc: MessageError) -> None:
@@ -153,6 +160,9 @@ class Driver:
             self.parked.append(Parked(sent, "parse", exc))
             return
         sent = message if isinstance(message, Event) else event
+        if self.id_map is not None and topic == self.id_map.topic:
+            self.id_map.feed(event)  # the ID map: later events resolve through it
+            return
         if topic is not None and self.entries.on(topic) and topic not in self.app.topics():
             await self._entries(topic, event)  # a topic only lookups read
             return
@@ -279,6 +289,11 @@ def _screen_holder(app: App) -> Any:
     from framework.erasure.screen import ScreenHolder
 
     return ScreenHolder(app, erasure_key(required=False))
+
+
+def _id_map(app: App) -> IdMap | None:
+    """The in-memory ID map of ``app`` (None when it declares no ``id_mutation``)."""
+    return IdMap(app.name) if app.id_mutation is not None else None
 
 
 def _not_in_a_loop() -> None:

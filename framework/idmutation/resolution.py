@@ -1,0 +1,228 @@
+"""The stream's id resolution: owner ids of a mapping's output rewritten through the collapsed map.
+
+``handle`` stays pure and writes whatever id its event carries. After it
+returned (``map_event``, ``JoinBook.plan``, the backfill's mapper), the
+runtime passes the mutations through ``IdResolution``: every ``Upsert``,
+``Delete`` and ``LogState`` of a declared owner table whose owner id has an
+entry in the map gets ``final_of(intervals, id, mutation.version)`` as its
+owner id; a final of None (the owner was deleted) drops the mutation
+(counted ``id_deleted``); a version that no interval covers keeps the id.
+It runs before the erasure screen and the projections' version marks, so
+both see the final partition.
+
+The map (``IdMap``) is a lookup table built on ``framework.state``: the
+entries the ID mutation job publishes on ``map_topic_of(app)`` as events of
+type ``id.mapped`` (payload ``tenant``, ``id``, ``intervals``; the version is
+the job's batch number), merged per ``(tenant, id)`` with the lookup rule
+(higher version wins). A missing entry means "never mutated": the id stays.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from framework.core.events import Event
+from framework.core.mutations import Delete, LogState, Mutation, Upsert
+from framework.idmutation.collapse import Interval, final_of
+from framework.idmutation.declare import IdMutation, OwnerColumn, map_topic_of
+from framework.state.entries import SEP, EntryTables
+from framework.state.kv import KV
+from framework.state.lookup import Lookup
+
+__all__ = [
+    "MAPPED_TYPE",
+    "IdMap",
+    "IdResolution",
+    "map_key",
+    "map_lookup",
+    "mapped_event",
+    "check_intervals",
+    "resolutions_for",
+]
+
+log = logging.getLogger("framework.idmutation")
+
+#: The event type of a map entry on ``map_topic_of(app)``.
+MAPPED_TYPE = "id.mapped"
+_LOOKUP = "converge_id_map"
+_NS = uuid.UUID("5b0d7c1e-6f7a-4d0e-9a53-2c1f0b7e9d41")
+
+
+def map_key(tenant: str, ident: str) -> str:
+    """The entry key of ``(tenant, id)`` (JSON, so no separator can collide)."""
+    return json.dumps([tenant, ident], separators=(",", ":"))
+
+
+def check_intervals(raw: Any) -> list[Interval]:
+    """``raw`` as a list of ``(after, upto, final)``; ValueError unless each bound is an int or None
+    and each final a non-empty string or None."""
+    if not isinstance(raw, list | tuple) or not raw:
+        raise ValueError("intervals must be a non-empty list")
+    out: list[Interval] = []
+    for item in raw:
+        if not isinstance(item, list | tuple) or len(item) != 3:
+            raise ValueError(f"interval {item!r} is not [after, upto, final]")
+        after, upto, final = item
+        for bound in (after, upto):
+            if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)):
+                raise ValueError(f"interval bound {bound!r} is not an integer or null")
+        if final is not None and (not isinstance(final, str) or not final):
+            raise ValueError(f"interval final {final!r} is not a non-empty string or null")
+        out.append((after, upto, final))
+    return out
+
+
+def _entry_key(event: Event) -> str | None:
+    if event.type != MAPPED_TYPE:
+        return None
+    tenant, ident = event.payload.get("tenant"), event.payload.get("id")
+    if not isinstance(tenant, str) or not tenant or not isinstance(ident, str) or not ident:
+        raise ValueError("an id.mapped payload needs a non-empty tenant and id")
+    return map_key(tenant, ident)
+
+
+def _entry_value(event: Event) -> dict[str, Any]:
+    return {"intervals": [list(i) for i in check_intervals(event.payload.get("intervals"))]}
+
+
+def map_lookup(app_name: str) -> Lookup:
+    """The lookup the worker reads the map into (not declared by the app: added for ``id_mutation``)."""
+    return Lookup(_LOOKUP, map_topic_of(app_name), key=_entry_key, value=_entry_value)
+
+
+def mapped_event(tenant: str, ident: str, intervals: Sequence[Interval], version: int) -> Event:
+    """The map entry of ``(tenant, id)`` as the job publishes it (``version``: its batch number)."""
+    key = map_key(tenant, ident)
+    return Event(
+        event_id=str(uuid.uuid5(_NS, f"{version}{SEP}{key}")),
+        ordering_key=key,
+        version=version,
+        occurred_at=version,
+        type=MAPPED_TYPE,
+        payload={"tenant": tenant, "id": ident, "intervals": [list(i) for i in intervals]},
+    )
+
+
+class IdMap:
+    """The collapsed map of one app as the stream reads it: ``(tenant, id) -> intervals``.
+
+    ``tables`` is a ``framework.state.EntryTables`` with the map's lookup
+    (RocksDB in the worker, memory in the test driver); ``feed`` applies an
+    event of the map topic, ``changed`` is told of entries a feed applied.
+    """
+
+    def __init__(self, app_name: str, kv: KV | None = None) -> None:
+        self.lookup = map_lookup(app_name)
+        self.topic = self.lookup.topic
+        self.tables = EntryTables([self.lookup], kv)
+        self.empty = next(iter(self.tables.kv.scan(f"N{SEP}{_LOOKUP}{SEP}")), None) is None
+        self._parsed: dict[str, list[Interval] | None] = {}
+
+    def feed(self, event: Event) -> list[tuple[str, str]]:
+        """Apply one event of the map topic; the entries that changed."""
+        changed = self.tables.feed(self.topic, event)
+        self.changed(changed)
+        return changed
+
+    def changed(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Entries changed in ``tables`` (the worker's feed applied them)."""
+        for _, key in keys:
+            self.empty = False
+            self._parsed.pop(key, None)
+
+    def intervals(self, tenant: str, ident: str) -> list[Interval] | None:
+        """The intervals of ``(tenant, id)``; None when it was never mutated."""
+        key = map_key(tenant, ident)
+        found = self._parsed.get(key, False)
+        if found is False:
+            entry = self.tables.get(_LOOKUP, key)
+            found = None if entry is None else check_intervals(entry.value["intervals"])
+            if len(self._parsed) > 100_000:
+                self._parsed.clear()
+            self._parsed[key] = found
+        return found  # type: ignore[return-value]
+
+    def size(self) -> int:
+        """How many ids the map holds (a scan: for reports)."""
+        return self.tables.count(_LOOKUP)
+
+
+class IdResolution:
+    """Rewrites one agent's owner ids through the map (see the module docstring). A callable with
+    the erasure screen's signature: ``(event, mutations) -> mutations``."""
+
+    def __init__(self, owners: Iterable[OwnerColumn], id_map: Any) -> None:
+        self.owners: dict[str, OwnerColumn] = {c.table: c for c in owners}
+        #: anything with ``empty`` and ``intervals(tenant, id)``: an ``IdMap`` or a batch table
+        self.map = id_map
+        self.resolved = 0
+        self.deleted = 0
+
+    def counters(self) -> dict[str, int]:
+        """``id_resolved`` (mutations moved to another id) and ``id_deleted`` (dropped)."""
+        return {"id_resolved": self.resolved, "id_deleted": self.deleted}
+
+    def _final(self, m: Mutation) -> tuple[bool, Mutation | None]:
+        """(changed, the mutation under its final id or None when dropped)."""
+        col = self.owners.get(m.table)
+        if col is None:
+            return False, m
+        tenant, ident = m.key.get(col.tenant_column), m.key.get(col.id_column)
+        if not isinstance(tenant, str) or not isinstance(ident, str):
+            return False, m
+        intervals = self.map.intervals(tenant, ident)
+        if intervals is None:
+            return False, m
+        final = final_of(intervals, ident, m.version)
+        if final == ident:
+            return False, m
+        if final is None:
+            return True, None
+        key = {**m.key, col.id_column: final}
+        if isinstance(m, Upsert):
+            return True, Upsert(m.table, key, m.cells, m.version, m.ttl)
+        if isinstance(m, Delete):
+            return True, Delete(m.table, key, m.version, m.columns)
+        assert isinstance(m, LogState)
+        return True, LogState(m.table, key, m.state, m.at, m.event_id, m.version, m.attrs)
+
+    def __call__(self, event: Event, mutations: list[Mutation]) -> list[Mutation]:
+        """``mutations`` with owner ids resolved (the same list when nothing changed)."""
+        if self.map.empty:
+            return mutations
+        out: list[Mutation] | None = None
+        for i, m in enumerate(mutations):
+            changed, final = self._final(m)
+            if not changed:
+                if out is not None:
+                    out.append(m)
+                continue
+            if out is None:
+                out = list(mutations[:i])
+            if final is None:
+                self.deleted += 1
+                log.debug("id resolution: event %s: %s %s dropped: its owner id was deleted",
+                          event.event_id, m.table, type(m).__name__)  # fmt: skip
+            else:
+                self.resolved += 1
+                out.append(final)
+        return mutations if out is None else out
+
+
+def resolutions_for(
+    config: IdMutation | None, agents: Iterable[Any], id_map: Any
+) -> Mapping[str, IdResolution]:
+    """One resolution per agent that writes a declared owner table (none for the others: no cost)."""
+    if config is None:
+        return {}
+    out: dict[str, IdResolution] = {}
+    for agent in agents:
+        written = {t.name for t in agent.tables}
+        owners = [c for c in config.columns if c.table in written]
+        if owners:
+            out[agent.name] = IdResolution(owners, id_map)
+    return out
