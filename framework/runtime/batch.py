@@ -16,10 +16,14 @@ When any sink write of the batch fails (transient or not), nothing of it
 counts as done: its messages go to the per-key path in offset order, which
 retries, backs off, pauses on an outage and narrows a message-level failure
 down to the one event it parks. The same happens while a sink is down.
+
+``map_batch`` may be a coroutine (a processor that must first load state, as
+``framework.state.JoinProcessor`` restores join state); it must not raise.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -53,7 +57,8 @@ async def run_batch(
     if not fast:
         return
     generation = {id(w): g for w, g in fast}
-    items, bad = processor.map_batch([w for w, _ in fast])
+    mapped = processor.map_batch([w for w, _ in fast])
+    items, bad = await mapped if inspect.isawaitable(mapped) else mapped
     for work, exc in bad:
         try:
             await park(work, exc)
