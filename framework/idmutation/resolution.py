@@ -171,10 +171,11 @@ class IdResolution:
         col = self.owners.get(m.table)
         if col is None:
             return False, m
-        tenant, ident = m.key.get(col.tenant_column), m.key.get(col.id_column)
-        if not isinstance(tenant, str) or not isinstance(ident, str):
+        tenant, value = m.key.get(col.tenant_column), m.key.get(col.id_column)
+        if tenant is None or value is None or isinstance(value, bool | float | bytes):
             return False, m
-        intervals = self.map.intervals(tenant, ident)
+        ident = str(value)  # ids are text in requests; an integer column holds them as numbers
+        intervals = self.map.intervals(str(tenant), ident)
         if intervals is None:
             return False, m
         final = final_of(intervals, ident, m.version)
@@ -182,7 +183,7 @@ class IdResolution:
             return False, m
         if final is None:
             return True, None
-        key = {**m.key, col.id_column: final}
+        key = {**m.key, col.id_column: final if isinstance(value, str) else int(final)}
         if isinstance(m, Upsert):
             return True, Upsert(m.table, key, m.cells, m.version, m.ttl)
         if isinstance(m, Delete):

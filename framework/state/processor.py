@@ -1,13 +1,22 @@
 """``JoinProcessor``: the runtime's processor for an agent with lookups.
 
-Per attempt: parse, make sure the partition's join state is restored,
-``JoinBook.plan`` (map with the current entries, or wait for a missing one),
-write the mutations to every sink, ``commit``, then send the changed state
-keys to the changelog and wait until the broker has them; only then does
-the attempt succeed (and the event get acknowledged). ``remap`` maps again
-the events that read (or wait for) entries that changed; it retries
-transient failures until they pass and parks an event whose mapping now
-fails. It runs the per-key path only (``batchable`` is False).
+Per attempt (the per-key path): parse, make sure the partition's join state
+is restored, ``JoinBook.plan`` (map with the current entries, or wait for a
+missing one), write the mutations to every sink, ``commit``, then send the
+changed state keys to the changelog and wait until the broker has them;
+only then does the attempt succeed (and the event get acknowledged).
+
+Per micro-batch (the batch path, when every sink writes batches):
+``map_batch`` restores the batch's partitions, then plans every event in
+order with the current entries (a bad event is dropped from the book and
+handed back to be parked, alone); ``write_batch`` writes every sink once,
+commits every plan, and sends the changed keys once per partition, awaiting
+all before it returns. Any failure there sends the whole batch to the
+per-key path, which retries transient failures and narrows a bad event down.
+
+``remap`` maps again the events that read (or wait for) entries that
+changed; it retries transient failures until they pass and parks an event
+whose mapping now fails. Changelog sends go through ``ChangelogOutbox``.
 """
 
 from __future__ import annotations
@@ -15,14 +24,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from framework.core.events import Event, parse_event
-from framework.runtime.errors import MessageError
+from framework.runtime.errors import MessageError, SinkFailure
 from framework.runtime.processor import bounded, parse_work
-from framework.runtime.sinks import Sink
+from framework.runtime.sinks import BatchSink, Sink
 from framework.runtime.work import Work
 from framework.state.join import JoinBook, Plan
+from framework.state.outbox import Changelog, ChangelogOutbox
 
 __all__ = ["JoinProcessor", "Changelog", "partition_of"]
 
@@ -32,32 +42,18 @@ log = logging.getLogger(__name__)
 Park = Callable[[int, Event, str, MessageError], Awaitable[None]]
 
 
-class Changelog(Protocol):
-    """Where the join state's changes go, per partition, and where they are restored from."""
-
-    async def send(self, partition: int, records: Sequence[tuple[str, str | None]]) -> int:
-        """Send records; returns the offset after the last one, once the broker has them all."""
-
-    async def end(self, partition: int) -> int:
-        """The partition's end offset."""
-
-    async def read(self, partition: int) -> list[tuple[str, str | None]]:
-        """Every record of the partition, oldest first."""
-
-
 def partition_of(tp: Any) -> int:
     """The partition number of a topic partition (a Faust TP or a ``(topic, n)`` tuple)."""
     part = getattr(tp, "partition", None)
     return int(part if part is not None else tp[1])
 
 
-_MARK = "M\x1f"
+def _raw(work: Work) -> str:
+    return (work.value or b"").decode("utf-8", "surrogatepass")
 
 
 class JoinProcessor:
     """Runs an agent with lookups (see the module docstring)."""
-
-    batchable = False
 
     def __init__(
         self,
@@ -78,8 +74,10 @@ class JoinProcessor:
         self.park = park
         self.changelog = changelog
         self.retry_delay = retry_delay
+        self.batchable = all(isinstance(s, BatchSink) for s in self.sinks)
         #: partitions this worker owns (None: all, as in the test driver)
         self.owned: set[int] | None = None if changelog is None else set()
+        self.outbox = ChangelogOutbox(book.kv, changelog, self.owns)
         self.remapped = 0
         self.remap_retries = 0
         self.restored_records = 0
@@ -101,28 +99,115 @@ class JoinProcessor:
     async def __call__(self, work: Work) -> None:
         event = work.event if work.event is not None else parse_work(work)
         p = partition_of(work.tp)
-        await self.ready(p)
-        raw = (work.value or b"").decode("utf-8", "surrogatepass")
         try:
-            await self._write(self.book.plan(p, event, raw))
+            await self.ready(p)
+        except Exception as exc:  # noqa: BLE001 - the changelog could not be read: retry
+            raise SinkFailure("changelog", exc) from exc
+        try:
+            await self._write(self.book.plan(p, event, _raw(work)))
         except MessageError:  # parked by the runtime: no longer a reader nor pending
-            await self._send(p, self.book.forget(p, event.event_id))
+            self.outbox.touch(p, self.book.forget(p, event.event_id))
+            await self._flush(p)
             raise
 
     async def _write(self, plan: Plan) -> None:
+        self.outbox.touch(plan.partition, plan.keys)
         if plan.mutations:
             for sink in self.sinks:
                 await bounded(sink.name, self.sink_timeout, sink.write(plan.event, plan.mutations))
-        self.book.commit(plan)
-        await self._send(plan.partition, plan.keys)
+        self._commit(plan)
+        await self._flush(plan.partition)
 
-    async def _send(self, p: int, keys: Iterable[str]) -> None:
-        keys = list(dict.fromkeys(keys))
-        if self.changelog is None or not keys:
-            return
-        records = [(k, self.book.kv.get(k)) for k in keys]
-        after = await self.changelog.send(p, records)
-        self.book.kv.put(f"{_MARK}{p}", str(after))
+    def _commit(self, plan: Plan) -> None:
+        self.book.commit(plan)
+        self.outbox.touch(plan.partition, plan.keys[:1])  # the event's record (done)
+
+    async def _flush(self, p: int) -> None:
+        """The changelog has every change of ``p`` made so far (a failure is a retry)."""
+        try:
+            await self.outbox.flush(p)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the broker did not take it: retry
+            raise SinkFailure("changelog", exc) from exc
+
+    # -- the batch path ----------------------------------------------------------
+    async def map_batch(self, works: Sequence[Work]) -> tuple[list[Any], list[tuple[Work, MessageError]]]:
+        """Plan every work in order; items ``(work, plan)``, or ``(work, error)`` for a work
+        that could not be planned now (its partition's state unreadable, or a failure that is
+        not the message's): ``write_batch`` then raises, sending the batch to the per-key path.
+        Never raises."""
+        items: list[tuple[Work, Plan | BaseException]] = []
+        bad: list[tuple[Work, MessageError]] = []
+        unready = await self._ready_all({partition_of(w.tp) for w in works})
+        forgot: set[int] = set()
+        for work in works:
+            p = partition_of(work.tp)
+            if p in unready:
+                items.append((work, unready[p]))
+                continue
+            event = work.event
+            try:
+                if event is None:
+                    event = parse_work(work)
+                plan = self.book.plan(p, event, _raw(work))
+            except MessageError as exc:
+                if event is not None:
+                    self.outbox.touch(p, self.book.forget(p, event.event_id))
+                    forgot.add(p)
+                bad.append((work, exc))
+                continue
+            except Exception as exc:  # noqa: BLE001 - not the message's: the per-key path retries
+                items.append((work, exc))
+                continue
+            self.outbox.touch(p, plan.keys)
+            items.append((work, plan))
+        for p in forgot:  # the parked events leave the changelog before they are parked
+            await self._flush_or_later(p)
+        return items, bad
+
+    async def _flush_or_later(self, p: int) -> None:
+        try:
+            await self.outbox.flush(p)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - still touched: sent with p's next flush
+            log.warning("%s: changelog of partition %d not updated (%r): sent later", self.name, p, exc)
+
+    async def _ready_all(self, partitions: Iterable[int]) -> dict[int, BaseException]:
+        """Restore ``partitions``; the ones that could not be (failure, revoked meanwhile)."""
+        if self.changelog is None:
+            return {}
+        out: dict[int, BaseException] = {}
+        futs = {p: self._ready_future(p) for p in partitions}
+        if futs:
+            await asyncio.wait(futs.values())
+        for p, fut in futs.items():
+            if fut.cancelled() or not self.owns(p):
+                out[p] = SinkFailure("changelog", RuntimeError(f"partition {p} was revoked"))
+            elif fut.exception() is not None:
+                out[p] = SinkFailure("changelog", fut.exception())  # type: ignore[arg-type]
+        return out
+
+    async def write_batch(self, items: Sequence[Any]) -> None:
+        """Write every sink once, commit every plan, send each partition's changes once; raises
+        when anything of it may not be durable (the batch goes to the per-key path)."""
+        for _, plan in items:
+            if isinstance(plan, BaseException):
+                raise plan
+        plans: list[Plan] = [plan for _, plan in items]
+        batch = [(plan.event, plan.mutations) for plan in plans if plan.mutations]
+        if batch:
+            for sink in self.sinks:
+                assert isinstance(sink, BatchSink)
+                await bounded(sink.name, self.sink_timeout, sink.write_batch(batch))
+        for plan in plans:
+            self._commit(plan)
+        partitions = sorted({plan.partition for plan in plans})
+        results = await asyncio.gather(*(self.outbox.flush(p) for p in partitions), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise SinkFailure("changelog", result) from result
 
     # -- restore ---------------------------------------------------------------
     def assign(self, partitions: Iterable[int]) -> None:
@@ -135,6 +220,7 @@ class JoinProcessor:
         for p in partitions:
             if self.owned is not None:
                 self.owned.discard(p)
+            self.outbox.left(p)
             fut = self._ready.pop(p, None)
             if fut is not None and not fut.done():
                 fut.cancel()
@@ -142,38 +228,42 @@ class JoinProcessor:
     def owns(self, p: int) -> bool:
         return self.owned is None or p in self.owned
 
+    def _ready_future(self, p: int) -> asyncio.Future[None]:
+        fut = self._ready.get(p)
+        if fut is None or (fut.done() and not fut.cancelled() and fut.exception() is not None):
+            fut = self._ready[p] = asyncio.ensure_future(self._restore(p))  # first use, or a retry
+        return fut
+
     async def ready(self, p: int) -> None:
         """Restore partition ``p``'s join state from the changelog unless the local copy is the
         changelog's latest (this worker wrote its last record); then map again what is unsettled."""
         if self.changelog is None:
             return
-        fut = self._ready.get(p)
-        if fut is None:
-            fut = self._ready[p] = asyncio.ensure_future(self._restore(p))
-        await asyncio.shield(fut)
+        await asyncio.shield(self._ready_future(p))
 
     async def _restore(self, p: int) -> None:
         changelog = self.changelog
         assert changelog is not None
         end = await changelog.end(p)
-        mark = self.book.kv.get(f"{_MARK}{p}")
-        if mark is None or int(mark) != end:
+        if self.outbox.mark(p) != end:
+            records = await changelog.read(p)
             self.book.drop_partition(p)
-            n = 0
-            for key, value in await changelog.read(p):
+            for key, value in records:
                 if value is None:
                     self.book.kv.delete(key)
                 else:
                     self.book.kv.put(key, value)
-                n += 1
-            self.book.kv.put(f"{_MARK}{p}", str(end))
+            self.outbox.restored(p, end)
             self.book.restored()
-            self.restored_records += n
-            log.info("%s: restored %d join-state records of partition %d from the changelog", self.name, n, p)
+            self.restored_records += len(records)
+            log.info("%s: restored %d join-state records of partition %d from the changelog",
+                     self.name, len(records), p)  # fmt: skip
         self._spawn(self._reconcile(p))
 
     async def _reconcile(self, p: int) -> None:
         for part, eid in self.book.unsettled([p]):
+            if not self.owns(part):
+                return
             await self.remap_one(part, eid)
 
     # -- entries that changed ------------------------------------------------------
@@ -208,8 +298,9 @@ class JoinProcessor:
                 self.remapped += 1
                 return
             except MessageError as exc:
-                await self._send(p, self.book.forget(p, eid))
+                self.outbox.touch(p, self.book.forget(p, eid))
                 log.error("%s: %s no longer maps (%s): parked", self.name, eid, exc)
+                await self._flush_or_later(p)
                 if self.park is not None:
                     await self.park(p, parse_event(raw), raw, exc)
                 return

@@ -12,7 +12,7 @@ from framework.idmutation import IdRequest, collapse, map_topic_of
 from framework.idmutation.resolution import IdMap, IdResolution, check_intervals, mapped_event
 from framework.runtime.processor import AgentProcessor
 from framework.testing import Driver
-from tests.idmutation.owner_app import OWNER_ACTIVITY, OwnerAgent, activity, app, removed, status
+from tests.idmutation.stream_app import OWNER_ACTIVITY, OwnerAgent, activity, app, removed, status
 
 MAP = map_topic_of(app.name)
 

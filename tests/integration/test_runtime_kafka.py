@@ -74,11 +74,13 @@ def test_kill_mid_stream_then_restart_converges(fresh_stack: LocalStack, tmp_pat
     broker = f"kafka://{fresh_stack.info.kafka_bootstrap}"
     asyncio.run(ensure_topics(broker, {topic: 4}))
     keys = [f"c{i}" for i in range(20)]
-    env = {"ORDER_TOPIC": topic, "ORDER_APP_ID": group, "ORDER_SLOW_MS": "2"}
+    # 20 ms an event and one event of a key at a time: the 2,000 events take about 2.5 s, so the
+    # kill (polled every 50 ms) lands mid-stream even on a fast machine
+    env = {"ORDER_TOPIC": topic, "ORDER_APP_ID": group, "ORDER_SLOW_MS": "20"}
     data = tmp_path / "w"
     proc = start_worker(APP, data, broker, env)
     asyncio.run(produce(broker, topic, _records(keys, 100)))
-    _wait(lambda: len(_applied(data / "applied.db")) >= 600, 90, "some progress")
+    _wait(lambda: len(_applied(data / "applied.db")) >= 600, 90, "some progress", poll=0.05)
     kill_worker(proc)
     first_run = len(_applied(data / "applied.db"))
     assert first_run < 2000
