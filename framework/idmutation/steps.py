@@ -1,0 +1,223 @@
+"""The steps of one ID mutation batch (``framework.idmutation.job`` runs them as processes).
+
+- ``store_requests``: parse the batch's records; park malformed ones in the dead-letter WAL
+  (with the reason; a re-run parks them again: at least once); store the accepted ones and the
+  tenants they touch.
+- ``remap``: re-collapse every touched tenant from its stored history, record the entries that
+  changed, then write them to the map table, then publish them to the map topic.
+- ``apply_changes``: move the cells of the changed entries (``apply_id_map``), with the
+  notification entries of the rows changed and the partitions to re-project.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from framework.core.mutations import Mutation, Upsert
+from framework.dlq.record import ParkedRecord
+from framework.idmutation.apply import ApplyReport, ExtraWrites, apply_id_map
+from framework.idmutation.collapse import Interval, collapse, components
+from framework.idmutation.declare import IdMutation, map_topic_of
+from framework.idmutation.requests import IdRequest, IdRequestError, parse_request
+from framework.idmutation.resolution import mapped_event
+from framework.idmutation.tables import (
+    BATCH_TABLE,
+    BUCKETS,
+    MAP_TABLE,
+    REQUESTS_TABLE,
+    batch_row,
+    decode_intervals,
+    encode_intervals,
+    map_row,
+    request_of_row,
+    request_row,
+)
+from framework.idmutation.topic import KafkaLog
+from framework.jobs.checkpoint import Batch
+from framework.notifications.config import NotificationConfig
+from framework.notifications.entries import batch_id_of, key_ident, notification_mutations
+from framework.retention.scan import PENDING_BUCKETS, PENDING_TABLE, PENDING_TTL
+from stores.base import WideColumnStore
+
+if TYPE_CHECKING:
+    from framework.app import App
+    from framework.dlq import DeadLetterWAL
+
+__all__ = [
+    "IdMutationError",
+    "Collapser",
+    "StepContext",
+    "store_requests",
+    "remap",
+    "apply_changes",
+    "work_list",
+    "writes_extra",
+]
+
+#: ``collapser(requests)``: per ``(tenant, id)`` its intervals (default ``collapse``).
+Collapser = Callable[[Sequence[IdRequest]], Mapping[tuple[str, str], Sequence[Interval]]]
+_WRITE_CHUNK = 2000
+
+
+class IdMutationError(RuntimeError):
+    """The ID mutation job cannot go on (nowhere to park a bad request, no index to re-project)."""
+
+
+@dataclass
+class StepContext:
+    """What the steps share: the app, its store, the Kafka log, where to park, the clock."""
+
+    app: App
+    config: IdMutation
+    store: WideColumnStore
+    log: KafkaLog | None
+    dlq: DeadLetterWAL | None = None
+    clock: Callable[[], float] = time.time
+    chunk: int = 500
+    collapser: Collapser | None = None
+
+
+async def _apply_chunked(store: WideColumnStore, writes: Sequence[Mutation]) -> None:
+    for start in range(0, len(writes), _WRITE_CHUNK):
+        await store.apply(writes[start : start + _WRITE_CHUNK])
+
+
+async def work_list(store: WideColumnStore, job: str, batch: int, kind: str) -> list[tuple[str, str, str]]:
+    """``(tenant, id, intervals JSON)`` of a batch's work list of ``kind``."""
+    keys = [{"job": job, "batch": batch, "kind": kind, "bucket": b} for b in range(BUCKETS)]
+    out = []
+    for rows in await store.read_partitions(BATCH_TABLE.name, keys):
+        out += [
+            (str(r.key["tenant"]), str(r.key["id"]), str(r.values().get("intervals") or "")) for r in rows
+        ]
+    return sorted(out)
+
+
+async def store_requests(ctx: StepContext, job: str, batch: Batch) -> dict[str, Any]:
+    """Read the batch's offsets, park the malformed requests, store the rest (see the module doc)."""
+    if ctx.log is None:
+        raise IdMutationError("no Kafka log to read the requests from")
+    records = await ctx.log.read_all(batch.input.ranges)
+    accepted: list[IdRequest] = []
+    bad: list[tuple[str, int, int, bytes | None, bytes | None, str]] = []
+    for topic, (partition, offset, key, value) in records:
+        try:
+            if value is None:
+                raise IdRequestError("id request: empty record")
+            accepted.append(parse_request(value))
+        except IdRequestError as exc:
+            bad.append((topic, partition, offset, key, value, str(exc)))
+    if bad:
+        if ctx.dlq is None:
+            raise IdMutationError(f"{len(bad)} malformed id requests and no dead-letter WAL to park them in")
+        for topic, partition, offset, key, value, reason in bad:
+            await ctx.dlq.park(ParkedRecord(
+                pipeline=f"{job}:requests", topic=topic, partition=partition, offset=offset, key=key,
+                value=value, stage="parse", error_class="IdRequestError", error=reason,
+                parked_at=ctx.clock(), event_type="id.request",
+            ))  # fmt: skip
+    writes: list[Mutation] = [request_row(r) for r in accepted]
+    writes += [
+        batch_row(job, batch.batch_id, "tenant", t, "", batch.began_at) for t in {r.tenant for r in accepted}
+    ]
+    await _apply_chunked(ctx.store, writes)
+    return {"records": len(records), "accepted": len(accepted), "parked": len(bad)}
+
+
+def _collapse(
+    ctx: StepContext, requests: Sequence[IdRequest]
+) -> Mapping[tuple[str, str], Sequence[Interval]]:
+    if ctx.collapser is not None:
+        return ctx.collapser(requests)
+    return collapse(requests, group=components)
+
+
+async def remap(ctx: StepContext, job: str, batch: Batch, *, tenants_per_read: int = 200) -> dict[str, Any]:
+    """Re-collapse the batch's tenants, record and write the changed entries, publish them."""
+    tenants = sorted({t for t, _, _ in await work_list(ctx.store, job, batch.batch_id, "tenant")})
+    version = batch.began_at
+    changed = entries = 0
+    for start in range(0, len(tenants), tenants_per_read):
+        part = tenants[start : start + tenants_per_read]
+        found = await ctx.store.read_partitions(REQUESTS_TABLE.name, [{"tenant": t} for t in part])
+        history = [request_of_row(row) for rows in found for row in rows]
+        mapped = _collapse(ctx, history)
+        pairs = sorted(mapped)
+        entries += len(pairs)
+        old = await ctx.store.read_rows(MAP_TABLE.name, [{"tenant": t, "id": i} for t, i in pairs])
+        news = []
+        for (tenant, ident), row in zip(pairs, old, strict=True):
+            text = encode_intervals(mapped[(tenant, ident)])
+            if row is None or row.values().get("intervals") != text:
+                news.append((tenant, ident, mapped[(tenant, ident)]))
+        changed += len(news)
+        # the work list first: a re-run after a crash between the two finds it complete
+        await _apply_chunked(ctx.store, [batch_row(job, batch.batch_id, "change", t, i, version, iv)
+                                         for t, i, iv in news])  # fmt: skip
+        await _apply_chunked(ctx.store, [map_row(t, i, iv, batch.batch_id, version) for t, i, iv in news])
+    published = 0
+    if ctx.log is not None:
+        work = await work_list(ctx.store, job, batch.batch_id, "change")
+        events = (mapped_event(t, i, decode_intervals(iv), version) for t, i, iv in work)
+        published = await ctx.log.publish(
+            map_topic_of(ctx.app.name), ((e.ordering_key.encode(), e.to_json()) for e in events)
+        )
+    return {"tenants": len(tenants), "entries": entries, "changed": changed, "published": published}
+
+
+def writes_extra(ctx: StepContext, job: str, batch: Batch) -> ExtraWrites:
+    """The writes that go with a chunk of moves: version marks of the projections reading the
+    moved tables, notification entries of the rows changed, pending re-projections."""
+    notes = ctx.app.notifications or NotificationConfig()
+    projections = ctx.app.projections
+    tenant_of = {c.table: c.tenant_column for c in ctx.config.columns}
+
+    def extra(moves: Sequence[Mutation]) -> list[Mutation]:
+        out: list[Mutation] = []
+        for p in projections:
+            mine = [m for m in moves if m.table in p.source_names]
+            if not mine:
+                continue
+            out += p.version_marks(mine)
+            for doc_id, (key, _) in p.touched(mine).items():
+                bucket = _bucket(doc_id)
+                row_key = {"job": job, "batch": batch.batch_id, "bucket": bucket, "projection": p.name,
+                           "doc_id": doc_id}  # fmt: skip
+                out.append(
+                    Upsert(PENDING_TABLE.name, row_key, {"key": key_ident(key)}, batch.began_at, PENDING_TTL)
+                )
+        by_tenant: dict[str, list[Mutation]] = {}
+        for m in moves:
+            by_tenant.setdefault(str(m.key[tenant_of[m.table]]), []).append(m)
+        batch_id = batch_id_of(f"{job}-{batch.batch_id}", (f"{m.table}:{key_ident(m.key)}" for m in moves))
+        ingested_at = int(ctx.clock() * 1_000_000)  # now, not the batch start: readers may be past it
+        for tenant, mine in sorted(by_tenant.items()):
+            out += notification_mutations(
+                ctx.app.name, batch_id, mine, lambda _t, _k, tenant=tenant: tenant, ingested_at,
+                notes.max_keys, bucket_width=notes.bucket_width, ttl=notes.ttl,
+            )  # fmt: skip
+        return out
+
+    return extra
+
+
+def _bucket(doc_id: str) -> int:
+    return zlib.crc32(doc_id.encode("utf-8", "surrogatepass")) % PENDING_BUCKETS
+
+
+async def apply_changes(ctx: StepContext, job: str, batch: Batch) -> ApplyReport:
+    """Move the cells of the batch's changed entries (with notifications and re-projections)."""
+    work = await work_list(ctx.store, job, batch.batch_id, "change")
+    collapsed = {(t, i): decode_intervals(iv) for t, i, iv in work}
+    return await apply_id_map(
+        ctx.store,
+        ctx.config,
+        collapsed,
+        chunk=ctx.chunk,
+        clock=ctx.clock,
+        extra=writes_extra(ctx, job, batch),
+    )
