@@ -6,7 +6,10 @@ any arrival order converges:
 
 - ``TicketAgent``: ticket created/updated -> the record's cells (updates carry
   only what changed; a ``None`` assignee clears the cell); a comment -> one
-  ``ticket_comment`` row at ``(occurred_at, comment_id)``.
+  ``ticket_comment`` row at ``(occurred_at, comment_id)``; a created event
+  that names its requester (``requester_id``, the CRM's person id) -> one
+  ``requester_ticket`` row under that id (the runtime resolves it through the
+  ID map when the CRM has converted, merged or deleted the id).
 - ``StatusAgent``: a status change -> one ``ticket_status_log`` entry.
 - ``EnrichmentAgent``: SLA due time and sentiment -> augmented cells of the
   ticket row, also before the ticket's created event arrives.
@@ -40,6 +43,7 @@ from examples.support_desk.payloads import (
 from examples.support_desk.schemas import (
     PII_COLUMNS,
     RECORD_COLUMNS,
+    REQUESTER_TICKET,
     TICKET,
     TICKET_COMMENT,
     TICKET_STATUS_LOG,
@@ -64,7 +68,7 @@ class TicketAgent(KeyedAgent):
     name: ClassVar[str] = "tickets"
     topic: ClassVar[str] = TOPIC_TICKETS
     event_types: ClassVar[tuple[str, ...]] = types_on(TOPIC_TICKETS)
-    tables: ClassVar[tuple[TableSchema, ...]] = (TICKET, TICKET_COMMENT)
+    tables: ClassVar[tuple[TableSchema, ...]] = (TICKET, TICKET_COMMENT, REQUESTER_TICKET)
 
     def handle(self, event: Event) -> Iterable[Upsert]:
         fields = payload(event, self.topic)
@@ -76,7 +80,12 @@ class TicketAgent(KeyedAgent):
         cells = {**ref.cells, **{k: v for k, v in fields.items() if k in RECORD_COLUMNS}}
         if event.type == "ticket.created":
             cells["created_at"] = event.occurred_at
-        return [Upsert(TICKET.name, ref.key, cells, event.version)]
+        out = [Upsert(TICKET.name, ref.key, cells, event.version)]
+        if "requester_id" in fields:
+            key = {"tenant": ref.tenant, "requester_id": fields["requester_id"], **ref.key}
+            owned = {"source": ref.source, "external_id": ref.external_id, "created_at": event.occurred_at}
+            out.append(Upsert(REQUESTER_TICKET.name, key, owned, event.version))
+        return out
 
 
 class StatusAgent(KeyedAgent):

@@ -1,10 +1,9 @@
 """The support desk as one converge app: ``converge worker examples.support_desk.app:app``.
-
-Retention policy: ``retention.py``; personal data: ``personal.py``; every micro-batch's
-changes go to the notification table (``converge changes read --wide-store URL --consumer C``).
-"""
+Retention: ``retention.py``; personal data: ``personal.py``; ID mutation of requester ids:
+``id_mutation.py``; every micro-batch's changes go to the notification table."""
 
 from examples.support_desk.agents import support_agents
+from examples.support_desk.id_mutation import ID_MUTATION
 from examples.support_desk.personal import PERSONAL_DATA
 from examples.support_desk.projection import TicketProjection
 from examples.support_desk.retention import RETENTION
@@ -17,4 +16,5 @@ app = App(
     retention=RETENTION,
     personal_data=PERSONAL_DATA,
     notifications=True,
+    id_mutation=ID_MUTATION,
 )

@@ -7,13 +7,17 @@ steps among updates (priority with a new SLA due time, assignee set or
 cleared, subject, requester), comments, status changes (pending, solved, and
 sometimes closed in the same instant, reopened), re-scoring, and for some
 tickets the requester's erasure, after which no event carries personal data.
-The same seed gives the same history; ``history.deliver`` scrambles it.
+The created event names the requester's CRM id (``requester_id``, the owner
+id of ``requester_ticket``). The same seed gives the same history;
+``history.deliver`` scrambles it; ``id_requests.py`` plans the CRM's ID
+mutation requests for it.
 """
 
 from __future__ import annotations
 
 import itertools
 import random
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,7 +34,7 @@ from examples.support_desk.truth import (
 )
 from framework import Event
 
-__all__ = ["generate_history", "START_MICROS", "SLA_HOURS"]
+__all__ = ["generate_history", "requester_id", "START_MICROS", "SLA_HOURS", "REQUESTERS"]
 
 #: Source time of the first ticket: 2024-06-01T00:00:00Z in microseconds.
 START_MICROS = 1_717_200_000_000_000
@@ -51,6 +55,8 @@ _SUBJECTS = (
     "Data missing after import",
 )
 _STAFF = ("sam", "kim", "lee", "ola", "raj")
+#: Requester ids per tenant in the CRM (``requester_id``: a hash of the ticket, no random draw).
+REQUESTERS = 40
 _NEXT = {
     "open": ("pending", "solved"),
     "pending": ("open", "solved"),
@@ -77,6 +83,11 @@ def generate_history(
     for event, ref, effect in planned:
         truth.ticket(*ref).apply(effect, event.version, event.event_id)
     return History(seed, tuple(e for e, _, _ in planned), truth)
+
+
+def requester_id(ref: tuple[str, str, str]) -> str:
+    """The CRM's id of the requester of ticket ``ref``: one of ``REQUESTERS`` per tenant."""
+    return f"person-{zlib.crc32('/'.join(ref).encode()) % REQUESTERS:02d}"
 
 
 #: An event, the ticket it is about (tenant, source, external id) and its change in the source.
@@ -139,7 +150,8 @@ class _Life:
         if self.rng.random() < 0.5:
             fields["assignee"] = self.rng.choice(_STAFF)
         identity = {"tenant": tenant, "source": source, "external_id": external_id}
-        self.emit("ticket.created", {**identity, **fields}, RecordWrite({**fields, "created_at": self.t}))
+        payload = {**identity, "requester_id": requester_id(self.ref), **fields}  # the id: not a record cell
+        self.emit("ticket.created", payload, RecordWrite({**fields, "created_at": self.t}))
         self.priority = fields["priority"]
         self.change_status("open", "system", self.created_at)
         self.sla(self.priority)

@@ -128,7 +128,7 @@ SPECS: Mapping[str, Spec] = {
     "ticket.created": Spec(
         TOPIC_TICKETS,
         {**_IDENTITY, **_RECORD},
-        {"assignee": nullable(text(128)), "conversation_id": text(128)},
+        {"assignee": nullable(text(128)), "conversation_id": text(128), "requester_id": text(128)},
     ),
     "ticket.updated": Spec(
         TOPIC_TICKETS,

@@ -7,6 +7,11 @@
 - ``ticket_status_log``: the ticket's status changes, a state log clustered by
   ``(at, event_id)``; the current status is derived, never stored.
 - ``ticket_comment``: one row per comment, clustered by ``(at, comment_id)``.
+
+``requester_ticket`` is partitioned by ``(tenant, requester_id)`` instead: the
+tickets of one requester (the CRM's person id), one row per ticket. It is the
+app's owner table for ID mutation (``id_mutation.py``): when the CRM converts,
+merges or deletes a requester id, its rows move to the final id.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ __all__ = [
     "TICKET",
     "TICKET_STATUS_LOG",
     "TICKET_COMMENT",
+    "REQUESTER_TICKET",
     "TABLES",
     "STATUSES",
     "PRIORITIES",
@@ -70,4 +76,11 @@ TICKET_COMMENT = TableSchema(
     columns=(Column("author_kind", "text"), Column("body", "text")),
 )
 
-TABLES: tuple[TableSchema, ...] = (TICKET, TICKET_STATUS_LOG, TICKET_COMMENT)
+REQUESTER_TICKET = TableSchema(
+    name="requester_ticket",
+    partition_key=(Column("tenant", "text"), Column("requester_id", "text")),
+    clustering_key=(Column("ticket_id", "text"),),
+    columns=(Column("source", "text"), Column("external_id", "text"), Column("created_at", "bigint")),
+)
+
+TABLES: tuple[TableSchema, ...] = (TICKET, TICKET_STATUS_LOG, TICKET_COMMENT, REQUESTER_TICKET)

@@ -196,10 +196,10 @@ def test_rebalance_mid_stream_loses_nothing(fresh_stack: LocalStack, tmp_path: P
         second = start_worker(APP, tmp_path / "w2", broker, env)
         asyncio.run(wait_drained(broker, group, topic, timeout=20))
     finally:
-        # a member stuck in noida-db's JoinGroup does not stop on SIGINT; it is killed after 30 s
-        stop_worker(first)
+        # a member stuck in noida-db's JoinGroup does not stop on SIGINT; it is killed after 10 s
+        stop_worker(first, timeout=10)
         if second is not None:
-            stop_worker(second)
+            stop_worker(second, timeout=10)
     assert "unfinished left to redelivery" in (tmp_path / "w1" / "worker.log").read_text()
     fresh_stack.restart()
     third = start_worker(APP, tmp_path / "w3", broker, {**env, "ORDER_SLOW_MS": "0"})
@@ -238,4 +238,4 @@ def test_a_group_wedged_by_a_killed_member_is_reported(stack: StackInfo, tmp_pat
         assert second.poll() is None  # alive, and saying so again every period:
         _wait(lambda: log.read_text(errors="replace").count("no partitions assigned") >= 2, 30, "repeat")
     finally:
-        stop_worker(second)
+        stop_worker(second, timeout=5)  # stuck in JoinGroup: it does not stop on SIGINT
