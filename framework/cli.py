@@ -207,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     from framework.delivery.cli import register as register_delivery
     from framework.dlq.cli import register as register_dlq
     from framework.erasure.cli import register as register_erase
+    from framework.idmutation.cli import register as register_idmap
     from framework.jobs.coordinator_cli import register as register_jobs
     from framework.metrics.cli import register as register_status
     from framework.notifications.cli import register as register_changes
@@ -226,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_changes(sub)
     register_erase(sub)
     register_retention(sub)
+    register_idmap(sub)
     _add_plugins(sub)
     return parser
 

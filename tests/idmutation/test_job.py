@@ -156,3 +156,41 @@ def test_a_failed_process_is_repaired_alone_and_the_turn_waits_for_its_predecess
 
     d.run(ingest_turns())
     assert not rig.turn(predecessor="ingest").skipped
+
+
+def test_the_cli_runs_a_turn_and_shows_the_status(tmp_path: Path, stack: StackInfo, capsys: Any) -> None:
+    from framework.cli import main
+    from framework.core.mutations import Upsert
+    from stores.open import sqlite_url
+    from stores.sqlite import SqliteStore
+    from tests.idmutation.job_app import REQUESTS_TOPIC, plain
+
+    db = tmp_path / "wide.db"
+
+    async def seed() -> None:
+        await ensure_topics(stack.kafka_bootstrap, {REQUESTS_TOPIC: 1, map_topic_of(plain.name): 1})
+        await produce(stack.kafka_bootstrap, REQUESTS_TOPIC, [(None, req(1, "A", "Z", 100, "cli"))])
+        store = await SqliteStore.open(db)
+        for schema in plain.tables:
+            await store.ensure_table(schema)
+        await store.apply([Upsert("activity", {"tenant": "cli", "owner": "A", "item": "i"}, {"a": "x"}, 5)])
+        await store.close()
+
+    asyncio.run(seed())
+    common = ["--app", "tests.idmutation.job_app:plain", "--wide-store", sqlite_url(db)]
+    flags = ["--broker", stack.kafka_bootstrap, "--dlq-root", str(tmp_path / "dlq"), "--settle", "0"]
+    assert main(["idmap", "run", *common, *flags, "--until-idle"]) == 0
+    assert "cells moved" in capsys.readouterr().out
+
+    async def moved() -> Any:
+        store = await SqliteStore.open(db)
+        try:
+            return await store.read_row("activity", {"tenant": "cli", "owner": "Z", "item": "i"})
+        finally:
+            await store.close()
+
+    row = asyncio.run(moved())
+    assert row is not None and row.values() == {"a": "x"}
+    assert main(["idmap", "status", *common, "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["job"]["lagging"] == [] and got["rows"]["converge_id_map"] >= 1

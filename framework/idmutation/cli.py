@@ -1,0 +1,206 @@
+"""``converge idmap``: run the ID mutation job of an app (``run``: one turn, or ``--until-idle``) and
+show its checkpoints (``status``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from framework.cli_support import UserError, add_json_flag, load_spec, print_json
+from framework.retention.cli import _beside, _open_store
+
+__all__ = ["register", "print_run"]
+
+_ENV_CHECKPOINTS = "CONVERGE_CHECKPOINTS"
+
+
+def _app(spec: str) -> Any:
+    from framework.app import App
+
+    app = load_spec(spec)
+    if not isinstance(app, App):
+        raise UserError(f"--app {spec}: not a converge App")
+    if app.id_mutation is None:
+        raise UserError(
+            f"--app {spec}: the app declares no id_mutation (App(..., id_mutation=IdMutation(...)))"
+        )
+    return app
+
+
+def _settings(args: argparse.Namespace, app: Any) -> Any:
+    from framework.settings import Settings
+
+    return Settings.resolve(
+        app.name,
+        wide_store=args.wide_store,
+        es_url=getattr(args, "es_url", None),
+        es_tombstones=getattr(args, "es_tombstones", None),
+        broker=getattr(args, "broker", None),
+        dlq_root=getattr(args, "dlq_root", None),
+    )
+
+
+def print_run(run: Any) -> None:
+    """A turn's report as lines: batches with their processes' counts, the sweep, skipped domains."""
+    for batch_id, names in sorted(run.repaired.items()):
+        print(f"batch {batch_id} repaired in {', '.join(names)}")
+    for batch_id, reports in sorted(run.reports.items()):
+        r = reports.get("requests", {})
+        m = reports.get("map", {})
+        a = reports.get("apply", {})
+        print(
+            f"batch {batch_id}: {r.get('accepted', 0)} requests accepted, {r.get('parked', 0)} parked; "
+            f"{m.get('changed', 0)} map entries changed in {m.get('tenants', 0)} tenants; "
+            f"{a.get('cells_moved', 0)} cells moved, {a.get('cells_deleted', 0)} deleted, "
+            f"{a.get('rows_touched', 0)} rows touched"
+        )
+    for batch_id, reports in sorted(run.sweep.items()):
+        s = reports.get("sweep", {})
+        print(
+            f"sweep {batch_id}: {s.get('entries', 0)} notifications, "
+            f"{s.get('partitions_read', 0)} partitions read, {s.get('cells_moved', 0)} cells moved"
+        )
+    if not run.batches and not run.repaired and not run.skipped:
+        print("no new request")
+    for domain, reason in run.skipped.items():
+        print(f"{domain}: not this job's turn: {reason}")
+
+
+def _checkpoints_url(args: argparse.Namespace, settings: Any) -> str:
+    return args.checkpoints or _beside(
+        settings.wide_store, "checkpoints.db", "--checkpoints", _ENV_CHECKPOINTS
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    from framework.coordination import open_checkpoint_store
+    from framework.dlq import DeadLetterWAL
+    from framework.idmutation.job import run_id_mutation
+    from framework.idmutation.topic import KafkaLog
+    from framework.jobs.locks_open import JOB_LOCKS_ENV, open_domain_locks
+    from stores.open import open_search_index
+
+    app = _app(args.app)
+    settings = _settings(args, app)
+    if app.projections and settings.es_url is None:
+        raise UserError(
+            "--es-url: the app has projections: give the index their documents are re-projected into"
+        )
+
+    async def go() -> Any:
+        store = await _open_store(settings.wide_store)
+        checkpoints = await asyncio.to_thread(open_checkpoint_store, _checkpoints_url(args, settings))
+        locks_url = args.locks or _beside(settings.wide_store, "jobs.db", "--locks", JOB_LOCKS_ENV)
+        locks = await asyncio.to_thread(open_domain_locks, locks_url)
+        index = (
+            None if settings.es_url is None else open_search_index(settings.es_url, settings.es_tombstones)
+        )
+        wal = await asyncio.to_thread(DeadLetterWAL, Path(settings.dlq_root))
+        clock = time.time if args.now is None else (lambda: args.now)
+        try:
+            return await run_id_mutation(
+                app, store, checkpoints=checkpoints, locks=locks, log=KafkaLog(settings.broker),
+                index=index, dlq=wal, predecessor=args.predecessor, start_with=args.start_with,
+                until_idle=args.until_idle, max_offsets=args.max_offsets, settle=args.settle, clock=clock,
+            )  # fmt: skip
+        finally:
+            wal.close()
+            if index is not None:
+                await index.close()
+            await checkpoints.close()
+            await asyncio.to_thread(locks.close)
+            await store.close()
+
+    run = asyncio.run(go())
+    if args.json:
+        print_json(run.to_dict())
+    else:
+        print_run(run)
+    return 0 if not run.skipped else 3
+
+
+def _status(args: argparse.Namespace) -> int:
+    from framework.coordination import open_checkpoint_store
+    from framework.idmutation.job import ensure_tables, status
+
+    app = _app(args.app)
+    settings = _settings(args, app)
+
+    async def go() -> Any:
+        store = await _open_store(settings.wide_store)
+        checkpoints = await asyncio.to_thread(open_checkpoint_store, _checkpoints_url(args, settings))
+        try:
+            await ensure_tables(store, app)
+            return await status(store, app, checkpoints)
+        finally:
+            await checkpoints.close()
+            await store.close()
+
+    got = asyncio.run(go())
+    if args.json:
+        print_json(got)
+        return 0
+    for name in ("job", "sweep"):
+        state = got[name]
+        batch = state["batch"]
+        where = "no batch yet" if batch is None else f"batch {batch['batch_id']}"
+        lagging = f", lagging in {', '.join(state['lagging'])}" if state["lagging"] else ""
+        print(f"{state['job']}: {where}{lagging}")
+    for table, n in got["rows"].items():
+        print(f"{table}: {n} rows")
+    return 0
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--app", required=True, metavar="MODULE:ATTR", help="the converge App (with id_mutation=...)"
+    )
+    p.add_argument("--wide-store", default=None, help="sqlite:///PATH or cassandra://HOST/KEYSPACE")
+    p.add_argument(
+        "--checkpoints", default=None, help="job checkpoint store URL (default: beside a SQLite store)"
+    )
+    add_json_flag(p, "print the report as JSON")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``converge idmap`` and its subcommands."""
+    top = sub.add_parser("idmap", help="cascading ID mutation: collapse requests, move rows to final ids")
+    cmds = top.add_subparsers(dest="idmap_command", metavar="SUBCOMMAND", required=True)
+    run = cmds.add_parser(
+        "run",
+        help="one turn of the ID mutation job (every owner table's lock)",
+        description="Read new requests from the app's requests topic (malformed ones parked), collapse "
+        "the touched tenants, store and publish the changed map entries, move the rows, re-project "
+        "their documents, then sweep partitions written under old ids since the last turn. Exit 3 "
+        "when the turn was given up (another job holds a table, or its predecessor has not run).",
+    )
+    _common(run)
+    run.add_argument("--es-url", default=None, help="http://HOST:PORT of the index (env CONVERGE_ES_URL)")
+    run.add_argument("--es-tombstones", choices=("native", "document"), default=None)
+    run.add_argument("--broker", default=None, help="Kafka broker (env CONVERGE_BROKER)")
+    run.add_argument(
+        "--dlq-root", default=None, help="dead-letter WAL for malformed requests (env CONVERGE_DLQ_ROOT)"
+    )
+    run.add_argument(
+        "--locks", default=None, help="job lock URL (env CONVERGE_JOB_LOCKS; default: beside the store)"
+    )
+    run.add_argument(
+        "--predecessor", default=None, help="the job whose turn comes right before id_mutation's"
+    )
+    run.add_argument("--start-with", default=None, help="the job taking the first turn of a new domain")
+    run.add_argument("--until-idle", action="store_true", help="batches until the requests topic is drained")
+    run.add_argument("--max-offsets", type=int, default=None, help="offsets per partition per batch")
+    run.add_argument(
+        "--settle",
+        type=float,
+        default=30.0,
+        help="seconds a notification must be old before the sweep reads it",
+    )
+    run.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)  # tests: a fixed clock
+    run.set_defaults(func=_run)
+    st = cmds.add_parser("status", help="the job's checkpoints and the size of its request and map tables")
+    _common(st)
+    st.set_defaults(func=_status)
