@@ -152,8 +152,50 @@ def components(requests: Sequence[IdRequest]) -> list[list[IdRequest]]:
     return list(groups.values())
 
 
+def _constant_finals(requests: Sequence[IdRequest]) -> dict[str, list[Interval]] | None:
+    """The intervals when every id has one move-away and none is named as a new id after it
+    (no re-use): then ``resolve`` follows the same edges at every version, so each id has one
+    final on ``(-inf, inf)``. None when the component needs the general walk."""
+    edge: dict[str, IdRequest] = {}
+    for r in requests:
+        if r.old_id in edge:
+            return None
+        edge[r.old_id] = r
+    for r in requests:
+        if (
+            r.new_id is not None
+            and (moved := edge.get(r.new_id)) is not None
+            and r.executed_at > moved.executed_at
+        ):
+            return None
+    out: dict[str, list[Interval]] = {}
+    for ident in edge:
+        path: list[IdRequest] = []
+        seen: dict[str, int] = {}
+        current: str | None = ident
+        while True:
+            step = edge.get(current) if current is not None else None
+            if step is None:
+                final = current
+                break
+            if step.new_id is None:
+                final = None
+                break
+            seen[current] = len(path)  # type: ignore[index]
+            path.append(step)
+            current = step.new_id
+            if current in seen:
+                final = max(path[seen[current] :], key=_order).new_id
+                break
+        out[ident] = [(None, None, final)]
+    return out
+
+
 def collapse_component(requests: Sequence[IdRequest]) -> dict[str, list[Interval]]:
     """The intervals of every id with a move-away in one connected component."""
+    fast = _constant_finals(requests)
+    if fast is not None:
+        return fast
     graph = TenantGraph.of(requests)
     times = sorted({r.executed_at for r in requests})
     # the final id is constant between consecutive request times: probe each (t[i-1], t[i]] at
