@@ -15,16 +15,25 @@ mapping or a store:
 - one document per ticket whose row has a live cell, versioned by the newest
   event about the ticket, erasures included (the framework's version mark).
 
+``expected_requester_tickets(events, requests)`` gives the ``requester_ticket``
+rows: one per created event that names a requester, under the id it ends at
+after the CRM's ID mutation requests (``examples.id_requests.final_id``; a
+deleted id has no rows), the newest write of each cell winning.
+
 The ``compare_*`` functions are pure and return every divergence.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from examples.id_requests import final_id
+from examples.support_desk.identity import ticket_id
 from examples.support_desk.truth import StatusChange, TicketTruth, Truth
+from framework import Event
+from framework.idmutation import IdRequest
 from framework.testing.compare import (
     CellState,
     Divergence,
@@ -34,6 +43,7 @@ from framework.testing.compare import (
 )
 
 __all__ = [
+    "expected_requester_tickets",
     "CellState",
     "Expected",
     "Divergence",
@@ -122,4 +132,25 @@ def expected_state(truth: Truth) -> Expected:
         if cells:
             out.tickets[tid] = cells
             out.documents[tid] = _document(t, cells)
+    return out
+
+
+def expected_requester_tickets(
+    events: Iterable[Event], requests: Iterable[IdRequest] = ()
+) -> dict[tuple[str, str, str], dict[str, CellState]]:
+    """``(tenant, requester_id, ticket_id) -> cells`` of ``requester_ticket`` (see the module docstring)."""
+    requests = list(requests)
+    out: dict[tuple[str, str, str], dict[str, CellState]] = {}
+    for e in events:
+        p = e.payload
+        if e.type != "ticket.created" or "requester_id" not in p:
+            continue
+        final = final_id(requests, p["tenant"], p["requester_id"])
+        if final is None:
+            continue
+        row = out.setdefault((p["tenant"], final, ticket_id(p["tenant"], p["source"], p["external_id"])), {})
+        cells = {"source": p["source"], "external_id": p["external_id"], "created_at": e.occurred_at}
+        for name, value in cells.items():
+            if name not in row or row[name][1] < e.version:
+                row[name] = (value, e.version)
     return out

@@ -23,10 +23,13 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from framework.core.events import Event, EventError, parse_event
+from framework.core.mutations import Mutation
 from framework.core.projection import Projection
 from framework.core.rows import Row
 from framework.core.state_log import StateEntry, current_state
-from framework.idmutation.resolution import IdMap, resolutions_for
+from framework.idmutation.collapse import collapse
+from framework.idmutation.requests import IdRequest
+from framework.idmutation.resolution import IdMap, mapped_event, resolutions_for
 from framework.notifications.entries import Entry, entry_from_row
 from framework.notifications.schema import NOTIFICATION_TABLE, NOTIFICATION_TABLES
 from framework.notifications.sink import store_sink
@@ -93,6 +96,7 @@ class Driver:
         self.screen = _screen_holder(app)
         #: the ID map of an app that declares ``id_mutation``, fed by the events sent on its topic
         self.id_map = _id_map(app)
+        self._map_batches = itertools.count(1)
         try:
             self.run(self._open())
         except BaseException:
@@ -184,6 +188,34 @@ class Driver:
                 if isinstance(processor, JoinProcessor):
                     await processor.remap(changed)
             await self._project()
+
+    def id_job(self, requests: Iterable[IdRequest], *, apply: bool = True, publish: bool = True) -> None:
+        """Run the ID mutation job's effect on ``requests`` (every request known so far): collapse
+        them, move the owner tables' cells in the store (``apply``: ``apply_id_map``) and feed the
+        entries to the stream's map (``publish``: as the map topic would, at a new batch version)."""
+        config = self.app.id_mutation
+        if config is None or self.id_map is None:
+            raise RuntimeError(f"app {self.app.name} declares no id_mutation")
+        from framework.idmutation.apply import apply_id_map
+
+        collapsed = collapse(requests)
+        if apply:
+            owners = {c.table for c in config.columns}
+            marks = [p for p in self.app.projections if p.source_names & owners]
+
+            def extra(moves: Sequence[Mutation]) -> list[Mutation]:
+                return [mark for p in marks for mark in p.version_marks(moves)]
+
+            applied = apply_id_map(self.store, config, collapsed, clock=lambda: self.now, extra=extra)
+            report = self.run(applied)
+            for p in marks:  # the documents of the partitions the moves touched, old and final ids
+                keys = [{c.name: key[c.name] for c in p.partition_key} for table, key in report.touched
+                        if table in p.source_names]  # fmt: skip
+                self.run(self._projectors[self.app.change_topic(p)]._project(keys))  # noqa: SLF001
+        if publish:
+            version = next(self._map_batches)
+            for (tenant, ident), intervals in collapsed.items():
+                self.id_map.feed(mapped_event(tenant, ident, intervals, version))
 
     def pending(self) -> dict[str, list[tuple[str, str, str]]]:
         """Events waiting for a lookup entry, per agent: ``(event_id, lookup, key)``."""

@@ -35,6 +35,9 @@ def activity_platform() -> tuple[App, list[Event], int]:
 
 
 def _tenant_of(driver: Driver, policy: RetentionPolicy, table: str, key: dict) -> str:  # type: ignore[type-arg]
+    for name in ("org_id", "tenant", "tenant_id"):  # the rule: a key column first
+        if name in key:
+            return str(key[name])
     owner = policy.tenant_from.get(table, table)
     schema = driver.store.schema(owner)
     row = driver.row(owner, {c.name: key[c.name] for c in schema.partition_key})

@@ -34,6 +34,7 @@ def test_app_wires_four_agents_and_the_tickets_projection_in_a_few_lines() -> No
         "ticket",
         "ticket_status_log",
         "ticket_comment",
+        "requester_ticket",  # the owner table of ID mutation (requester ids)
         "tickets_version",
         "converge_erasure_denylist",  # personal data declared: erasure keeps a deny-list and audit
         "converge_erasure_audit",
