@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from agents.event_types import TOPIC_ACTIVITIES, types_of, validate
-from agents.schemas import ACTIVITY_HUB, join_addresses
+from agents.schemas import ACTIVITY_HUB, OWNER_ACTIVITY, join_addresses
 from framework import KeyedAgent
 from framework.core.events import Event
 from framework.core.mutations import CellValue, Delete, Mutation, Upsert
@@ -38,7 +38,7 @@ class ActivitiesAgent(KeyedAgent):
     name: ClassVar[str] = "activities"
     topic: ClassVar[str] = TOPIC_ACTIVITIES
     event_types: ClassVar[tuple[str, ...]] = types_of(TOPIC_ACTIVITIES)
-    tables: ClassVar[tuple[TableSchema, ...]] = (ACTIVITY_HUB,)
+    tables: ClassVar[tuple[TableSchema, ...]] = (ACTIVITY_HUB, OWNER_ACTIVITY)
 
     def handle(self, event: Event) -> Iterable[Mutation]:
         valid = validate(event, self.topic)
@@ -61,4 +61,9 @@ class ActivitiesAgent(KeyedAgent):
             cells["starts_at"] = f["sent_at"]
         if event.type in _STATUS:
             cells["status"] = _STATUS[event.type]
-        return [Upsert(ACTIVITY_HUB.name, key, cells, event.version)]
+        out: list[Mutation] = [Upsert(ACTIVITY_HUB.name, key, cells, event.version)]
+        if "owner_id" in f:
+            owned = {"org_id": valid.ref.org_id, "owner_id": f["owner_id"], "hub_id": valid.ref.hub_id}
+            row = {"kind": cells["kind"], "created_at": event.occurred_at}
+            out.append(Upsert(OWNER_ACTIVITY.name, owned, row, event.version))
+        return out

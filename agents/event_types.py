@@ -122,6 +122,8 @@ _CONTENT: dict[str, Check] = {
     "participants": _addresses(1),
 }
 _WHEN = {"starts_at": _micros, "ends_at": _micros}
+#: The CRM record (a lead or a contact id) an activity is logged against, when the source knows it.
+_OWNER: dict[str, Check] = {"owner_id": _text(128)}
 _INSIGHT: dict[str, Check] = {
     "sentiment": _nullable(_choice(*SENTIMENTS)),
     "topic": _nullable(_text(128)),
@@ -145,9 +147,9 @@ class EventSpec:
 def _specs() -> dict[str, EventSpec]:
     a, e, i = TOPIC_ACTIVITIES, TOPIC_ENGAGEMENT, TOPIC_INSIGHTS
     specs = [
-        EventSpec("email.created", a, {**_IDENTITY, **_CONTENT, "sent_at": _micros}),
+        EventSpec("email.created", a, {**_IDENTITY, **_CONTENT, "sent_at": _micros}, _OWNER),
         EventSpec("email.updated", a, _IDENTITY, _CONTENT, any_optional=True),
-        EventSpec("meeting.created", a, {**_IDENTITY, **_CONTENT, **_WHEN}),
+        EventSpec("meeting.created", a, {**_IDENTITY, **_CONTENT, **_WHEN}, _OWNER),
         EventSpec("meeting.updated", a, _IDENTITY, _CONTENT, any_optional=True),
         EventSpec("meeting.rescheduled", a, {**_IDENTITY, **_WHEN}),
         EventSpec("meeting.cancelled", a, _IDENTITY),

@@ -4,6 +4,10 @@
 record's cells and the augmented cells (insights, sharing) that other
 pipelines upsert into the same row by natural key. ``engagement_log`` is the
 state log of recipient engagement, one partition per hub row.
+``owner_activity`` lists the activities of one CRM owner (a lead or contact
+id) per organisation, partitioned by ``(org_id, owner_id)``: the owner table
+of ID mutation (a lead converted into a contact, two records merged, a record
+deleted moves or removes its rows).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from framework.core.schema import Column, TableSchema, state_log_schema
 __all__ = [
     "ACTIVITY_HUB",
     "ENGAGEMENT_LOG",
+    "OWNER_ACTIVITY",
     "IDENTITY_COLUMNS",
     "RECORD_COLUMNS",
     "INSIGHT_COLUMNS",
@@ -58,7 +63,14 @@ ENGAGEMENT_LOG = state_log_schema(
     attrs=(Column("actor", "text"),),
 )
 
-TABLES: tuple[TableSchema, ...] = (ACTIVITY_HUB, ENGAGEMENT_LOG)
+OWNER_ACTIVITY = TableSchema(
+    name="owner_activity",
+    partition_key=(Column("org_id", "text"), Column("owner_id", "text")),
+    clustering_key=(Column("hub_id", "text"),),
+    columns=(Column("kind", "text"), Column("created_at", "bigint")),
+)
+
+TABLES: tuple[TableSchema, ...] = (ACTIVITY_HUB, ENGAGEMENT_LOG, OWNER_ACTIVITY)
 
 
 def join_addresses(addresses: tuple[str, ...]) -> str | None:

@@ -6,10 +6,12 @@ lives six months to two years): two years by default, the engagement log one
 year, and the tenant ``org-0001`` keeps everything six months; a log row is of
 its hub row's organisation. ``converge retention run --app examples.activity_platform.app:app``.
 Every micro-batch's changes are recorded in the notification table
-(``converge changes read --wide-store URL --consumer NAME``).
+(``converge changes read --wide-store URL --consumer NAME``). ID mutation of the CRM owner
+ids activities are logged against: ``id_mutation.py``.
 """
 
 from agents import ActivityProjection, reference_agents
+from examples.activity_platform.id_mutation import ID_MUTATION
 from examples.activity_platform.personal import PERSONAL_DATA
 from framework import App
 from framework.retention import RetentionPolicy
@@ -28,4 +30,5 @@ app = App(
     retention=RETENTION,
     personal_data=PERSONAL_DATA,
     notifications=True,
+    id_mutation=ID_MUTATION,
 )

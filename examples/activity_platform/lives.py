@@ -4,13 +4,15 @@ A ``LifePlanner`` turns one activity into events in source order, each
 paired with the domain change it stands for (``truth.Effect``). Versions are
 the source's modification times in microseconds, strictly increasing per
 source record (the activity's record, its insight stream); engagement events
-are records of their own.
+are records of their own. Created events name the activity's CRM owner
+(``owner_id``, ``owner_of``), the owner id of ``owner_activity``.
 """
 
 from __future__ import annotations
 
 import random
 import uuid
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,12 +22,23 @@ from examples.activity_platform.content import Org
 from examples.activity_platform.truth import Effect, EngagementFact, InsightWrite, RecordCancel, RecordWrite
 from framework.core.events import Event
 
-__all__ = ["Planned", "LifePlanner", "SEC", "MIN", "HOUR", "DAY"]
+__all__ = ["Planned", "LifePlanner", "owner_of", "OWNERS", "SEC", "MIN", "HOUR", "DAY"]
 
 SEC = 1_000_000
 MIN = 60 * SEC
 HOUR = 60 * MIN
 DAY = 24 * HOUR
+
+
+#: CRM owners (leads and contacts) per organisation.
+OWNERS = 25
+
+
+def owner_of(ref: ActivityRef) -> str:
+    """The CRM owner an activity is logged against: a hash of the activity (no random draw, so
+    the rest of a seeded history stays as it was)."""
+    n = zlib.crc32(ref.hub_id.encode()) % OWNERS
+    return f"{'lead' if n % 3 else 'contact'}-{n:02d}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +105,8 @@ class LifePlanner:
             org.org_id, self.rng.choice(("gmail", "exchange")), f"msg-{self.rng.getrandbits(48):012x}"
         )
         body = self._content(org)
-        self._emit(
-            ref, "email", "email.created", t0, _record(body, starts_at=t0, status="sent"), **body, sent_at=t0
-        )
+        record = _record(body, starts_at=t0, status="sent")
+        self._emit(ref, "email", "email.created", t0, record, **body, sent_at=t0, owner_id=owner_of(ref))
         t = t0
         if self.rng.random() < 0.15:
             t += self._gap(MIN, 2 * HOUR)
@@ -124,9 +136,8 @@ class LifePlanner:
     def _create_meeting(self, org: Org, ref: ActivityRef, t0: int) -> int:
         body = self._content(org)
         when = self._slot(t0)
-        self._emit(
-            ref, "meeting", "meeting.created", t0, _record(body, **when, status="scheduled"), **body, **when
-        )
+        record = _record(body, **when, status="scheduled")
+        self._emit(ref, "meeting", "meeting.created", t0, record, **body, **when, owner_id=owner_of(ref))
         t = t0
         for _ in range(self.rng.choice((0, 0, 1, 1, 2, 3))):
             t += self._gap(5 * MIN, 3 * DAY)

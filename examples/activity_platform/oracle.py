@@ -15,17 +15,26 @@
   write to the hub row or its log (record, insight, cancellation, engagement):
   the projection's version mark.
 
+``expected_owner_activities(events, requests)`` gives the ``owner_activity``
+rows: one per created event that names a CRM owner, under the id the owner
+ends at after the ID mutation requests (``examples.id_requests.final_id``; a
+deleted owner has no rows), the newest write of each cell winning.
+
 The ``compare_*`` functions are pure: they take plain mappings (convert store
 reads with ``row_cells`` / ``hit_document``) and return every divergence.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agents.identity import hub_id
 from examples.activity_platform.truth import ActivityTruth, Truth
+from examples.id_requests import final_id
+from framework.core.events import Event
+from framework.idmutation import IdRequest
 from framework.testing.compare import (
     CellState,
     Divergence,
@@ -36,6 +45,7 @@ from framework.testing.compare import (
 )
 
 __all__ = [
+    "expected_owner_activities",
     "CellState",
     "Expected",
     "Divergence",
@@ -148,3 +158,23 @@ def compare_engagement(
         for k in keys
         if expected.get(k) != actual.get(k)
     ]
+
+
+def expected_owner_activities(
+    events: Iterable[Event], requests: Iterable[IdRequest] = ()
+) -> dict[tuple[str, str, str], dict[str, CellState]]:
+    """``(org_id, owner_id, hub_id) -> cells`` of ``owner_activity`` (see the module docstring)."""
+    requests = list(requests)
+    out: dict[tuple[str, str, str], dict[str, CellState]] = {}
+    for e in events:
+        p = e.payload
+        if not e.type.endswith(".created") or "owner_id" not in p:
+            continue
+        final = final_id(requests, p["org_id"], p["owner_id"])
+        if final is None:
+            continue
+        row = out.setdefault((p["org_id"], final, hub_id(p["org_id"], p["source"], p["external_id"])), {})
+        for name, value in (("kind", e.type.partition(".")[0]), ("created_at", e.occurred_at)):
+            if name not in row or row[name][1] < e.version:
+                row[name] = (value, e.version)
+    return out
