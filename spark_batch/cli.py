@@ -268,6 +268,50 @@ def _retention(args: argparse.Namespace) -> int:
     return 0 if not run.skipped else 3
 
 
+def _idmap(args: argparse.Namespace) -> int:
+    import time
+
+    from framework.coordination import open_checkpoint_store
+    from framework.idmutation.cli import print_run
+    from framework.jobs.locks_open import DEFAULT_JOB_LOCKS_URL, JOB_LOCKS_ENV, open_domain_locks
+    from spark_batch.apps import JobError
+    from spark_batch.id_mutation import spark_id_mutation
+    from spark_batch.preflight import Job, absolute_store_url
+    from spark_batch.report import write_json
+    from stores.open import open_search_index
+
+    job = Job(args, need_projection=False)
+    if job.app.id_mutation is None:
+        raise JobError(f"--app {args.app}: the app declares no id_mutation")
+    es_url = job.settings.es_url
+    if job.app.projections and es_url is None:
+        raise JobError(
+            "--es-url: the app has projections: give the index their documents are re-projected into"
+        )
+    index = None if es_url is None else functools.partial(open_search_index, es_url, job.tombstones)
+    checkpoints = open_checkpoint_store(absolute_store_url(args.checkpoints))
+    locks = open_domain_locks(
+        absolute_store_url(args.locks or os.environ.get(JOB_LOCKS_ENV, DEFAULT_JOB_LOCKS_URL))
+    )
+    try:
+        spark = _setup(args, "idmap")
+        clock = time.time if args.now is None else (lambda: args.now)
+        run = spark_id_mutation(
+            spark, args.app, job.store, checkpoints=checkpoints, locks=locks,
+            broker=args.broker or job.settings.broker, index=index,
+            dlq_root=str(args.dlq_root or job.settings.dlq_root), predecessor=args.predecessor,
+            start_with=args.start_with, until_idle=args.until_idle, shards=args.shards,
+            settle=args.settle, clock=clock,
+        )  # fmt: skip
+    finally:
+        checkpoints.close_sync()  # type: ignore[attr-defined]
+        locks.close()
+    print_run(run)
+    if args.report:
+        write_json(args.report, run.to_dict())
+    return 0 if not run.skipped else 3
+
+
 def _common() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--app", required=True, metavar="MODULE:ATTR", help="the converge App to run")
@@ -384,6 +428,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--start-with", default=None, help="the job taking the first turn of a new domain")
     p.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)  # tests: a fixed clock
     p.set_defaults(func=_guarded(_retention))
+
+    p = cmds.add_parser(
+        "idmap", parents=[common], help="the app's ID mutation job with its collapse and moves on Spark"
+    )
+    p.add_argument("--shards", type=int, default=None, help="tasks for the moves (default: parallelism)")
+    p.add_argument("--checkpoints", default="sqlite:///.converge/jobs.db", help="job checkpoint store URL")
+    p.add_argument(
+        "--locks", default=None, help="job lock URL (env CONVERGE_JOB_LOCKS, default .converge/jobs.db)"
+    )
+    p.add_argument("--broker", default=None, help="Kafka broker (env CONVERGE_BROKER)")
+    p.add_argument("--dlq-root", type=Path, default=None, help="dead-letter WAL (env CONVERGE_DLQ_ROOT)")
+    p.add_argument("--predecessor", default=None, help="the job whose turn comes right before id_mutation's")
+    p.add_argument("--start-with", default=None, help="the job taking the first turn of a new domain")
+    p.add_argument("--until-idle", action="store_true", help="batches until the requests topic is drained")
+    p.add_argument("--settle", type=float, default=30.0, help="seconds before the sweep reads a notification")
+    p.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)  # tests: a fixed clock
+    p.set_defaults(func=_guarded(_idmap))
 
     p = cmds.add_parser(
         "ingest", parents=[common], help="micro-batches of Kafka offset ranges through the app, exactly once"

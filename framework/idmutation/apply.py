@@ -80,11 +80,13 @@ class ApplyReport:
     cells_deleted: int = 0
     #: ``(table, key)`` of every row written: the old row (cell tombstones) and the new one
     touched: list[tuple[str, dict[str, CellValue]]] = field(default_factory=list)
+    #: rows touched that were counted but not listed (reports added from Spark tasks)
+    touched_elsewhere: int = 0
     seconds: float = 0.0
 
     @property
     def rows_touched(self) -> int:
-        return len(self.touched)
+        return len(self.touched) + self.touched_elsewhere
 
     def add(self, other: ApplyReport) -> None:
         """Add another report's counts and rows to this one."""
@@ -92,6 +94,7 @@ class ApplyReport:
         self.cells_moved += other.cells_moved
         self.cells_deleted += other.cells_deleted
         self.touched.extend(other.touched)
+        self.touched_elsewhere += other.touched_elsewhere
         self.seconds += other.seconds
 
     def to_dict(self) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from framework.idmutation.apply import ApplyReport, sweep
 from framework.idmutation.collapse import Interval
 from framework.idmutation.declare import IdMutation
 from framework.idmutation.steps import (
+    Applier,
     Collapser,
     IdMutationError,
     StepContext,
@@ -165,11 +166,13 @@ async def run_id_mutation(
     clock: Any = time.time,
     chunk: int = 500,
     collapser: Collapser | None = None,
+    applier: Applier | None = None,
 ) -> IdMapRun:
-    """One turn of the job (see the module docstring); ``log`` None runs the sweep only."""
+    """One turn of the job (see the module docstring); ``log`` None runs the sweep only.
+    ``collapser`` and ``applier`` replace the collapse and the moves (the Spark job's)."""
     config = config_of(app)
     await ensure_tables(store, app)
-    ctx = StepContext(app, config, store, log, dlq, clock, chunk, collapser)
+    ctx = StepContext(app, config, store, log, dlq, clock, chunk, collapser, applier)
     run = IdMapRun()
     if app.projections and index is None:
         raise IdMutationError("the app has projections: give the index their documents are re-projected into")

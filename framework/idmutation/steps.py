@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IdMutationError",
+    "Applier",
     "Collapser",
     "StepContext",
     "store_requests",
@@ -60,6 +61,9 @@ __all__ = [
 
 #: ``collapser(requests)``: per ``(tenant, id)`` its intervals (default ``collapse``).
 Collapser = Callable[[Sequence[IdRequest]], Mapping[tuple[str, str], Sequence[Interval]]]
+#: ``applier(job, batch, collapsed)``: the moves of a batch's changed entries (default ``apply_id_map``
+#: here, in this process; the Spark job spreads them over tasks).
+Applier = Callable[[str, Batch, Mapping[tuple[str, str], Sequence[Interval]]], Awaitable[ApplyReport]]
 _WRITE_CHUNK = 2000
 
 
@@ -79,6 +83,7 @@ class StepContext:
     clock: Callable[[], float] = time.time
     chunk: int = 500
     collapser: Collapser | None = None
+    applier: Applier | None = None
 
 
 async def _apply_chunked(store: WideColumnStore, writes: Sequence[Mutation]) -> None:
@@ -213,6 +218,8 @@ async def apply_changes(ctx: StepContext, job: str, batch: Batch) -> ApplyReport
     """Move the cells of the batch's changed entries (with notifications and re-projections)."""
     work = await work_list(ctx.store, job, batch.batch_id, "change")
     collapsed = {(t, i): decode_intervals(iv) for t, i, iv in work}
+    if ctx.applier is not None:
+        return await ctx.applier(job, batch, collapsed)
     return await apply_id_map(
         ctx.store,
         ctx.config,
