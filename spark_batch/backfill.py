@@ -16,7 +16,9 @@ event is rejected alone. Events that do not parse or route, whose ``handle``
 raises (anything: the stream's rule), or whose writes are rejected are
 counted per agent and error class, with samples, and returned to the
 driver, which parks them in the dead-letter WAL (stage ``parse``,
-``route``, ``map`` or ``sink``). An app with notifications on gets one
+``route``, ``map`` or ``sink``). An app that declares ``id_mutation`` has
+its owner ids resolved through the ID map as the stream does
+(``spark_batch.id_resolution``: the map read from the store, broadcast). An app with notifications on gets one
 notification entry per (tenant, bucket, table) of each Spark partition's
 applied writes, after them. With ``es_url`` every partition the
 backfill touched is then projected into the index, per projection
@@ -32,7 +34,7 @@ import os
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,12 +48,14 @@ from framework.core.schema import SchemaError
 from framework.core.sync import run_sync
 from framework.erasure.keyed import erasure_key
 from framework.erasure.screen import load_screen
+from framework.idmutation.resolution import resolutions_for
 from framework.notifications.schema import NOTIFICATION_TABLES
 from framework.notifications.sink import write_notifications
 from framework.runtime.errors import MessageError
 from framework.runtime.mapping import map_event
 from spark_batch.apps import JobError, app_of, load_app, select
 from spark_batch.archive import ArchiveFormat, read_archive
+from spark_batch.id_resolution import BatchIdMap, id_map_broadcast
 from spark_batch.io import Unit, WriteOptions, apply_batched, open_index
 from spark_batch.lookups import BatchEntries, lookup_entries, map_joined
 from spark_batch.progress import JobProgress
@@ -104,6 +108,8 @@ class _Mapper:
         self.screen: Any = None
         #: the final lookup entries (``spark_batch.lookups``), for agents that declare lookups
         self.entries: Any = None
+        #: the ID resolution of each agent writing an owner table (``spark_batch.id_resolution``)
+        self.resolutions: Mapping[str, Any] = {}
 
     def reject(self, agent: str, exc: BaseException, raw: Any, event: Event | None, stage: str) -> None:
         event_id = event.event_id if event is not None else None
@@ -136,10 +142,15 @@ class _Mapper:
             self.reject("-", exc, raw, event, "route")
             return None
         try:
+            resolve = self.resolutions.get(agent.name)
             if agent.lookups:  # joins: the final entries, the stream's version rule
-                mutations = map_joined(agent, event, self.entries, self.app.projections_of(agent))
+                marked = () if resolve else self.app.projections_of(agent)
+                mutations = map_joined(agent, event, self.entries, marked)
+                if resolve is not None:  # owner ids resolved at the write version, then the marks
+                    mutations = resolve(event, mutations)
+                    mutations += marks_of(self.app.projections_of(agent), mutations)
             else:
-                mutations = map_event(agent, event, self.app.projections_of(agent), self.screen)
+                mutations = map_event(agent, event, self.app.projections_of(agent), self.screen, resolve)
         except MessageError as exc:
             self.reject(agent.name, exc.cause, raw, event, exc.stage)
             return None
@@ -153,6 +164,14 @@ class _Mapper:
                 yield m
 
 
+def marks_of(projections: Sequence[Projection], mutations: Sequence[Any]) -> list[Any]:
+    """The version marks of ``projections`` for ``mutations`` (MessageError at stage ``map``)."""
+    try:
+        return [mark for p in projections for mark in p.version_marks(mutations)]
+    except Exception as exc:  # noqa: BLE001 - as map_event
+        raise MessageError("map", exc) from exc
+
+
 def backfill_task(
     store_url: str,
     app_spec: str,
@@ -163,6 +182,7 @@ def backfill_task(
     run_id: str = "",
     erasure: bytes | None = None,
     entries: Any = None,
+    id_map: Any = None,
 ) -> Iterator[tuple[Any, ...]]:
     """Executor: map and apply one partition; with the app's notifications on, then write the
     partition's notification entries (batch ``backfill:<run_id>:<partition>``). Events go
@@ -176,6 +196,9 @@ def backfill_task(
     mapper = _Mapper(app_spec)
     if entries is not None:  # the broadcast final lookup entries
         mapper.entries = BatchEntries(entries.value)
+    if id_map is not None:  # the broadcast ID map
+        table = BatchIdMap(id_map.value)
+        mapper.resolutions = resolutions_for(mapper.app.id_mutation, mapper.app.agents, table)
     projections = [mapper.app.projection(name) for name in project]
     touched: set[tuple[str, str, str]] = set()
     notified: list[Any] | None = [] if mapper.app.notifications is not None else None
@@ -276,8 +299,9 @@ def backfill(
     key = erasure_key(required=False)  # the driver's erasure key, shipped with the task (issue 15)
     run_id = uuid.uuid4().hex[:12]
     entries = lookup_entries(spark, raw, app)  # None unless the app declares lookups
+    id_map = id_map_broadcast(spark, store_url, app)  # None unless the app declares id_mutation
     task = functools.partial(
-        backfill_task, store_url, app, names, opts, run_id=run_id, erasure=key, entries=entries
+        backfill_task, store_url, app, names, opts, run_id=run_id, erasure=key, entries=entries, id_map=id_map
     )
     out = raw.mapPartitions(task).persist(StorageLevel.MEMORY_AND_DISK)
     try:

@@ -2,8 +2,10 @@
 
 ``owner_activity`` (partition ``(tenant, owner_id)``, clustering ``activity_id``) gets one row per
 activity event; ``owner_log`` (the same partition, a state log) one entry per status event; a
-``activity.removed`` event deletes its row. The owner id is whatever the event carries: the
-runtime resolves it through the ID map.
+``activity.removed`` event deletes its row. ``thread.linked`` events (on the same topic) feed the
+lookup ``threads`` (thread -> tenant and owner); ``NoteAgent`` joins ``thread.note`` events to it
+and writes an ``owner_activity`` row of the thread's owner. The owner id is whatever the event
+or the entry carries: the runtime resolves it through the ID map.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ from typing import ClassVar
 
 from framework import App, Column, Delete, Event, KeyedAgent, LogState, TableSchema, Upsert, state_log_schema
 from framework.idmutation import IdMutation, OwnerColumn
+from framework.state import Lookup, StateView
 
-__all__ = ["app", "OWNER_ACTIVITY", "OWNER_LOG", "activity", "removed", "status", "TOPIC", "REQUESTS"]
+__all__ = ["app", "OWNER_ACTIVITY", "OWNER_LOG", "activity", "removed", "status", "linked", "note", "TOPIC",
+           "NOTES", "REQUESTS"]  # fmt: skip
 
 TOPIC = "t.owner-activity"
+NOTES = "t.owner-notes"
 REQUESTS = "t.owner-id-requests"
 _OWNER = (Column("tenant", "text"), Column("owner_id", "text"))
 
@@ -34,11 +39,18 @@ class OwnerAgent(KeyedAgent):
 
     name: ClassVar[str] = "owner_activity"
     topic: ClassVar[str] = TOPIC
-    event_types: ClassVar[tuple[str, ...]] = ("activity.logged", "activity.removed", "owner.status")
+    event_types: ClassVar[tuple[str, ...]] = (
+        "activity.logged",
+        "activity.removed",
+        "owner.status",
+        "thread.linked",
+    )
     tables: ClassVar[tuple[TableSchema, ...]] = (OWNER_ACTIVITY, OWNER_LOG)
 
     def handle(self, event: Event) -> Iterable[Upsert | Delete | LogState]:
         p = event.payload
+        if event.type == "thread.linked":
+            return []
         owner = {"tenant": p["tenant"], "owner_id": p["owner"]}
         if event.type == "owner.status":
             return [LogState(OWNER_LOG.name, owner, p["status"], event.occurred_at, event.event_id,
@@ -48,6 +60,42 @@ class OwnerAgent(KeyedAgent):
             return [Delete(OWNER_ACTIVITY.name, key, event.version)]
         cells = {k: p[k] for k in ("body", "kind") if k in p}
         return [Upsert(OWNER_ACTIVITY.name, key, cells, event.version)]
+
+
+THREADS = Lookup(
+    "threads",
+    TOPIC,
+    key=lambda e: e.payload["thread"] if e.type == "thread.linked" else None,
+    value=lambda e: {"tenant": e.payload["tenant"], "owner": e.payload["owner"]},
+)
+
+
+class NoteAgent(KeyedAgent):
+    """Notes that name only their thread: a row of the thread's owner (a lookup join)."""
+
+    name: ClassVar[str] = "notes"
+    topic: ClassVar[str] = NOTES
+    event_types: ClassVar[tuple[str, ...]] = ("thread.note",)
+    tables: ClassVar[tuple[TableSchema, ...]] = (OWNER_ACTIVITY,)
+    lookups: ClassVar[tuple[Lookup, ...]] = (THREADS,)
+
+    def handle(self, event: Event, state: StateView) -> Iterable[Upsert]:  # type: ignore[override]
+        entry = state.value("threads", event.payload["thread"])
+        key = {"tenant": entry["tenant"], "owner_id": entry["owner"], "activity_id": event.payload["note"]}
+        return [Upsert(OWNER_ACTIVITY.name, key, {"body": event.payload["body"]}, event.version)]
+
+
+def linked(eid: str, tenant: str, owner: str, thread: str, version: int) -> Event:
+    """A ``thread.linked`` event: the lookup entry thread -> (tenant, owner)."""
+    payload = {"tenant": tenant, "owner": owner, "thread": thread}
+    return Event(eid, f"{tenant}/{owner}", version, version, "thread.linked", payload)
+
+
+def note(eid: str, thread: str, note_id: str, body: str, version: int) -> Event:
+    """A ``thread.note`` event naming only its thread."""
+    return Event(
+        eid, thread, version, version, "thread.note", {"thread": thread, "note": note_id, "body": body}
+    )
 
 
 def activity(eid: str, tenant: str, owner: str, act: str, version: int, **cells: str) -> Event:
@@ -70,7 +118,7 @@ def status(eid: str, tenant: str, owner: str, state: str, version: int, by: str 
 
 app = App(
     "owner-stream",
-    agents=[OwnerAgent()],
+    agents=[OwnerAgent(), NoteAgent()],
     id_mutation=IdMutation(REQUESTS, columns=(OwnerColumn("owner_activity", "owner_id", "tenant"),
                                               OwnerColumn("owner_log", "owner_id", "tenant"))),
 )  # fmt: skip

@@ -12,7 +12,16 @@ from framework.idmutation import IdRequest, collapse, map_topic_of
 from framework.idmutation.resolution import IdMap, IdResolution, check_intervals, mapped_event
 from framework.runtime.processor import AgentProcessor
 from framework.testing import Driver
-from tests.idmutation.stream_app import OWNER_ACTIVITY, OwnerAgent, activity, app, removed, status
+from tests.idmutation.stream_app import (
+    OWNER_ACTIVITY,
+    OwnerAgent,
+    activity,
+    app,
+    linked,
+    note,
+    removed,
+    status,
+)
 
 MAP = map_topic_of(app.name)
 
@@ -122,3 +131,15 @@ def test_no_declaration_no_resolution_and_an_empty_map_returns_the_same_list() -
     r = IdResolution(app.id_mutation.columns, IdMap("a"))  # type: ignore[union-attr]
     ms = [Upsert(OWNER_ACTIVITY.name, {"tenant": "t", "owner_id": "x", "activity_id": "a"}, {"body": "b"}, 1)]
     assert r(None, ms) is ms  # type: ignore[arg-type]
+
+
+def test_a_join_agent_resolves_at_its_write_version_and_a_remap_moves_the_resolved_row() -> None:
+    with Driver(app) as d:
+        send_map(d, [req(1, "lead1", "contact1", 10), req(2, "lead2", "contact2", 10)], version=1)
+        d.send(linked("l1", "t1", "lead1", "th", 50))
+        d.send(note("n1", "th", "note1", "hello", 40))  # written at max(40, 50) = 50
+        assert {k: v for k, v in owners(d).items()} == {("contact1", "note1"): {"body": "hello"}}
+        assert d.rows("owner_activity")[0].writetime("body") == 50
+        d.send(linked("l2", "t1", "lead2", "th", 60))  # the thread moves: the note is mapped again
+        assert owners(d) == {("contact2", "note1"): {"body": "hello"}}
+        assert d._agents["notes"].book.resolve.resolved == 2  # noqa: SLF001
