@@ -47,6 +47,7 @@ Limits (documented in the README):
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections import defaultdict
@@ -171,32 +172,45 @@ async def _apply_pairs(
     clock: Callable[[], float],
     extra: ExtraWrites | None,
 ) -> ApplyReport:
+    """Read, plan and write chunk after chunk; a chunk's write overlaps the next chunk's read and
+    plan (safe: a moved cell is final, so no read waits for an earlier chunk's writes, and the
+    writes commute under last-write-wins)."""
     started = time.perf_counter()
     report = ApplyReport()
-    for owner in config.columns:
-        pairs = list(targets.get(owner.table, ()))
-        if not pairs:
-            continue
-        schema = store.schema(owner.table)
-        for start in range(0, len(pairs), chunk):
-            part = pairs[start : start + chunk]
-            keys = [
-                {owner.tenant_column: tenant, owner.id_column: id_value(schema, owner.id_column, ident)}
-                for tenant, ident in part
-            ]
-            found = await store.read_partitions(owner.table, keys)
-            report.partitions_read += len(part)
-            now_s = clock()
-            writes: list[Mutation] = []
-            for (tenant, ident), rows in zip(part, found, strict=True):
-                if rows:
-                    writes += moves_of_partition(
-                        schema, owner, ident, collapsed[(tenant, ident)], rows, now_s, report
-                    )
-            if writes:
-                if extra is not None:
-                    writes = [*writes, *extra(writes)]
-                await store.apply(writes)
+    writing: asyncio.Task[None] | None = None
+    try:
+        for owner in config.columns:
+            pairs = list(targets.get(owner.table, ()))
+            if not pairs:
+                continue
+            schema = store.schema(owner.table)
+            for start in range(0, len(pairs), chunk):
+                part = pairs[start : start + chunk]
+                keys = [
+                    {owner.tenant_column: tenant, owner.id_column: id_value(schema, owner.id_column, ident)}
+                    for tenant, ident in part
+                ]
+                found = await store.read_partitions(owner.table, keys)
+                report.partitions_read += len(part)
+                now_s = clock()
+                writes: list[Mutation] = []
+                for (tenant, ident), rows in zip(part, found, strict=True):
+                    if rows:
+                        writes += moves_of_partition(
+                            schema, owner, ident, collapsed[(tenant, ident)], rows, now_s, report
+                        )
+                if writes:
+                    if extra is not None:
+                        writes = [*writes, *extra(writes)]
+                    if writing is not None:
+                        await writing
+                    writing = asyncio.ensure_future(store.apply(writes))
+        if writing is not None:
+            await writing
+            writing = None
+    finally:
+        if writing is not None and not writing.done():
+            writing.cancel()
     report.seconds = time.perf_counter() - started
     return report
 

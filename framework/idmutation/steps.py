@@ -198,7 +198,10 @@ def writes_extra(ctx: StepContext, job: str, batch: Batch) -> ExtraWrites:
         by_tenant: dict[str, list[Mutation]] = {}
         for m in moves:
             by_tenant.setdefault(str(m.key[tenant_of[m.table]]), []).append(m)
-        batch_id = batch_id_of(f"{job}-{batch.batch_id}", (f"{m.table}:{key_ident(m.key)}" for m in moves))
+        # one id per chunk: a digest of the partitions it moved (the same chunk gives the same id)
+        cols = {c.table: (c.tenant_column, c.id_column) for c in ctx.config.columns}
+        partitions = {(m.table, str(m.key[cols[m.table][0]]), str(m.key[cols[m.table][1]])) for m in moves}
+        batch_id = batch_id_of(f"{job}-{batch.batch_id}", ("\x00".join(p) for p in partitions))
         ingested_at = int(ctx.clock() * 1_000_000)  # now, not the batch start: readers may be past it
         for tenant, mine in sorted(by_tenant.items()):
             out += notification_mutations(
