@@ -19,19 +19,19 @@ the job's batch number), merged per ``(tenant, id)`` with the lookup rule
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from framework.core.events import Event
-from framework.core.mutations import Delete, LogState, Mutation, Upsert
+from framework.core.mutations import Mutation
 from framework.idmutation.collapse import Interval, final_of
 from framework.idmutation.declare import IdMutation, OwnerColumn, map_topic_of
 from framework.state.entries import SEP, EntryTables
 from framework.state.kv import KV
-from framework.state.lookup import Lookup
+from framework.state.lookup import Entry, Lookup
 
 __all__ = [
     "MAPPED_TYPE",
@@ -49,12 +49,14 @@ log = logging.getLogger("framework.idmutation")
 #: The event type of a map entry on ``map_topic_of(app)``.
 MAPPED_TYPE = "id.mapped"
 _LOOKUP = "converge_id_map"
+#: ids whose intervals (or absence) an ``IdMap`` keeps parsed in memory
+_CACHED = 500_000
 _NS = uuid.UUID("5b0d7c1e-6f7a-4d0e-9a53-2c1f0b7e9d41")
 
 
 def map_key(tenant: str, ident: str) -> str:
-    """The entry key of ``(tenant, id)`` (JSON, so no separator can collide)."""
-    return json.dumps([tenant, ident], separators=(",", ":"))
+    """The entry key of ``(tenant, id)``: the tenant's length first, so no two pairs collide."""
+    return f"{len(tenant)}:{tenant}:{ident}"
 
 
 def check_intervals(raw: Any) -> list[Interval]:
@@ -70,8 +72,8 @@ def check_intervals(raw: Any) -> list[Interval]:
         for bound in (after, upto):
             if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)):
                 raise ValueError(f"interval bound {bound!r} is not an integer or null")
-        if final is not None and (not isinstance(final, str) or not final):
-            raise ValueError(f"interval final {final!r} is not a non-empty string or null")
+        if final is not None and (not isinstance(final, str) or not final or len(final) > 512):
+            raise ValueError(f"interval final {final!r} is not a string of 1 to 512 characters or null")
         out.append((after, upto, final))
     return out
 
@@ -121,6 +123,7 @@ class IdMap:
         self.tables = EntryTables([self.lookup], kv)
         self.empty = next(iter(self.tables.kv.scan(f"N{SEP}{_LOOKUP}{SEP}")), None) is None
         self._parsed: dict[str, list[Interval] | None] = {}
+        self._prefix = f"N{SEP}{_LOOKUP}{SEP}"
 
     def feed(self, event: Event) -> list[tuple[str, str]]:
         """Apply one event of the map topic; the entries that changed."""
@@ -136,12 +139,12 @@ class IdMap:
 
     def intervals(self, tenant: str, ident: str) -> list[Interval] | None:
         """The intervals of ``(tenant, id)``; None when it was never mutated."""
-        key = map_key(tenant, ident)
+        key = f"{len(tenant)}:{tenant}:{ident}"  # map_key, inlined: this runs per owner-table write
         found = self._parsed.get(key, False)
         if found is False:
-            entry = self.tables.get(_LOOKUP, key)
-            found = None if entry is None else check_intervals(entry.value["intervals"])
-            if len(self._parsed) > 100_000:
+            text = self.tables.kv.get(self._prefix + key)
+            found = None if text is None else check_intervals(Entry.from_json(text).value["intervals"])
+            if len(self._parsed) >= _CACHED:
                 self._parsed.clear()
             self._parsed[key] = found
         return found  # type: ignore[return-value]
@@ -149,6 +152,17 @@ class IdMap:
     def size(self) -> int:
         """How many ids the map holds (a scan: for reports)."""
         return self.tables.count(_LOOKUP)
+
+
+def _with_key(m: Mutation, key: dict[str, Any]) -> Mutation:
+    """``m`` under ``key``: a copy without validating again what ``m`` already validated (the new
+    id is a checked text of at most 512 characters, or an integer)."""
+    cls = type(m)
+    out = object.__new__(cls)
+    for name in cls.__slots__:  # type: ignore[attr-defined]
+        object.__setattr__(out, name, getattr(m, name))
+    object.__setattr__(out, "key", MappingProxyType(key))
+    return out
 
 
 class IdResolution:
@@ -183,13 +197,7 @@ class IdResolution:
             return False, m
         if final is None:
             return True, None
-        key = {**m.key, col.id_column: final if isinstance(value, str) else int(final)}
-        if isinstance(m, Upsert):
-            return True, Upsert(m.table, key, m.cells, m.version, m.ttl)
-        if isinstance(m, Delete):
-            return True, Delete(m.table, key, m.version, m.columns)
-        assert isinstance(m, LogState)
-        return True, LogState(m.table, key, m.state, m.at, m.event_id, m.version, m.attrs)
+        return True, _with_key(m, {**m.key, col.id_column: final if isinstance(value, str) else int(final)})
 
     def __call__(self, event: Event, mutations: list[Mutation]) -> list[Mutation]:
         """``mutations`` with owner ids resolved (the same list when nothing changed)."""
