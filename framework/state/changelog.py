@@ -1,4 +1,4 @@
-"""The join state's changelog on Kafka: one record per changed state key, per partition.
+"""The join state's changelog on Kafka: one record per changed event record, per partition.
 
 Sent through the worker's Faust producer (awaited: the broker has every
 record before the event is acknowledged); read back with a plain aiokafka

@@ -11,6 +11,9 @@ driver), per event that an agent with lookups mapped or parked as pending:
   (``R``) and its waiting events (``P``), to map them again when it changes;
 - ``P|p|event_id``: the pending events, for bounds and reports.
 
+Only the ``E`` records go to the changelog (``logged``); ``restore`` rebuilds
+the index and the pending keys from them.
+
 The version rule (``plan``): the mutations of an event mapped with entries
 ``e1..en`` are written at ``w = max(event.version, e1.version, ..., en.version)``.
 Entries only move to higher versions, so a re-mapping writes at ``w`` or
@@ -90,6 +93,8 @@ class Plan:
     rows: list[list[Any]]
     #: the state keys this plan changed (their changelog records)
     keys: list[str] = dataclasses.field(default_factory=list)
+    #: the saved record is already what ``commit`` would make it
+    committed: bool = False
 
 
 def write_version(event: Event, view: StateView) -> int:
@@ -179,9 +184,14 @@ class JoinBook:
         return None if text is None else json.loads(text)
 
     # -- planning ---------------------------------------------------------------
-    def plan(self, p: int, event: Event, raw: str) -> Plan:
+    def plan(self, p: int, event: Event, raw: str, *, presume: bool = False) -> Plan:
         """Map ``event`` with the current entries and register it (as a reader of what it read,
-        or as pending on the entry it misses). MessageError: the event is bad (park it)."""
+        or as pending on the entry it misses). MessageError: the event is bad (park it).
+
+        ``presume`` (the batch path, for an event not acknowledged until its writes and its
+        record are durable, so planned again if they fail): the record says done already, for
+        a changelog sent alongside the writes; it keeps the earlier mapping's rows until
+        ``commit`` only when this mapping moved some."""
         prev = self.load(p, event.event_id)
         view = StateView(self.entries, self.names)
         try:
@@ -203,8 +213,10 @@ class JoinBook:
         seq = 1 if prev is None else prev["seq"] + 1
         rows = list({**prev_rows, **new_rows}.values())  # both, until the new mapping is durable
         reads = [[lk, k, v] for (lk, k), v in view.reads.items()]
-        keys = self._save(p, event.event_id, prev, raw, rows, reads, None, seq, done=False)
-        return Plan(p, event, mutations, None, seq, list(new_rows.values()), keys)
+        keys = self._save(p, event.event_id, prev, raw, rows, reads, None, seq, done=presume)
+        plan = Plan(p, event, mutations, None, seq, list(new_rows.values()), keys)
+        plan.committed = presume and not moved
+        return plan
 
     def _wait(
         self,
@@ -229,7 +241,7 @@ class JoinBook:
         rows = [] if prev is None else prev["rows"]
         reads = [[lk, k, v] for (lk, k), v in view.reads.items() if v is not None]
         keys = self._save(p, event.event_id, prev, raw, rows, reads, list(target), seq, done=True)
-        return Plan(p, event, [], target, seq, rows, keys)
+        return Plan(p, event, [], target, seq, rows, keys, committed=True)
 
     def _save(
         self,
@@ -253,6 +265,15 @@ class JoinBook:
         record.update(seq=seq, done=done)
         keys = [self._ek(p, eid)]
         self.kv.put(keys[0], json.dumps(record, separators=(",", ":")))
+        return keys + self._link(p, eid, prev, reads, wait, since)
+
+    def _link(
+        self, p: int, eid: str, prev: dict[str, Any] | None, reads: list[list[Any]], wait: list[str] | None,
+        since: float,
+    ) -> list[str]:
+        """Index the record of ``eid`` by what it read and waits for (replacing ``prev``'s);
+        returns the keys changed."""
+        keys: list[str] = []
         old = self._index_of(prev)
         new = {(lk, k): "R" for lk, k, _ in reads}
         if wait is not None:
@@ -301,14 +322,43 @@ class JoinBook:
         self._reader_counts[(lookup, key)] = n
         return n
 
-    def commit(self, plan: Plan) -> None:
+    def commit(self, plan: Plan) -> bool:
         """The plan's mutations are durable: its rows are all the event has live (unless a newer
-        plan of the same event superseded it meanwhile)."""
+        plan of the same event superseded it meanwhile). True when the record changed."""
+        if plan.committed:
+            return False
         record = self.load(plan.partition, plan.event.event_id)
         if record is None or record["seq"] != plan.seq:
-            return
+            return False
         record["rows"], record["done"] = plan.rows, True
         self.kv.put(self._ek(plan.partition, plan.event.event_id), json.dumps(record, separators=(",", ":")))
+        return True
+
+    @staticmethod
+    def logged(keys: Iterable[str]) -> list[str]:
+        """The keys of ``keys`` that go to the changelog: the records (the index and the pending
+        keys are rebuilt from them, ``restore``)."""
+        return [k for k in keys if k.startswith("E" + SEP)]
+
+    def restore(self, p: int, records: Iterable[tuple[str, str | None]]) -> int:
+        """Replace partition ``p``'s state by a changelog's records (the last one of each key
+        counts; index records of older changelogs are skipped); returns the records kept."""
+        self.drop_partition(p)
+        last: dict[str, str | None] = {}
+        for key, value in records:
+            if key.startswith(f"E{SEP}{p}{SEP}"):
+                last[key] = value
+        self.restored()
+        kept = 0
+        for key, value in last.items():
+            if value is None:
+                continue
+            record = json.loads(value)
+            self.kv.put(key, value)
+            self._link(p, key.split(SEP, 2)[2], None, record["reads"], record.get("wait"), record["since"])
+            kept += 1
+        self.restored()
+        return kept
 
     def restored(self) -> None:
         """Recount after the KV was filled from a changelog."""

@@ -9,10 +9,13 @@ only then does the attempt succeed (and the event get acknowledged).
 Per micro-batch (the batch path, when every sink writes batches):
 ``map_batch`` restores the batch's partitions, then plans every event in
 order with the current entries (a bad event is dropped from the book and
-handed back to be parked, alone); ``write_batch`` writes every sink once,
-commits every plan, and sends the changed keys once per partition, awaiting
-all before it returns. Any failure there sends the whole batch to the
-per-key path, which retries transient failures and narrows a bad event down.
+handed back to be parked, alone); ``write_batch`` writes every sink once
+and, at the same time, sends the changed keys once per partition, awaiting
+all before it returns. The records sent already say done (``JoinBook.plan``
+with ``presume``): no event of the batch is acknowledged unless both are
+durable, and one that is not is planned again when it is run again or
+redelivered. Any failure sends the whole batch to the per-key path, which
+retries transient failures and narrows a bad event down.
 
 ``remap`` maps again the events that read (or wait for) entries that
 changed; it retries transient failures until they pass and parks an event
@@ -106,12 +109,15 @@ class JoinProcessor:
         try:
             await self._write(self.book.plan(p, event, _raw(work)))
         except MessageError:  # parked by the runtime: no longer a reader nor pending
-            self.outbox.touch(p, self.book.forget(p, event.event_id))
+            self._log(p, self.book.forget(p, event.event_id))
             await self._flush(p)
             raise
 
+    def _log(self, p: int, keys: Iterable[str]) -> None:
+        self.outbox.touch(p, self.book.logged(keys))
+
     async def _write(self, plan: Plan) -> None:
-        self.outbox.touch(plan.partition, plan.keys)
+        self._log(plan.partition, plan.keys)
         if plan.mutations:
             for sink in self.sinks:
                 await bounded(sink.name, self.sink_timeout, sink.write(plan.event, plan.mutations))
@@ -119,8 +125,8 @@ class JoinProcessor:
         await self._flush(plan.partition)
 
     def _commit(self, plan: Plan) -> None:
-        self.book.commit(plan)
-        self.outbox.touch(plan.partition, plan.keys[:1])  # the event's record (done)
+        if self.book.commit(plan):
+            self.outbox.touch(plan.partition, plan.keys[:1])  # the event's record (done)
 
     async def _flush(self, p: int) -> None:
         """The changelog has every change of ``p`` made so far (a failure is a retry)."""
@@ -150,17 +156,17 @@ class JoinProcessor:
             try:
                 if event is None:
                     event = parse_work(work)
-                plan = self.book.plan(p, event, _raw(work))
+                plan = self.book.plan(p, event, _raw(work), presume=True)
             except MessageError as exc:
                 if event is not None:
-                    self.outbox.touch(p, self.book.forget(p, event.event_id))
+                    self._log(p, self.book.forget(p, event.event_id))
                     forgot.add(p)
                 bad.append((work, exc))
                 continue
             except Exception as exc:  # noqa: BLE001 - not the message's: the per-key path retries
                 items.append((work, exc))
                 continue
-            self.outbox.touch(p, plan.keys)
+            self._log(p, plan.keys)
             items.append((work, plan))
         for p in forgot:  # the parked events leave the changelog before they are parked
             await self._flush_or_later(p)
@@ -190,24 +196,28 @@ class JoinProcessor:
         return out
 
     async def write_batch(self, items: Sequence[Any]) -> None:
-        """Write every sink once, commit every plan, send each partition's changes once; raises
-        when anything of it may not be durable (the batch goes to the per-key path)."""
+        """Write every sink once while each partition's changes are sent once, then commit
+        every plan; raises when anything of it may not be durable (the batch goes to the
+        per-key path)."""
         for _, plan in items:
             if isinstance(plan, BaseException):
                 raise plan
         plans: list[Plan] = [plan for _, plan in items]
-        batch = [(plan.event, plan.mutations) for plan in plans if plan.mutations]
-        if batch:
-            for sink in self.sinks:
-                assert isinstance(sink, BatchSink)
-                await bounded(sink.name, self.sink_timeout, sink.write_batch(batch))
-        for plan in plans:
-            self._commit(plan)
         partitions = sorted({plan.partition for plan in plans})
-        results = await asyncio.gather(*(self.outbox.flush(p) for p in partitions), return_exceptions=True)
+        sends = asyncio.gather(*(self.outbox.flush(p) for p in partitions), return_exceptions=True)
+        try:
+            batch = [(plan.event, plan.mutations) for plan in plans if plan.mutations]
+            if batch:
+                for sink in self.sinks:
+                    assert isinstance(sink, BatchSink)
+                    await bounded(sink.name, self.sink_timeout, sink.write_batch(batch))
+        finally:
+            results = await sends
         for result in results:
             if isinstance(result, BaseException):
                 raise SinkFailure("changelog", result) from result
+        for plan in plans:
+            self._commit(plan)  # moved rows: the record's next send no longer names the old ones
 
     # -- restore ---------------------------------------------------------------
     def assign(self, partitions: Iterable[int]) -> None:
@@ -247,17 +257,11 @@ class JoinProcessor:
         end = await changelog.end(p)
         if self.outbox.mark(p) != end:
             records = await changelog.read(p)
-            self.book.drop_partition(p)
-            for key, value in records:
-                if value is None:
-                    self.book.kv.delete(key)
-                else:
-                    self.book.kv.put(key, value)
+            kept = self.book.restore(p, records)
             self.outbox.restored(p, end)
-            self.book.restored()
-            self.restored_records += len(records)
-            log.info("%s: restored %d join-state records of partition %d from the changelog",
-                     self.name, len(records), p)  # fmt: skip
+            self.restored_records += kept
+            log.info("%s: restored %d join records of partition %d from %d changelog records",
+                     self.name, kept, p, len(records))  # fmt: skip
         self._spawn(self._reconcile(p))
 
     async def _reconcile(self, p: int) -> None:
@@ -298,7 +302,7 @@ class JoinProcessor:
                 self.remapped += 1
                 return
             except MessageError as exc:
-                self.outbox.touch(p, self.book.forget(p, eid))
+                self._log(p, self.book.forget(p, eid))
                 log.error("%s: %s no longer maps (%s): parked", self.name, eid, exc)
                 await self._flush_or_later(p)
                 if self.park is not None:
