@@ -429,15 +429,17 @@ class JoinBook:
             out.append((int(p), eid, lk, key, float(since)))
         return out
 
-    def status(self) -> dict[str, Any]:
-        """Pending events per lookup (count, overdue past ``report_after_s``, oldest age in s)."""
+    def status(self, owns: Callable[[int], bool] = lambda p: True) -> dict[str, Any]:
+        """Pending events per lookup (count, overdue past ``report_after_s``, oldest age in s) of
+        the partitions ``owns`` accepts (a partition that moved away keeps its local copy)."""
         now = self.clock()
         zero = {"pending": 0, "overdue": 0, "oldest_s": 0.0}
         per: dict[str, dict[str, Any]] = {n: dict(zero) for n in self.names}
-        for _, _, lk, _, since in self.pending():
+        pending = [item for item in self.pending() if owns(item[0])]
+        for _, _, lk, _, since in pending:
             s = per.setdefault(lk, dict(zero))
             s["pending"] += 1
             age = now - since
             s["overdue"] += age > self.config.report_after_s
             s["oldest_s"] = round(max(s["oldest_s"], age), 1)
-        return {"lookups": per, "pending": self.pending_count, "readers_over_bound": self.readers_over_bound}
+        return {"lookups": per, "pending": len(pending), "readers_over_bound": self.readers_over_bound}

@@ -327,8 +327,8 @@ class JoinProcessor:
         await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def status(self) -> dict[str, Any]:
-        """The join book's status plus re-mapping counters."""
-        out = self.book.status()
+        """The join book's status (owned partitions) plus re-mapping counters."""
+        out = self.book.status(self.owns)
         out.update(remapped=self.remapped, remap_retries=self.remap_retries, restored=self.restored_records)
         return out
 

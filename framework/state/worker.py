@@ -115,7 +115,7 @@ class JoinWiring:
     def report_overdue(self) -> None:
         """Log every lookup with events pending past ``report_after_s``."""
         for name, processor in self.processors.items():
-            for lookup, s in processor.book.status()["lookups"].items():
+            for lookup, s in processor.status()["lookups"].items():
                 if s["overdue"]:
                     log.error("%s: %d events wait for lookup %s entries for more than %.0fs "
                               "(oldest %.0fs)", name, s["overdue"], lookup, self.app.joins.report_after_s,
