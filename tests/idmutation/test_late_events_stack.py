@@ -1,7 +1,8 @@
 """A late event on the embedded stack: a ``converge worker`` (real noida-db, SQLite store) writes an
 owner's row, the ID mutation job converts the owner id (moves the row, publishes the map), and an
 event that still carries the old id, published after that, is stored under the new id by the
-worker itself: nothing is left under the old id and no further job turn is run."""
+worker itself: nothing is left under the old id and no further job turn is run; ``/metrics``
+counts the resolved write."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from framework.idmutation.job import run_id_mutation
 from framework.idmutation.topic import KafkaLog
 from framework.jobs.locks_sqlite import SqliteDomainLocks
 from framework.kafka_admin import ensure_topics, produce, wait_drained
-from framework.local_stack import StackInfo
+from framework.local_stack import StackInfo, free_port
+from framework.metrics.summary import fetch_metrics
 from framework.worker_process import start_worker, stop_worker
 from stores.open import open_wide_store
 from tests.idmutation.stream_app import NOTES, REQUESTS, TOPIC, activity, app
@@ -66,7 +68,9 @@ def test_a_late_event_after_the_job_lands_under_the_new_id(stack: StackInfo, tmp
     tenant = f"t-{uuid.uuid4().hex[:6]}"  # the topics are shared by the session: own ids
     lead, contact = f"lead-{tenant}", f"contact-{tenant}"
     asyncio.run(ensure_topics(broker, {TOPIC: 2, NOTES: 2, REQUESTS: 1, map_topic_of(app.name): 1}))
-    env = {"CONVERGE_WIDE_STORE": url, "CONVERGE_APP_ID": group, "CONVERGE_PARTITIONS": "2"}
+    port = free_port()
+    env = {"CONVERGE_WIDE_STORE": url, "CONVERGE_APP_ID": group, "CONVERGE_PARTITIONS": "2",
+           "CONVERGE_WEB_PORT": str(port)}  # fmt: skip
     worker = start_worker(APP, tmp_path / "worker", broker, env)
     log = tmp_path / "worker" / "worker.log"
     try:
@@ -89,5 +93,8 @@ def test_a_late_event_after_the_job_lands_under_the_new_id(stack: StackInfo, tmp
         assert asyncio.run(wait_drained(broker, group, TOPIC, timeout=40))
         rows = {k: v for k, v in asyncio.run(_owners(url)).items() if k[0] in (lead, contact)}
         assert rows == {(contact, "a1"): {"body": "before"}, (contact, "a2"): {"body": "late"}}
+        metrics = fetch_metrics(f"http://127.0.0.1:{port}")  # the step's counters in /metrics
+        assert 'converge_id_resolved_total{runtime="owner_activity"} 1.0' in metrics
+        assert 'converge_id_deleted_total{runtime="owner_activity"} 0.0' in metrics
     finally:
         assert stop_worker(worker) == 0
