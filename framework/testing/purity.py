@@ -6,6 +6,10 @@ What it checks, per event:
   hands it over (JSON-encoded and parsed; skipped for an event that does not
   encode), gives equal mutations (or raises the same error class and text);
 - the event's payload is unchanged afterwards (deep comparison);
+- for an agent with lookups (``handle(event, state)``): each call gets a
+  fresh read-only view of the entries given as ``state``, and every call
+  reads the same keys (a read that misses counts: ``Missing`` is an outcome
+  like any error);
 - while ``handle`` runs, calling any of these raises AssertionError naming
   it (and is reported even when ``handle`` catches the error): the clock
   (``time.time``/``time_ns``/``monotonic``/``perf_counter``/``sleep``,
@@ -42,12 +46,14 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from framework.core.events import Event, parse_event
 from framework.core.mutations import Mutation
 from framework.runtime.agent import KeyedAgent
+from framework.state.lookup import Entry
+from framework.state.view import StateView
 
 __all__ = ["assert_pure", "forbid_impurity", "Impurity"]
 
@@ -174,22 +180,57 @@ def forbid_impurity(package: str | None = None) -> Iterator[list[str]]:
 
 
 Outcome = tuple[str, Any]
+#: the entries of each lookup an agent reads: ``{lookup: {key: entry}}``
+Entries = dict[str, dict[str, Entry]]
 
 
-def _outcome(agent: KeyedAgent, event: Event) -> Outcome:
+def _entries(agent: KeyedAgent, state: Mapping[str, Mapping[str, Any]] | None) -> Entries | None:
+    """``state`` as entries (a bare value is an entry at version 1); None for an agent without
+    lookups."""
+    names = {lookup.name for lookup in getattr(agent, "lookups", ())}
+    if not names:
+        if state:
+            raise ValueError(f"{type(agent).__name__} declares no lookups: state= has nothing to feed")
+        return None
+    unknown = set(state or {}) - names
+    if unknown:
+        raise ValueError(f"state= names lookups {sorted(unknown)} that {type(agent).__name__} does not "
+                         f"declare ({sorted(names)})")  # fmt: skip
+    return {
+        name: {k: v if isinstance(v, Entry) else Entry(v, 1) for k, v in (state or {}).get(name, {}).items()}
+        for name in names
+    }
+
+
+def _outcome(agent: KeyedAgent, event: Event, entries: Entries | None) -> tuple[Outcome, Any]:
+    """What ``handle`` returned or raised, and the keys it read (None without lookups)."""
+    view = None
+    if entries is not None:
+        view = StateView(lambda lookup, key: entries[lookup].get(key), frozenset(entries))
     try:
-        return ("mutations", list(agent.handle(event)))
+        result = agent.handle(event) if view is None else agent.handle(event, view)  # type: ignore[call-arg]
+        outcome: Outcome = ("mutations", list(result))
     except Impurity:
         raise
     except Exception as exc:  # noqa: BLE001 - a bad event may raise; it must raise the same way twice
-        return ("raised", f"{type(exc).__name__}: {exc}")
+        outcome = ("raised", f"{type(exc).__name__}: {exc}")
+    return outcome, None if view is None else dict(view.reads)
 
 
 def assert_pure(
-    agent: KeyedAgent, events: Iterable[Event], *, round_trip: bool = True
+    agent: KeyedAgent,
+    events: Iterable[Event],
+    *,
+    round_trip: bool = True,
+    state: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[list[Mutation]]:
     """Assert that ``agent.handle`` is pure on each of ``events`` (see the module docstring for
-    what is checked and what is not); return each event's mutations (empty when it raised)."""
+    what is checked and what is not); return each event's mutations (empty when it raised).
+
+    ``state``: for an agent with lookups, the entries its view holds, ``{lookup: {key: entry}}``
+    (an ``Entry``, or a bare value at version 1); a lookup left out is empty. The mutations
+    returned are ``handle``'s own (the runtime writes them at the version rule's version)."""
+    entries = _entries(agent, state)
     package = type(agent).__module__.partition(".")[0]
     out: list[list[Mutation]] = []
     for event in events:
@@ -202,9 +243,11 @@ def assert_pure(
         where = f"{type(agent).__name__}.handle on event {event.event_id!r} ({event.type})"
         with forbid_impurity(package) as calls:
             try:
-                first = _outcome(agent, event)
-                again = _outcome(agent, twin)
-                wire = _outcome(agent, decoded) if decoded is not None else again
+                first, reads = _outcome(agent, event, entries)
+                again, reads_again = _outcome(agent, twin, entries)
+                wire, reads_wire = (again, reads_again)
+                if decoded is not None:
+                    wire, reads_wire = _outcome(agent, decoded, entries)
             except Impurity as exc:
                 raise AssertionError(f"{where} is not pure: {exc}") from None
         if calls:
@@ -221,6 +264,11 @@ def assert_pure(
             raise AssertionError(
                 f"{where} differs for the event as the worker delivers it (JSON-decoded): "
                 f"{first[1]!r} vs {wire[1]!r}"
+            )
+        if not reads == reads_again == reads_wire:
+            raise AssertionError(
+                f"{where} read different lookup entries for equal events: {sorted(reads or {})} then "
+                f"{sorted(reads_again or {})}, then {sorted(reads_wire or {})} (JSON-decoded)"
             )
         out.append(first[1] if first[0] == "mutations" else [])
     return out

@@ -155,3 +155,57 @@ def test_a_mapping_that_depends_on_the_payload_container_type_is_caught() -> Non
     tagged = make_event("item.set", {"item": "a", "tags": ("x",)})
     with pytest.raises(AssertionError, match="as the worker delivers it"):
         assert_pure(TupleOnly(), [tagged])
+
+
+# -- agents with lookups: handle(event, state) ---------------------------------------------------
+def _children() -> list[Event]:
+    from tests.state.join_app import child
+
+    return [child("m1", "c1", "hello", 10), child("m2", "c2", "bye", 20)]
+
+
+def test_an_agent_with_lookups_is_checked_with_the_entries_given() -> None:
+    from framework.state import Entry
+    from tests.state.join_app import ChildAgent
+
+    state = {"parent": {"c1": {"parent": "A", "label": "a"}, "c2": Entry({"parent": "B", "label": "b"}, 7)}}
+    out = assert_pure(ChildAgent(), _children(), state=state)
+    assert [(m.key["parent"], m.cells["label"]) for (m,) in out] == [("A", "a"), ("B", "b")]  # type: ignore[attr-defined]
+    # a missing entry is an outcome like an error: the same each time, no mutations
+    only_c1 = {"parent": {"c1": {"parent": "A", "label": "a"}}}
+    assert assert_pure(ChildAgent(), _children(), state=only_c1) == [out[0], []]
+
+
+def test_reading_other_entries_for_an_equal_event_is_caught() -> None:
+    from framework.state import StateView
+    from tests.state.join_app import ChildAgent
+
+    calls = itertools.count()
+
+    class Wandering(ChildAgent):
+        def handle(self, event: Event, state: StateView) -> Iterable[Mutation]:  # type: ignore[override]
+            if next(calls) % 2:
+                state.get("parent", "c2")  # an extra read, every other call
+            return super().handle(event, state)
+
+    state = {"parent": {"c1": {"parent": "A", "label": "a"}, "c2": {"parent": "B", "label": "b"}}}
+    with pytest.raises(AssertionError, match="read different lookup entries"):
+        assert_pure(Wandering(), _children()[:1], state=state)
+
+
+def test_impurity_inside_a_lookup_agent_is_named_and_bad_state_is_refused() -> None:
+    from framework.state import StateView
+    from tests.state.join_app import ChildAgent
+
+    class Clocked(ChildAgent):
+        def handle(self, event: Event, state: StateView) -> Iterable[Mutation]:  # type: ignore[override]
+            time.time()
+            return super().handle(event, state)
+
+    state = {"parent": {"c1": {"parent": "A", "label": "a"}}}
+    with pytest.raises(AssertionError, match=re.escape("time.time()")):
+        assert_pure(Clocked(), _children()[:1], state=state)
+    with pytest.raises(ValueError, match="does not declare"):
+        assert_pure(ChildAgent(), _children(), state={"nope": {}})
+    with pytest.raises(ValueError, match="declares no lookups"):
+        assert_pure(ItemsAgent(), EVENTS, state={"parent": {}})

@@ -11,13 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from examples.support_desk.agents import MailAgent
 from examples.support_desk.app import app
 from examples.support_desk.generator import generate_history
 from examples.support_desk.history import History, deliver
+from examples.support_desk.identity import TicketRef
 from examples.support_desk.oracle import Divergence
 from framework import Event
+from framework.state import Entry
 from framework.testing import Driver, assert_pure, check_convergence, deliveries, make_event
 from tests.examples.support_desk.compare import divergences
+from tests.examples.support_desk.test_mail import reply
 
 MALFORMED = b'{"event_id": "half'
 
@@ -39,12 +43,25 @@ def _oracle_divergences(driver: Driver, history: History) -> list[Divergence]:
 def test_every_agent_is_pure_on_a_generated_history_and_on_bad_events() -> None:
     events = generate_history(5, 30).events
     for agent in app.agents:
-        if agent.lookups:  # handle(event, state): tested through the driver (test_mail.py)
+        if agent.lookups:  # handle(event, state): below
             continue
         own = [e for e in events if e.type in agent.event_types]
         assert own, agent.name
         mutations = assert_pure(agent, [*own, _unknown(own[0].ordering_key)])
         assert all(mutations[:-1]) and mutations[-1] == [], agent.name
+
+
+def test_the_mail_agent_is_pure_with_the_conversations_of_a_generated_history() -> None:
+    """Each generated ticket owns a conversation (the entry its ``ticket.created`` would feed);
+    replies to them, to an unknown conversation (Missing) and a reply missing fields."""
+    created = [e for e in generate_history(5, 30).events if e.type == "ticket.created"]
+    conversations = {f"thread-{i}": Entry(TicketRef.of(e).cells, e.version) for i, e in enumerate(created)}
+    replies = [reply(f"m{i}", 1000 + i, conv) for i, conv in enumerate(conversations)]
+    bad = Event("r-x", "thread-0", 1, 1, "reply.received", {"conversation_id": "thread-0"})
+    lost = reply("lost", 5, "thread-unknown")
+    mutations = assert_pure(MailAgent(), [*replies, lost, bad], state={"conversations": conversations})
+    assert all(mutations[: len(replies)]) and mutations[len(replies) :] == [[], []]
+    assert mutations[0][0].key["ticket_id"] == TicketRef.of(created[0]).ticket_id
 
 
 def test_the_in_memory_driver_ends_in_the_oracle_state() -> None:
