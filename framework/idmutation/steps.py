@@ -4,7 +4,9 @@
   (with the reason; a re-run parks them again: at least once); store the accepted ones and the
   tenants they touch.
 - ``remap``: re-collapse every touched tenant from its stored history, record the entries that
-  changed, then write them to the map table, then publish them to the map topic.
+  changed, then write them to the map table, then publish them to the map topic (``id.mapped``
+  events of ``framework.idmutation.resolution``, version = the batch's ``began_at``: monotone
+  across batches, also after a reset of the job checkpoints).
 - ``apply_changes``: move the cells of the changed entries (``apply_id_map``), with the
   notification entries of the rows changed and the partitions to re-project.
 """

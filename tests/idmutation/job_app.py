@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from framework import App, Column, Event, KeyedAgent, LogState, Projection, Row, TableSchema, Upsert
 from framework.core.schema import state_log_schema
 from framework.idmutation import IdMutation, OwnerColumn
+from framework.notifications import NotificationConfig
 
 _PK = (Column("tenant", "text"), Column("owner", "text"))
 ACTIVITY = TableSchema("activity", _PK, (Column("a", "text"), Column("b", "text")), (Column("item", "text"),))
@@ -55,13 +56,19 @@ class OwnerProjection(Projection):
         return {"owner": key["owner"], "items": items, "states": states}
 
 
-def owner_app(name: str = "owners", *, projections: bool = True, requests_topic: str = REQUESTS_TOPIC) -> App:
+def owner_app(
+    name: str = "owners",
+    *,
+    projections: bool = True,
+    requests_topic: str = REQUESTS_TOPIC,
+    notifications: NotificationConfig | bool = True,
+) -> App:
     """The app; ``requests_topic`` apart per test on a shared broker."""
     return App(
         name,
         agents=[ActivityAgent()],
         projections=[OwnerProjection()] if projections else [],
-        notifications=True,
+        notifications=notifications,
         id_mutation=IdMutation(requests_topic, columns=ID_MUTATION.columns),
     )
 

@@ -37,9 +37,9 @@ def req(n: int, old: str, new: str | None, at: int, tenant: str = "t1") -> bytes
 class Rig:
     """A driver of a fresh app (its own requests topic), SQLite coordination, a DLQ, the broker."""
 
-    def __init__(self, root: Path, stack: StackInfo) -> None:
+    def __init__(self, root: Path, stack: StackInfo, **app: Any) -> None:
         self.topic = f"idm-requests-{uuid.uuid4().hex[:8]}"
-        self.app = owner_app(f"idm-{uuid.uuid4().hex[:6]}", requests_topic=self.topic)
+        self.app = owner_app(f"idm-{uuid.uuid4().hex[:6]}", requests_topic=self.topic, **app)
         self.driver = Driver(self.app)
         self.broker = stack.kafka_bootstrap
         self.checkpoints = SqliteCheckpointStore(root / "checkpoints.db")
@@ -194,3 +194,25 @@ def test_the_cli_runs_a_turn_and_shows_the_status(tmp_path: Path, stack: StackIn
     assert main(["idmap", "status", *common, "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["job"]["lagging"] == [] and got["rows"]["converge_id_map"] >= 1
+
+
+def test_a_notification_that_says_re_read_sweeps_every_mapped_id_of_its_tenant(
+    tmp_path: Path, stack: StackInfo
+) -> None:
+    from framework.notifications import NotificationConfig
+
+    rig = Rig(tmp_path, stack, notifications=NotificationConfig(max_keys=0), projections=False)
+    try:
+        d = rig.driver
+        d.send([activity("set", "t1", "A", "i1", 10)])
+        rig.produce(req(1, "A", "B", 100), req(2, "X", "Y", 100))
+        rig.turn(index=None)
+        d.now += 10
+        # late writes; with max_keys=0 every entry says re-read
+        d.send([activity("set", "t1", "A", "i2", 300), activity("set", "t1", "X", "i1", 310)])
+        assert any(e.reread for e in d.notifications() if not e.batch_id.startswith("id_mutation"))
+        swept = next(iter(rig.turn(index=None).sweep.values()))["sweep"]
+        assert swept["reread_tenants"] == 1 and swept["cells_moved"] == 2
+        assert rig.owners() == {"B": {"i1": {"a": "a@10"}, "i2": {"a": "a@300"}}, "Y": {"i1": {"a": "a@310"}}}
+    finally:
+        rig.close()
