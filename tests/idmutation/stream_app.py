@@ -10,10 +10,22 @@ or the entry carries: the runtime resolves it through the ID map.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import ClassVar
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar
 
-from framework import App, Column, Delete, Event, KeyedAgent, LogState, TableSchema, Upsert, state_log_schema
+from framework import (
+    App,
+    Column,
+    Delete,
+    Event,
+    KeyedAgent,
+    LogState,
+    Projection,
+    Row,
+    TableSchema,
+    Upsert,
+    state_log_schema,
+)
 from framework.idmutation import IdMutation, OwnerColumn
 from framework.state import Lookup, StateView
 
@@ -116,9 +128,38 @@ def status(eid: str, tenant: str, owner: str, state: str, version: int, by: str 
     return Event(eid, f"{tenant}/{owner}", version, version, "owner.status", payload)
 
 
+class OwnerDocs(Projection):
+    """One document per owner: its activities' cells and its states (``tenant/owner``)."""
+
+    name: ClassVar[str] = "owner_docs"
+    alias: ClassVar[str] = "owner-docs"
+    tables: ClassVar[tuple[TableSchema, ...]] = (OWNER_ACTIVITY, OWNER_LOG)
+
+    def build(self, key: Mapping[str, Any], rows: Mapping[str, Sequence[Row]]) -> dict[str, Any] | None:
+        acts = {str(r.key["activity_id"]): r.values() for r in rows["owner_activity"]}
+        states = sorted(f"{r.values().get('state')}@{r.key['at']}" for r in rows["owner_log"])
+        if not acts and not states:
+            return None
+        return {"tenant": key["tenant"], "owner": key["owner_id"], "activities": acts, "states": states}
+
+
+def owner_doc(tenant: str, owner: str, acts: Mapping[str, Mapping[str, Any]], states: Sequence[str]) -> dict:
+    """What ``OwnerDocs`` builds for these rows (for oracles)."""
+    return {"tenant": tenant, "owner": owner, "activities": {k: dict(v) for k, v in acts.items()},
+            "states": sorted(states)}  # fmt: skip
+
+
 app = App(
     "owner-stream",
     agents=[OwnerAgent(), NoteAgent()],
     id_mutation=IdMutation(REQUESTS, columns=(OwnerColumn("owner_activity", "owner_id", "tenant"),
                                               OwnerColumn("owner_log", "owner_id", "tenant"))),
 )  # fmt: skip
+
+#: The same app with a projection of the owner tables (documents moved with their rows).
+projected = App(
+    "owner-stream-docs",
+    agents=[OwnerAgent(), NoteAgent()],
+    projections=[OwnerDocs()],
+    id_mutation=app.id_mutation,
+)

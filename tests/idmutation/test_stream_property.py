@@ -5,10 +5,12 @@ with chains, merges and deletes of owner ids, and late events (a version after t
 the id they carry). Events and requests arrive in a random order with duplicates, through the
 test driver (the worker's processing code, SQLite in memory). At random points the ID map of
 the requests delivered so far is fed to the driver (the stream resolves later events through
-it) or applied to the store by the batch side (``apply_id_map``); once more at the end. The
-rows then equal the oracle's: every event's cells under the final id of its owner, found by
-following the requests (no ``framework.idmutation`` code), per-cell last write wins, a deleted
-owner's cells absent.
+it) or applied to the store by the batch side (``apply_id_map`` with the documents of the
+partitions it touched re-projected: ``Driver.id_job``); once more at the end, then events that
+arrive only after that. The rows then equal the oracle's: every event's cells under the final
+id of its owner, found by following the requests (no ``framework.idmutation`` code), per-cell
+last write wins, a deleted owner's cells absent; and so do the documents (one per owner with
+rows, at the highest version of its events; none for emptied old ids).
 
 The generated requests stay within the rule's documented scope for the batch side: an id is
 moved at most once and is never a new id after its move (no re-used ids, so every id has one
@@ -18,7 +20,6 @@ final id for all versions: README "ID mutation").
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import random
 from dataclasses import dataclass
 
@@ -27,10 +28,9 @@ from hypothesis import strategies as st
 
 from framework.core.events import Event
 from framework.idmutation import IdRequest, collapse, map_topic_of
-from framework.idmutation.apply import apply_id_map
 from framework.idmutation.resolution import mapped_event
 from framework.testing import Driver
-from tests.idmutation.stream_app import activity, app, status
+from tests.idmutation.stream_app import activity, app, owner_doc, projected, status
 
 TENANTS = ("t1", "t2")
 IDS = tuple("abcdefg")
@@ -120,24 +120,39 @@ def stored(d: Driver, table: str, key: tuple[str, ...]) -> dict[tuple, dict[str,
             for r in d.rows(table)}  # fmt: skip
 
 
+def documents(case: Case, acts: dict, logs: dict) -> dict[str, tuple[dict, int]]:
+    """The oracle's documents: one per owner with rows, at the highest version of its events."""
+    versions: dict[tuple[str, str], int] = {}
+    for e in case.events:
+        final = final_owner(case.requests, e.payload["tenant"], e.payload["owner"])
+        if final is not None:
+            owner = (e.payload["tenant"], final)
+            versions[owner] = max(versions.get(owner, 0), e.version)
+    out = {}
+    for tenant, owner in {k[:2] for k in acts} | {k[:2] for k in logs}:
+        rows = {
+            k[2]: {c: v for c, (v, _) in cells.items()}
+            for k, cells in acts.items()
+            if k[:2] == (tenant, owner)
+        }
+        states = [f"{cells['state'][0]}@{k[2]}" for k, cells in logs.items() if k[:2] == (tenant, owner)]
+        out[f"{tenant}:{owner}"] = (owner_doc(tenant, owner, rows, states), versions[(tenant, owner)])
+    return out
+
+
 def run_case(case: Case) -> Driver:
-    d = Driver(app)
+    """Deliver the case; the job's runs through ``Driver.id_job`` (moves and re-projection, or the
+    map alone); then the whole map applied and published, then the tail."""
+    d = Driver(projected)
     delivered: list[IdRequest] = []
-    batch = itertools.count(1)
     for item in case.arrival:
         if item[0] == "event":
             assert d.send(case.events[item[1]]) == []
         elif item[0] == "request":
             delivered.append(case.requests[item[1]])
-        elif item[0] == "map":
-            version = next(batch)
-            for (tenant, ident), intervals in collapse(delivered).items():
-                d.send(mapped_event(tenant, ident, intervals, version), topic=MAP)
         else:
-            d.run(apply_id_map(d.store, app.id_mutation, collapse(delivered)))  # type: ignore[arg-type]
-    d.run(apply_id_map(d.store, app.id_mutation, collapse(case.requests)))  # type: ignore[arg-type]
-    for (tenant, ident), intervals in collapse(case.requests).items():
-        d.send(mapped_event(tenant, ident, intervals, next(batch)), topic=MAP)
+            d.id_job(delivered, apply=item[0] == "apply", publish=item[0] == "map")
+    d.id_job(case.requests)
     for i in case.tail:  # late: after the job applied the whole map, with no apply after them
         assert d.send(case.events[i]) == []
     return d
@@ -150,6 +165,7 @@ def test_stream_and_batch_converge_to_the_oracle(case: Case) -> None:
     with run_case(case) as d:
         assert stored(d, "owner_activity", ("tenant", "owner_id", "activity_id")) == acts
         assert stored(d, "owner_log", ("tenant", "owner_id", "at", "event_id")) == logs
+        assert d.documents("owner_docs") == documents(case, acts, logs)
 
 
 def test_a_late_event_after_the_map_never_needs_the_job() -> None:
