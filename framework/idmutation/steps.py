@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from framework.core.mutations import Mutation, Upsert
+from framework.core.schema import SchemaError, TableSchema
 from framework.dlq.record import ParkedRecord
-from framework.idmutation.apply import ApplyReport, ExtraWrites, apply_id_map
+from framework.idmutation.apply import ApplyReport, ExtraWrites, apply_id_map, id_value
 from framework.idmutation.collapse import Interval, collapse, components
 from framework.idmutation.declare import IdMutation, map_topic_of
 from framework.idmutation.requests import IdRequest, IdRequestError, parse_request
@@ -54,6 +55,7 @@ __all__ = [
     "Applier",
     "Collapser",
     "StepContext",
+    "check_ids",
     "store_requests",
     "remap",
     "apply_changes",
@@ -104,6 +106,20 @@ async def work_list(store: WideColumnStore, job: str, batch: int, kind: str) -> 
     return sorted(out)
 
 
+def check_ids(request: IdRequest, schemas: Sequence[tuple[TableSchema, str]]) -> IdRequest:
+    """``request`` if its ids fit every owner table's id column (an integer column takes integer
+    ids only), else IdRequestError: a request the moves could never apply is parked up front."""
+    for schema, column in schemas:
+        for ident in (request.old_id, request.new_id):
+            if ident is None:
+                continue
+            try:
+                id_value(schema, column, ident)
+            except SchemaError as exc:
+                raise IdRequestError(f"id request {request.request_id!r}: {exc}") from None
+    return request
+
+
 async def store_requests(ctx: StepContext, job: str, batch: Batch) -> dict[str, Any]:
     """Read the batch's offsets, park the malformed requests, store the rest (see the module doc)."""
     if ctx.log is None:
@@ -111,11 +127,12 @@ async def store_requests(ctx: StepContext, job: str, batch: Batch) -> dict[str, 
     records = await ctx.log.read_all(batch.input.ranges)
     accepted: list[IdRequest] = []
     bad: list[tuple[str, int, int, bytes | None, bytes | None, str]] = []
+    schemas = [(ctx.store.schema(c.table), c.id_column) for c in ctx.config.columns]
     for topic, (partition, offset, key, value) in records:
         try:
             if value is None:
                 raise IdRequestError("id request: empty record")
-            accepted.append(parse_request(value))
+            accepted.append(check_ids(parse_request(value), schemas))
         except IdRequestError as exc:
             bad.append((topic, partition, offset, key, value, str(exc)))
     if bad:

@@ -130,6 +130,19 @@ def test_expiring_cells_keep_their_remaining_ttl_and_integer_ids_are_integers() 
     run(go())
 
 
+def test_a_request_whose_ids_do_not_fit_an_integer_owner_column_is_refused() -> None:
+    import pytest
+
+    from framework.idmutation import IdRequestError
+    from framework.idmutation.steps import check_ids
+
+    table = TableSchema("owned", (Column("org", "text"), Column("pid", "bigint")), (Column("v", "text"),))
+    ok = req(1, "1", "2", 10, "o")
+    assert check_ids(ok, [(table, "pid")]) is ok
+    with pytest.raises(IdRequestError, match="not an integer"):
+        check_ids(req(2, "1", "lead-7", 10, "o"), [(table, "pid")])
+
+
 def test_a_row_delete_under_the_old_id_is_not_carried_over_the_documented_limit() -> None:
     async def go() -> None:
         store = await fresh()
