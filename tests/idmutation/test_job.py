@@ -216,3 +216,52 @@ def test_a_notification_that_says_re_read_sweeps_every_mapped_id_of_its_tenant(
         assert rig.owners() == {"B": {"i1": {"a": "a@10"}, "i2": {"a": "a@300"}}, "Y": {"i1": {"a": "a@310"}}}
     finally:
         rig.close()
+
+
+_SAMPLE = {"text": "x", "bigint": 1, "int": 1, "double": 1.0, "boolean": True, "blob": b"x"}
+
+
+@pytest.mark.parametrize("spec", ["examples.support_desk.app:app", "examples.activity_platform.app:app"])
+def test_a_turn_moves_the_owner_rows_of_both_example_apps(
+    spec: str, tmp_path: Path, stack: StackInfo
+) -> None:
+    from framework.cli_support import load_spec
+    from framework.core.mutations import Upsert
+
+    app = load_spec(spec)
+    tenant = f"acme-{uuid.uuid4().hex[:6]}"
+    with Driver(app) as d:
+        written = []
+        for owner in app.id_mutation.columns:
+            schema = d.store.schema(owner.table)
+            key = {c.name: _SAMPLE[c.type] for c in schema.key_columns}
+            key.update({owner.tenant_column: tenant, owner.id_column: "old-1"})
+            column = schema.columns[0]
+            d.run(d.store.apply([Upsert(owner.table, key, {column.name: _SAMPLE[column.type]}, 5)]))
+            written.append((owner, key))
+        d.run(
+            ensure_topics(
+                stack.kafka_bootstrap, {app.id_mutation.requests_topic: 1, map_topic_of(app.name): 1}
+            )
+        )
+        d.run(
+            produce(
+                stack.kafka_bootstrap,
+                app.id_mutation.requests_topic,
+                [(None, req(1, "old-1", "new-1", 100, tenant))],
+            )
+        )
+        cps, locks = SqliteCheckpointStore(tmp_path / "c.db"), SqliteDomainLocks(tmp_path / "j.db")
+        try:
+            with DeadLetterWAL(tmp_path / "dlq") as wal:
+                log = KafkaLog(stack.kafka_bootstrap)
+                turn = run_id_mutation(app, d.store, checkpoints=cps, locks=locks, index=d.index, dlq=wal,
+                                       log=log, settle=0, until_idle=True)  # fmt: skip
+                run = d.run(turn)
+        finally:
+            cps.close_sync()
+            locks.close()
+        assert not run.skipped
+        for owner, key in written:
+            assert d.row(owner.table, key) is None
+            assert d.row(owner.table, {**key, owner.id_column: "new-1"}) is not None
