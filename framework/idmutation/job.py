@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -163,7 +163,7 @@ async def run_id_mutation(
     until_idle: bool = False,
     max_offsets: int | None = None,
     settle: float = DEFAULT_SETTLE,
-    clock: Any = time.time,
+    clock: Callable[[], float] = time.time,
     chunk: int = 500,
     collapser: Collapser | None = None,
     applier: Applier | None = None,
