@@ -109,6 +109,19 @@ def mapped_event(tenant: str, ident: str, intervals: Sequence[Interval], version
     )
 
 
+class _MapTables(EntryTables):
+    """Entry tables that tell their ``IdMap`` when any map event was fed (the feed of the
+    worker applies events straight to them)."""
+
+    def __init__(self, owner: IdMap, lookups: Iterable[Lookup], kv: KV | None) -> None:
+        super().__init__(lookups, kv)
+        self.owner = owner
+
+    def feed(self, topic: str, event: Event) -> list[tuple[str, str]]:
+        self.owner.empty = False
+        return super().feed(topic, event)
+
+
 class IdMap:
     """The collapsed map of one app as the stream reads it: ``(tenant, id) -> intervals``.
 
@@ -120,8 +133,9 @@ class IdMap:
     def __init__(self, app_name: str, kv: KV | None = None) -> None:
         self.lookup = map_lookup(app_name)
         self.topic = self.lookup.topic
-        self.tables = EntryTables([self.lookup], kv)
-        self.empty = next(iter(self.tables.kv.scan(f"N{SEP}{_LOOKUP}{SEP}")), None) is None
+        self.tables = _MapTables(self, [self.lookup], kv)
+        #: True while no map event was ever read (no stored offset, nothing fed): resolution skips
+        self.empty = not any(int(v) > 0 for _, v in self.tables.kv.scan(f"O{SEP}"))
         self._parsed: dict[str, list[Interval] | None] = {}
         self._prefix = f"N{SEP}{_LOOKUP}{SEP}"
 

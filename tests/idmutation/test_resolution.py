@@ -95,7 +95,7 @@ def test_a_bad_map_entry_is_skipped_and_parks_nothing() -> None:
             bad.event_id, bad.ordering_key, 1, 1, bad.type, {"tenant": "t1", "id": "x", "intervals": "?"}
         )
         assert d.send(bad, topic=MAP) == []
-        assert d.id_map is not None and d.id_map.empty
+        assert d.id_map is not None and d.id_map.size() == 0
         d.send(activity("e1", "t1", "x", "a", 5, body="b"))
         assert owners(d) == {("x", "a"): {"body": "b"}}
 
@@ -143,3 +143,15 @@ def test_a_join_agent_resolves_at_its_write_version_and_a_remap_moves_the_resolv
         d.send(linked("l2", "t1", "lead2", "th", 60))  # the thread moves: the note is mapped again
         assert owners(d) == {("contact2", "note1"): {"body": "hello"}}
         assert d._agents["notes"].book.resolve.resolved == 2  # noqa: SLF001
+
+
+def test_a_map_reopened_from_its_kv_is_not_empty() -> None:
+    from framework.state.kv import MemoryKV
+
+    kv = MemoryKV()
+    first = IdMap("a", kv)
+    assert first.empty
+    first.feed(mapped_event("t", "x", [(None, None, "y")], 1))
+    first.tables.set_offset(map_topic_of("a"), 0, 1)  # as the worker's feed stores it
+    again = IdMap("a", kv)
+    assert not again.empty and again.intervals("t", "x") == [(None, None, "y")]
