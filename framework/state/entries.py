@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 
 from framework.core.events import Event
 from framework.state.kv import KV, MemoryKV
-from framework.state.lookup import Entry, Lookup, entry_of, merge
+from framework.state.lookup import Entry, Lookup, entry_text, merge
 
 __all__ = ["EntryTables"]
 
@@ -65,17 +65,34 @@ class EntryTables:
 
     def feed(self, topic: str, event: Event) -> list[tuple[str, str]]:
         """Apply the entries ``event`` (from ``topic``) carries; the ``(lookup, key)`` that changed."""
-        changed = []
-        for lookup in self.on(topic):
-            try:
-                found = entry_of(lookup, event)
-            except Exception as exc:  # noqa: BLE001 - an event that carries no valid entry is skipped
-                self.skipped += 1
-                log.warning("lookup %s: %s carries no valid entry: %r", lookup.name, event.event_id, exc)
-                continue
-            if found is not None and self.put(lookup.name, *found):
-                changed.append((lookup.name, found[0]))
-        return changed
+        return self.feed_many(topic, [event])
+
+    def feed_many(self, topic: str, events: Iterable[Event]) -> list[tuple[str, str]]:
+        """``feed`` for many events of ``topic`` (merged in memory, written in one batch); the
+        ``(lookup, key)`` whose stored entry changed."""
+        lookups = self.on(topic)
+        won: dict[tuple[str, str], tuple[Entry, str]] = {}
+        for event in events:
+            for lookup in lookups:
+                try:
+                    found = entry_text(lookup, event)
+                except Exception as exc:  # noqa: BLE001 - an event that carries no valid entry is skipped
+                    self.skipped += 1
+                    log.warning("lookup %s: %s carries no valid entry: %r", lookup.name, event.event_id, exc)
+                    continue
+                if found is None:
+                    continue
+                key, entry, text = found
+                current = won.get((lookup.name, key))
+                old = self.get(lookup.name, key) if current is None else current[0]
+                if merge(old, entry) is not old:
+                    won[(lookup.name, key)] = (entry, text)
+        if won:
+            self.kv.put_many((f"N{SEP}{lk}{SEP}{key}", text) for (lk, key), (_, text) in won.items())
+            for name_key, (entry, _) in won.items():
+                self._cache[name_key] = entry
+            self.applied += len(won)
+        return list(won)
 
     def offset(self, topic: str, partition: int) -> int | None:
         """The next offset of ``topic``'s ``partition`` to read (None: from the beginning)."""

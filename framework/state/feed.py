@@ -76,21 +76,22 @@ class EntryFeed:
         return n
 
     async def poll(self, timeout_ms: int) -> int:
-        """Read one batch, apply it, hand the changes on, store the offsets."""
+        """Read one batch, apply it (one write per partition's records), hand the changes on,
+        store the offsets."""
         consumer = self.consumer
         assert consumer is not None
         batch = await consumer.getmany(timeout_ms=timeout_ms, max_records=5000)
         changed: dict[tuple[str, str], None] = {}
         n = 0
         for tp, records in batch.items():
+            events = []
             for r in records:
                 n += 1
                 try:
-                    event = parse_event(r.value or b"")
+                    events.append(parse_event(r.value or b""))
                 except Exception:  # noqa: BLE001 - the agent of the topic parks it; no entry here
                     self.unparsed += 1
-                    continue
-                changed.update(dict.fromkeys(self.tables.feed(tp.topic, event)))
+            changed.update(dict.fromkeys(self.tables.feed_many(tp.topic, events)))
         if changed:
             await self.on_change(list(changed))
         for tp, records in batch.items():

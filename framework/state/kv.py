@@ -8,11 +8,11 @@ safe).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Protocol
 
-from rocksdict import Options, Rdict
+from rocksdict import Options, Rdict, WriteBatch
 
 __all__ = ["KV", "MemoryKV", "RocksKV"]
 
@@ -23,6 +23,9 @@ class KV(Protocol):
     def get(self, key: str) -> str | None: ...
 
     def put(self, key: str, value: str) -> None: ...
+
+    def put_many(self, items: Iterable[tuple[str, str]]) -> None:
+        """``put`` each item (in one write where the store can)."""
 
     def delete(self, key: str) -> None: ...
 
@@ -45,6 +48,10 @@ class MemoryKV:
         if key not in self._data:
             bisect.insort(self._keys, key)
         self._data[key] = value
+
+    def put_many(self, items: Iterable[tuple[str, str]]) -> None:
+        for key, value in items:
+            self.put(key, value)
 
     def delete(self, key: str) -> None:
         if self._data.pop(key, None) is not None:
@@ -76,6 +83,13 @@ class RocksKV:
 
     def put(self, key: str, value: str) -> None:
         self._db[key.encode()] = value.encode()
+
+    def put_many(self, items: Iterable[tuple[str, str]]) -> None:
+        """One RocksDB write batch."""
+        batch = WriteBatch(raw_mode=True)
+        for key, value in items:
+            batch.put(key.encode(), value.encode())
+        self._db.write(batch)
 
     def delete(self, key: str) -> None:
         del self._db[key.encode()]

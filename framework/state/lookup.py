@@ -17,7 +17,7 @@ from typing import Any
 
 from framework.core.events import Event
 
-__all__ = ["Lookup", "Entry", "merge", "entry_of", "canonical"]
+__all__ = ["Lookup", "Entry", "merge", "entry_of", "entry_text", "canonical"]
 
 
 def canonical(value: Mapping[str, Any]) -> str:
@@ -84,15 +84,21 @@ class Lookup:
 def entry_of(lookup: Lookup, event: Event) -> tuple[str, Entry] | None:
     """The ``(key, entry)`` that ``event`` carries for ``lookup``; None when it carries none.
 
-    Raises whatever the lookup's functions raise (callers count it as a skip)."""
+    Raises whatever the lookup's functions raise, and when the value is not JSON (callers
+    count it as a skip)."""
+    found = entry_text(lookup, event)
+    return None if found is None else found[:2]
+
+
+def entry_text(lookup: Lookup, event: Event) -> tuple[str, Entry, str] | None:
+    """``entry_of`` plus the entry's JSON (``Entry.to_json``: a value that is not JSON raises)."""
     key = lookup.key(event)
     if key is None:
         return None
     if not isinstance(key, str) or not key:
         raise ValueError(f"lookup {lookup.name}: key must be a non-empty string, got {key!r}")
-    value = dict(lookup.value(event))
-    canonical(value)  # must be JSON-able
     version = lookup.version(event)
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
         raise ValueError(f"lookup {lookup.name}: version must be a non-negative int, got {version!r}")
-    return key, Entry(value, version)
+    entry = Entry(dict(lookup.value(event)), version)
+    return key, entry, entry.to_json()
