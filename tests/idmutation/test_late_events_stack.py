@@ -2,7 +2,7 @@
 owner's row, the ID mutation job converts the owner id (moves the row, publishes the map), and an
 event that still carries the old id, published after that, is stored under the new id by the
 worker itself: nothing is left under the old id and no further job turn is run; ``/metrics``
-counts the resolved write."""
+counts the resolved write; a worker on a fresh data dir reads the map again from its topic."""
 
 from __future__ import annotations
 
@@ -96,5 +96,15 @@ def test_a_late_event_after_the_job_lands_under_the_new_id(stack: StackInfo, tmp
         metrics = fetch_metrics(f"http://127.0.0.1:{port}")  # the step's counters in /metrics
         assert 'converge_id_resolved_total{runtime="owner_activity"} 1.0' in metrics
         assert 'converge_id_deleted_total{runtime="owner_activity"} 0.0' in metrics
+    finally:
+        assert stop_worker(worker) == 0
+    # a worker on a fresh data dir reads the map again from its topic before it consumes
+    worker = start_worker(APP, tmp_path / "fresh", broker, env)
+    log = tmp_path / "fresh" / "worker.log"
+    try:
+        later = activity(f"e3-{tenant}", tenant, lead, "a3", 300, body="later")
+        asyncio.run(produce(broker, TOPIC, [(later.ordering_key.encode(), later.to_json())]))
+        _wait(lambda: asyncio.run(_owners(url)).get((contact, "a3")) == {"body": "later"}, 40, "a3", log)
+        assert (lead, "a3") not in asyncio.run(_owners(url))
     finally:
         assert stop_worker(worker) == 0
