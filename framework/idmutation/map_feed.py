@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from framework.idmutation.declare import map_topic_of
 from framework.idmutation.resolution import IdMap, IdResolution, resolutions_for
@@ -65,10 +65,6 @@ class IdMapFeed:
         """Keep reading the map topic in the background."""
         if self.feed is not None and self._task is None:
             self._task = asyncio.ensure_future(self.feed.run())
-
-    def status(self) -> dict[str, Any]:
-        return {"entries_applied": self.map.tables.applied if self.map else 0,
-                "caught_up_s": self.feed.caught_up_s if self.feed else None}  # fmt: skip
 
     async def close(self) -> None:
         if self._task is not None:
