@@ -12,35 +12,15 @@ around the real ones that inject faults (no real component fails on demand).
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-import pytest
-from aiokafka import AIOKafkaProducer
-
 from framework import Event
-from framework.kafka_admin import ensure_topics
-from framework.local_stack import StackInfo
 from framework.runtime.sinks import WideColumnSink, Written
 from framework.state.changelog import KafkaChangelog
 from stores.errors import TransientStoreError
 from tests.state.join_app import child, parent_set
-from tests.state.join_rig import Member, Offsets, ProducerTopic, msg_rows, open_store
-
-
-@pytest.fixture()
-async def changelog(stack: StackInfo) -> AsyncIterator[KafkaChangelog]:
-    """The children agent's changelog: a new 2-partition topic on the session's noida-db."""
-    broker = f"kafka://{stack.kafka_bootstrap}"
-    name = f"join-batch-{uuid.uuid4().hex[:10]}.joins"
-    await ensure_topics(broker, {name: 2})
-    producer = AIOKafkaProducer(bootstrap_servers=stack.kafka_bootstrap, acks="all")
-    await producer.start()
-    try:
-        yield KafkaChangelog(ProducerTopic(producer, name), broker)
-    finally:
-        await producer.stop()
+from tests.state.join_rig import Member, Offsets, msg_rows, open_store
 
 
 class Faulty(WideColumnSink):

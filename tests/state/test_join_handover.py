@@ -26,7 +26,6 @@ from framework import Event
 from framework.state.changelog import KafkaChangelog
 from tests.state.join_app import child, parent_set
 from tests.state.join_rig import Member, Offsets, msg_rows, open_store
-from tests.state.test_join_batch import changelog  # noqa: F401 - the fixture
 
 
 def _oracle(children: list[Event], entries: dict[str, tuple[str, str, int]]) -> dict:
@@ -44,8 +43,7 @@ def _eids(member: Member, p: int) -> set[str]:
 
 
 async def test_a_partition_join_state_moves_to_the_other_member_and_back(
-    changelog: KafkaChangelog,  # noqa: F811 - the fixture
-    tmp_path: Path,
+    changelog: KafkaChangelog, tmp_path: Path
 ) -> None:
     store = await open_store()
     a = Member(tmp_path / "a", store, changelog)
