@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from framework.core.events import parse_event
+from framework.runtime.fetch_pacing import pace_empty_fetches
 from framework.state.entries import EntryTables
 
 __all__ = ["EntryFeed"]
@@ -33,8 +34,14 @@ OnChange = Callable[[list[tuple[str, str]]], Awaitable[None]]
 class EntryFeed:
     """Reads the lookup topics into ``tables`` (see the module docstring)."""
 
-    def __init__(self, broker: str, tables: EntryTables, on_change: OnChange) -> None:
+    def __init__(
+        self, broker: str, tables: EntryTables, on_change: OnChange, *, idle_backoff: float = 0.1
+    ) -> None:
+        """``idle_backoff``: seconds to wait after a fetch that brought nothing
+        (``framework.runtime.fetch_pacing``: an idle consumer must not poll the embedded broker in
+        a tight loop; 0 turns it off)."""
         self.bootstrap = broker.split("://", 1)[-1]
+        self.idle_backoff = idle_backoff
         self.tables = tables
         self.on_change = on_change
         self.consumer: AIOKafkaConsumer | None = None
@@ -46,6 +53,7 @@ class EntryFeed:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
         self.consumer = consumer
         await consumer.start()
+        pace_empty_fetches(consumer, self.idle_backoff)
         tps = []
         for topic in self.tables.topics:
             parts = consumer.partitions_for_topic(topic)
