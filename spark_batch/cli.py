@@ -350,17 +350,18 @@ def _common() -> argparse.ArgumentParser:
 
 
 def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """``fn`` with the jobs' ``JobError`` as the CLI's ``UserError``: one line on stderr, exit status 2
-    (``converge`` prints store failures, e.g. an unreachable index, as one line too)."""
+    """``fn`` with the jobs' ``JobError`` and ``RangeError`` as the CLI's ``UserError``: one line on
+    stderr, exit status 2 (``converge`` prints store failures, e.g. an unreachable index, as one line too)."""
 
     @functools.wraps(fn)
     def run(args: argparse.Namespace) -> int:
         from framework.cli_support import UserError
+        from framework.jobs.kafka_ranges import RangeError
         from spark_batch.apps import JobError
 
         try:
             return fn(args)
-        except JobError as exc:
+        except (JobError, RangeError) as exc:
             raise UserError(" ".join(str(exc).split())) from None
 
     return run

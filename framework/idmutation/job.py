@@ -45,9 +45,10 @@ from framework.idmutation.steps import (
     writes_extra,
 )
 from framework.idmutation.tables import ID_TABLES, MAP_TABLE, REQUESTS_TABLE, decode_intervals, request_of_row
-from framework.idmutation.topic import KafkaLog, next_ranges
+from framework.idmutation.topic import KafkaLog
 from framework.jobs.checkpoint import Batch, BatchInput, JobCheckpoints
 from framework.jobs.coordinator import CoordinatorSettings, JobCoordinator
+from framework.jobs.kafka_ranges import plan_ranges
 from framework.jobs.locks import DomainLocks
 from framework.jobs.micro_batch import JobProcess, run_job
 from framework.notifications.reader import DEFAULT_SETTLE, NotificationReader
@@ -196,7 +197,7 @@ async def run_id_mutation(
             topic = config.requests_topic
 
             async def plan(previous: Batch | None) -> BatchInput | None:
-                return next_ranges(None if previous is None else previous.input, await log.bounds([topic]),
+                return plan_ranges(None if previous is None else previous.input, await log.bounds([topic]),
                                    max_offsets)  # fmt: skip
 
             async def apply_process(batch: Batch) -> dict[str, Any]:
