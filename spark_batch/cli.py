@@ -12,13 +12,14 @@ and exit status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["register"]
 
@@ -227,21 +228,22 @@ def _ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _retention(args: argparse.Namespace) -> int:
+@contextlib.contextmanager
+def _coordinated(args: argparse.Namespace, declared: str, name: str) -> Iterator[_JobParts]:
+    """A coordinated job's parts (``--app`` must declare ``declared``): the app, the index to
+    re-project into (required when the app has projections), the checkpoint store, the job locks,
+    the Spark session and the clock; the stores are closed afterwards."""
     import time
 
     from framework.coordination import open_checkpoint_store
     from framework.jobs.locks_open import DEFAULT_JOB_LOCKS_URL, JOB_LOCKS_ENV, open_domain_locks
-    from framework.retention.cli import print_run
     from spark_batch.apps import JobError
     from spark_batch.preflight import Job, absolute_store_url
-    from spark_batch.report import write_json
-    from spark_batch.retention import spark_retention
     from stores.open import open_search_index
 
     job = Job(args, need_projection=False)
-    if job.app.retention is None:
-        raise JobError(f"--app {args.app}: the app declares no retention")
+    if getattr(job.app, declared) is None:
+        raise JobError(f"--app {args.app}: the app declares no {declared}")
     es_url = job.settings.es_url
     if job.app.projections and es_url is None:
         raise JobError(
@@ -253,63 +255,57 @@ def _retention(args: argparse.Namespace) -> int:
         absolute_store_url(args.locks or os.environ.get(JOB_LOCKS_ENV, DEFAULT_JOB_LOCKS_URL))
     )
     try:
-        spark = _setup(args, "retention")
         clock = time.time if args.now is None else (lambda: args.now)
-        run = spark_retention(
-            spark, args.app, job.store, checkpoints=checkpoints, locks=locks, index=index,
-            predecessor=args.predecessor, start_with=args.start_with, shards=args.shards, clock=clock,
-        )  # fmt: skip
+        yield _JobParts(job, index, checkpoints, locks, _setup(args, name), clock)
     finally:
         checkpoints.close_sync()  # type: ignore[attr-defined]
         locks.close()
+
+
+class _JobParts(NamedTuple):
+    job: Any
+    index: Any
+    checkpoints: Any
+    locks: Any
+    spark: Any
+    clock: Callable[[], float]
+
+
+def _reported(args: argparse.Namespace, run: Any, print_run: Callable[[Any], None]) -> int:
+    """Print a coordinated run, write its ``--report``; exit 3 when it was not the job's turn."""
+    from spark_batch.report import write_json
+
     print_run(run)
     if args.report:
         write_json(args.report, run.to_dict())
     return 0 if not run.skipped else 3
+
+
+def _retention(args: argparse.Namespace) -> int:
+    from framework.retention.cli import print_run
+    from spark_batch.retention import spark_retention
+
+    with _coordinated(args, "retention", "retention") as c:
+        run = spark_retention(
+            c.spark, args.app, c.job.store, checkpoints=c.checkpoints, locks=c.locks, index=c.index,
+            predecessor=args.predecessor, start_with=args.start_with, shards=args.shards, clock=c.clock,
+        )  # fmt: skip
+    return _reported(args, run, print_run)
 
 
 def _idmap(args: argparse.Namespace) -> int:
-    import time
-
-    from framework.coordination import open_checkpoint_store
     from framework.idmutation.cli import print_run
-    from framework.jobs.locks_open import DEFAULT_JOB_LOCKS_URL, JOB_LOCKS_ENV, open_domain_locks
-    from spark_batch.apps import JobError
     from spark_batch.id_mutation import spark_id_mutation
-    from spark_batch.preflight import Job, absolute_store_url
-    from spark_batch.report import write_json
-    from stores.open import open_search_index
 
-    job = Job(args, need_projection=False)
-    if job.app.id_mutation is None:
-        raise JobError(f"--app {args.app}: the app declares no id_mutation")
-    es_url = job.settings.es_url
-    if job.app.projections and es_url is None:
-        raise JobError(
-            "--es-url: the app has projections: give the index their documents are re-projected into"
-        )
-    index = None if es_url is None else functools.partial(open_search_index, es_url, job.tombstones)
-    checkpoints = open_checkpoint_store(absolute_store_url(args.checkpoints))
-    locks = open_domain_locks(
-        absolute_store_url(args.locks or os.environ.get(JOB_LOCKS_ENV, DEFAULT_JOB_LOCKS_URL))
-    )
-    try:
-        spark = _setup(args, "idmap")
-        clock = time.time if args.now is None else (lambda: args.now)
+    with _coordinated(args, "id_mutation", "idmap") as c:
         run = spark_id_mutation(
-            spark, args.app, job.store, checkpoints=checkpoints, locks=locks,
-            broker=args.broker or job.settings.broker, index=index,
-            dlq_root=str(args.dlq_root or job.settings.dlq_root), predecessor=args.predecessor,
+            c.spark, args.app, c.job.store, checkpoints=c.checkpoints, locks=c.locks,
+            broker=args.broker or c.job.settings.broker, index=c.index,
+            dlq_root=str(args.dlq_root or c.job.settings.dlq_root), predecessor=args.predecessor,
             start_with=args.start_with, until_idle=args.until_idle, shards=args.shards,
-            settle=args.settle, clock=clock,
+            settle=args.settle, clock=c.clock,
         )  # fmt: skip
-    finally:
-        checkpoints.close_sync()  # type: ignore[attr-defined]
-        locks.close()
-    print_run(run)
-    if args.report:
-        write_json(args.report, run.to_dict())
-    return 0 if not run.skipped else 3
+    return _reported(args, run, print_run)
 
 
 def _common() -> argparse.ArgumentParser:

@@ -9,25 +9,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from framework.cli_support import UserError, add_json_flag, load_spec, print_json
-from framework.retention.cli import _beside, _open_store
+from framework.cli_support import UserError, add_json_flag, print_json
+from framework.jobs.cli_common import app_declaring, open_existing_store, store_beside
 
 __all__ = ["register", "print_run"]
 
 _ENV_CHECKPOINTS = "CONVERGE_CHECKPOINTS"
-
-
-def _app(spec: str) -> Any:
-    from framework.app import App
-
-    app = load_spec(spec)
-    if not isinstance(app, App):
-        raise UserError(f"--app {spec}: not a converge App")
-    if app.id_mutation is None:
-        raise UserError(
-            f"--app {spec}: the app declares no id_mutation (App(..., id_mutation=IdMutation(...)))"
-        )
-    return app
 
 
 def _settings(args: argparse.Namespace, app: Any) -> Any:
@@ -70,7 +57,7 @@ def print_run(run: Any) -> None:
 
 
 def _checkpoints_url(args: argparse.Namespace, settings: Any) -> str:
-    return args.checkpoints or _beside(
+    return args.checkpoints or store_beside(
         settings.wide_store, "checkpoints.db", "--checkpoints", _ENV_CHECKPOINTS
     )
 
@@ -83,7 +70,7 @@ def _run(args: argparse.Namespace) -> int:
     from framework.jobs.locks_open import JOB_LOCKS_ENV, open_domain_locks
     from stores.open import open_search_index
 
-    app = _app(args.app)
+    app = app_declaring(args.app, "id_mutation", "id_mutation=IdMutation(...)")
     settings = _settings(args, app)
     if app.projections and settings.es_url is None:
         raise UserError(
@@ -91,9 +78,9 @@ def _run(args: argparse.Namespace) -> int:
         )
 
     async def go() -> Any:
-        store = await _open_store(settings.wide_store)
+        store = await open_existing_store(settings.wide_store)
         checkpoints = await asyncio.to_thread(open_checkpoint_store, _checkpoints_url(args, settings))
-        locks_url = args.locks or _beside(settings.wide_store, "jobs.db", "--locks", JOB_LOCKS_ENV)
+        locks_url = args.locks or store_beside(settings.wide_store, "jobs.db", "--locks", JOB_LOCKS_ENV)
         locks = await asyncio.to_thread(open_domain_locks, locks_url)
         index = (
             None if settings.es_url is None else open_search_index(settings.es_url, settings.es_tombstones)
@@ -126,11 +113,11 @@ def _status(args: argparse.Namespace) -> int:
     from framework.coordination import open_checkpoint_store
     from framework.idmutation.job import ensure_tables, status
 
-    app = _app(args.app)
+    app = app_declaring(args.app, "id_mutation", "id_mutation=IdMutation(...)")
     settings = _settings(args, app)
 
     async def go() -> Any:
-        store = await _open_store(settings.wide_store)
+        store = await open_existing_store(settings.wide_store)
         checkpoints = await asyncio.to_thread(open_checkpoint_store, _checkpoints_url(args, settings))
         try:
             await ensure_tables(store, app)

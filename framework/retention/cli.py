@@ -5,28 +5,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import time
 from typing import Any
 
-from framework.cli_support import UserError, add_json_flag, load_spec, print_json
+from framework.cli_support import UserError, add_json_flag, print_json
+from framework.jobs.cli_common import app_declaring, open_existing_store, store_beside
 
 __all__ = ["register", "print_run"]
 
 _ENV_CHECKPOINTS = "CONVERGE_CHECKPOINTS"
-
-
-def _app(spec: str) -> Any:
-    from framework.app import App
-
-    app = load_spec(spec)
-    if not isinstance(app, App):
-        raise UserError(f"--app {spec}: not a converge App")
-    if app.retention is None:
-        raise UserError(
-            f"--app {spec}: the app declares no retention (App(..., retention=RetentionPolicy(...)))"
-        )
-    return app
 
 
 def _settings(args: argparse.Namespace, app: Any) -> Any:
@@ -35,24 +22,6 @@ def _settings(args: argparse.Namespace, app: Any) -> Any:
     return Settings.resolve(
         app.name, wide_store=args.wide_store, es_url=args.es_url, es_tombstones=args.es_tombstones
     )
-
-
-def _beside(store_url: str, name: str, flag: str, env: str | None) -> str:
-    from stores.open import sqlite_path, sqlite_url
-
-    if env and os.environ.get(env):
-        return os.environ[env]
-    if not store_url.startswith("sqlite:"):
-        raise UserError(f"{flag}: give a URL (the store is not SQLite, nothing to put it beside)")
-    return sqlite_url(sqlite_path(store_url).parent / name)
-
-
-async def _open_store(url: str) -> Any:
-    from stores.open import open_wide_store, sqlite_path
-
-    if url.startswith("sqlite:") and not sqlite_path(url).exists():
-        raise UserError(f"--wide-store: {sqlite_path(url)} does not exist")
-    return await open_wide_store(url)
 
 
 def print_run(run: Any) -> None:
@@ -78,11 +47,11 @@ def print_run(run: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     from framework.retention.job import dry_run, ensure_tables
 
-    app = _app(args.app)
+    app = app_declaring(args.app, "retention", "retention=RetentionPolicy(...)")
     settings = _settings(args, app)
 
     async def go() -> Any:
-        store = await _open_store(settings.wide_store)
+        store = await open_existing_store(settings.wide_store)
         try:
             if args.dry_run:
                 await ensure_tables(store, app)
@@ -105,10 +74,10 @@ async def _coordinated(args: argparse.Namespace, app: Any, settings: Any, store:
     from framework.retention.job import run_retention
     from stores.open import open_search_index
 
-    checkpoints_url = args.checkpoints or _beside(
+    checkpoints_url = args.checkpoints or store_beside(
         settings.wide_store, "checkpoints.db", "--checkpoints", _ENV_CHECKPOINTS
     )
-    locks_url = args.locks or _beside(settings.wide_store, "jobs.db", "--locks", JOB_LOCKS_ENV)
+    locks_url = args.locks or store_beside(settings.wide_store, "jobs.db", "--locks", JOB_LOCKS_ENV)
     checkpoints = await asyncio.to_thread(open_checkpoint_store, checkpoints_url)
     locks = await asyncio.to_thread(open_domain_locks, locks_url)
     index = None
@@ -141,13 +110,13 @@ def _set(args: argparse.Namespace) -> int:
     from framework.retention.job import ensure_tables
     from framework.retention.policy import policy_row
 
-    app = _app(args.app)
+    app = app_declaring(args.app, "retention", "retention=RetentionPolicy(...)")
     settings = _settings(args, app)
     days = None if args.days == 0 else args.days
     row = policy_row(args.tenant, args.table, days, int(time.time() * 1_000_000))
 
     async def go() -> None:
-        store = await _open_store(settings.wide_store)
+        store = await open_existing_store(settings.wide_store)
         try:
             await ensure_tables(store, app)
             await store.apply([row])
