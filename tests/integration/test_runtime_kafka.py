@@ -22,6 +22,7 @@ from tests.support.order_runs import parked as _parked
 from tests.support.order_runs import tick_event as _event
 from tests.support.order_runs import tick_records as _records
 from tests.support.order_runs import wait_until as _wait
+from tests.support.status_file import read_status
 
 
 def test_order_poison_and_blocked_key(stack: StackInfo, tmp_path: Path) -> None:
@@ -204,6 +205,9 @@ def test_rebalance_mid_stream_loses_nothing(fresh_stack: LocalStack, tmp_path: P
     fresh_stack.restart()
     third = start_worker(APP, tmp_path / "w3", broker, {**env, "ORDER_SLOW_MS": "0"})
     try:
+        # the first two may have drained the group already: still let the third start up before
+        # it is stopped (a SIGINT during interpreter start-up exits 1)
+        _wait(lambda: read_status(tmp_path / "w3" / "counters.json", third.pid), 60, "third worker running")
         assert asyncio.run(wait_drained(broker, group, topic, timeout=90))
     finally:
         assert stop_worker(third) == 0
