@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from framework.cli_support import UserError, add_json_flag, print_json
-from framework.jobs.cli_common import app_declaring, open_existing_store, store_beside
+from framework.jobs.cli_common import add_turn_flags, app_declaring, open_existing_store, store_beside
 
 __all__ = ["register", "print_run"]
 
@@ -171,13 +171,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run.add_argument(
         "--dlq-root", default=None, help="dead-letter WAL for malformed requests (env CONVERGE_DLQ_ROOT)"
     )
-    run.add_argument(
-        "--locks", default=None, help="job lock URL (env CONVERGE_JOB_LOCKS; default: beside the store)"
-    )
-    run.add_argument(
-        "--predecessor", default=None, help="the job whose turn comes right before id_mutation's"
-    )
-    run.add_argument("--start-with", default=None, help="the job taking the first turn of a new domain")
+    add_turn_flags(run, "id_mutation")
     run.add_argument("--until-idle", action="store_true", help="batches until the requests topic is drained")
     run.add_argument("--max-offsets", type=int, default=None, help="offsets per partition per batch")
     run.add_argument(
@@ -186,7 +180,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=30.0,
         help="seconds a notification must be old before the sweep reads it",
     )
-    run.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)  # tests: a fixed clock
     run.set_defaults(func=_run)
     st = cmds.add_parser("status", help="the job's checkpoints and the size of its request and map tables")
     _common(st)

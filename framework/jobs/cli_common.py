@@ -3,12 +3,13 @@ that declares the job, bookkeeping stores beside a SQLite wide store, the wide s
 
 from __future__ import annotations
 
+import argparse
 import os
 from typing import Any
 
 from framework.cli_support import UserError, load_spec
 
-__all__ = ["app_declaring", "store_beside", "open_existing_store"]
+__all__ = ["add_turn_flags", "app_declaring", "store_beside", "open_existing_store"]
 
 
 def app_declaring(spec: str, attribute: str, example: str) -> Any:
@@ -43,3 +44,14 @@ async def open_existing_store(url: str) -> Any:
     if url.startswith("sqlite:") and not sqlite_path(url).exists():
         raise UserError(f"--wide-store: {sqlite_path(url)} does not exist")
     return await open_wide_store(url)
+
+
+def add_turn_flags(parser: argparse.ArgumentParser, job: str) -> None:
+    """The flags of one coordinated turn of ``job``: its lock URL, predecessor, first job of a new
+    domain, and a fixed clock for tests (``--now``)."""
+    parser.add_argument(
+        "--locks", default=None, help="job lock URL (env CONVERGE_JOB_LOCKS; default: beside the store)"
+    )
+    parser.add_argument("--predecessor", default=None, help=f"the job whose turn comes right before {job}'s")
+    parser.add_argument("--start-with", default=None, help="the job taking the first turn of a new domain")
+    parser.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)

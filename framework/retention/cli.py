@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from framework.cli_support import UserError, add_json_flag, print_json
-from framework.jobs.cli_common import app_declaring, open_existing_store, store_beside
+from framework.jobs.cli_common import add_turn_flags, app_declaring, open_existing_store, store_beside
 
 __all__ = ["register", "print_run"]
 
@@ -153,12 +153,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run.add_argument(
         "--checkpoints", default=None, help="job checkpoint store URL (default: beside a SQLite store)"
     )
-    run.add_argument(
-        "--locks", default=None, help="job lock URL (env CONVERGE_JOB_LOCKS; default: beside the store)"
-    )
-    run.add_argument("--predecessor", default=None, help="the job whose turn comes right before retention's")
-    run.add_argument("--start-with", default=None, help="the job taking the first turn of a new domain")
-    run.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)  # tests: a fixed clock
+    add_turn_flags(run, "retention")
     add_json_flag(run, "print the run's report as JSON")
     run.set_defaults(func=_run)
     setp = cmds.add_parser("set", help="a tenant's retention of a table (or *) in the store's policy table")
