@@ -70,11 +70,18 @@ def _streamed(projection: Projection) -> TableSchema | None:
 async def shard_documents(
     store: WideColumnStore, projection: Projection, shard: int, shards: int
 ) -> AsyncIterator[tuple[str, Document]]:
-    """``(key, document)`` of every partition of one scan shard with a row in any of its tables."""
+    """``(key, document)`` of every partition of one scan shard with a row in any of its tables.
+
+    The version marks are scanned first, as ``read_documents`` reads them: a write landing
+    during the scan then gives a document newer than its version, never older."""
     streamed = _streamed(projection)
     keys: dict[str, PartitionKey] = {}
     held: dict[str, dict[str, list[Row]]] = {}
     marks: dict[str, Row] = {}
+    async for row in store.scan(projection.version_table.name, shard=shard, shards=shards):
+        pk = key_json(projection, row.key)
+        keys.setdefault(pk, _partition(projection, row))
+        marks[pk] = row
     for table in projection.tables:
         if table is streamed:
             continue
@@ -82,10 +89,6 @@ async def shard_documents(
             pk = key_json(projection, row.key)
             keys.setdefault(pk, _partition(projection, row))
             held.setdefault(pk, {}).setdefault(table.name, []).append(row)
-    async for row in store.scan(projection.version_table.name, shard=shard, shards=shards):
-        pk = key_json(projection, row.key)
-        keys.setdefault(pk, _partition(projection, row))
-        marks[pk] = row
     if streamed is not None:
         async for row in store.scan(streamed.name, shard=shard, shards=shards):
             pk = key_json(projection, row.key)

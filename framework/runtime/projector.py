@@ -30,11 +30,16 @@ async def read_document(store: WideColumnStore, projection: Projection, key: Par
 async def read_documents(
     store: WideColumnStore, projection: Projection, keys: Sequence[PartitionKey]
 ) -> list[Document]:
-    """The current documents of many partitions: one multi-partition read per source table."""
+    """The current documents of many partitions: one multi-partition read per source table.
+
+    The version marks are read before the tables. A write that commits between the reads then
+    gives a document newer than its version, which the projection of that write (at its own,
+    higher version) replaces; read the other way round, it would give older content at the new
+    version, which the index keeps over the newer document arriving first."""
     if not keys:
         return []
-    by_table = {t.name: await store.read_partitions(t.name, keys) for t in projection.tables}
     marks = await store.read_rows(projection.version_table.name, keys)
+    by_table = {t.name: await store.read_partitions(t.name, keys) for t in projection.tables}
     return [
         projection.document(key, {name: rows[i] for name, rows in by_table.items()}, marks[i])
         for i, key in enumerate(keys)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from framework import Delete, Event
 from framework.local_stack import StackInfo
 from framework.runtime.mapping import map_event
-from framework.runtime.projector import project_partition, read_document
+from framework.runtime.projector import project_partition, read_document, write_document
 from stores.base import SearchIndex
 from stores.open import open_search_index
 from stores.sqlite import SqliteStore
@@ -87,3 +88,47 @@ async def test_a_partition_written_before_marks_falls_back_to_live_cells(store: 
 
     await store.apply([Upsert("note", KEY, {"title": "old"}, 7)])
     assert await read_document(store, PROJECTION, KEY) == ("n1", {"title": "old"}, 7)
+
+
+class _WriteBetweenReads(SqliteStore):
+    """The real SQLite store; the mutations in ``pending`` commit right after the next read
+    returns, as a concurrent writer's would between two reads of one document."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.pending: list[list[Any]] = []
+
+    async def _then_write(self) -> None:
+        while self.pending:
+            await self.apply(self.pending.pop())
+
+    async def read_rows(self, table, keys):  # type: ignore[no-untyped-def]
+        out = await super().read_rows(table, keys)
+        await self._then_write()
+        return out
+
+    async def read_partitions(self, table, partition_keys):  # type: ignore[no-untyped-def]
+        out = await super().read_partitions(table, partition_keys)
+        await self._then_write()
+        return out
+
+
+async def test_a_write_between_the_reads_of_a_document_never_outlives_the_newer_one(
+    index: SearchIndex,
+) -> None:
+    """A repair reads n1 while the stream writes title "new"@30 and projects it; the repair's
+    document, written last, must not bring back "old" (read with the version of the write it
+    missed, the index would keep it at 30 over the stream's)."""
+    alias = index.alias  # type: ignore[attr-defined]
+    async with _WriteBetweenReads(":memory:") as store:
+        for t in APP.tables:
+            await store.ensure_table(t)
+        await _apply(store, ev("note.set", "n1", 20, title="old"))
+        new = ev("note.set", "n1", 30, title="new")
+        store.pending = [map_event(APP.route(new), new, APP.projections)]
+        repairs = await read_document(store, PROJECTION, KEY)
+        assert not store.pending  # the write did land between the reads
+        assert await project_partition(store, index, PROJECTION, KEY, alias=alias) == ("index", 30)
+        await write_document(index, alias, repairs)
+        hit = await index.get(alias, "n1")
+        assert hit is not None and (hit.source["title"], hit.version) == ("new", 30)
