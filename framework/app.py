@@ -226,6 +226,10 @@ def create_faust_app(settings: Settings, **overrides: object) -> ConvergeFaustAp
     - commits every second from acks the runtime gives in offset order;
     - ``stream_wait_empty`` off: shutdown and revocation never wait on a
       blocked key; unacknowledged work is redelivered from the last commit;
+    - producer batches expire after 30 s, not Faust's 20 minutes: every revocation and
+      the shutdown flush the producer, and a batch the broker never takes would stall
+      them, and with them the whole consumer group, that long; an expired send fails its
+      sink call, which is retried;
     - tables in RocksDB (rocksdict) under the worker's own data dir;
     - the web server off unless ``web_port`` is set (then bound to 127.0.0.1).
     """
@@ -246,6 +250,7 @@ def create_faust_app(settings: Settings, **overrides: object) -> ConvergeFaustAp
         "broker_max_poll_interval": 300.0,
         "consumer_auto_offset_reset": "earliest",
         "producer_acks": -1,
+        "producer_request_timeout": 30.0,
         "web_enabled": settings.web_port is not None,
         "web_host": "127.0.0.1",
         "web_port": settings.web_port or 6066,

@@ -46,6 +46,8 @@ def test_graceful_broker_restart_mid_stream_converges(
     figures.settle(outcome.lost, outcome.divergent, len(run.parked()), started)
     report(figures)
     assert alive, f"the worker died after the broker restart (exit {code}):\n{run.log_tail('w')}"
-    assert drained and code == 0, (drained, code, run.log_tail("w"))
+    assert drained and code == 0, (
+        f"drained={drained} exit={code}\nlast status: {run.status('w')}\nlog:\n{run.log_tail('w', 12000)}"
+    )
     assert (outcome.lost, outcome.divergent) == (0, 0), outcome.examples
     assert figures.parked == 0, run.parked()[:3]
