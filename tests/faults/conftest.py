@@ -33,12 +33,12 @@ class FaultPlan:
 
 @pytest.fixture(scope="session")
 def fault_plan(pytestconfig: pytest.Config) -> FaultPlan:
-    """The default variant (CI: 5 kills, a 20 s index outage) or the long one (50 kills, 60 s)."""
+    """The default variant (CI: 5 kills, a 12 s index outage) or the long one (50 kills, 60 s)."""
     long = bool(pytestconfig.getoption("--faults-long")) or os.environ.get("CONVERGE_FAULTS_LONG") == "1"
     seed = int(os.environ.get("CONVERGE_FAULTS_SEED", "13"))
     if long:
         return FaultPlan(True, seed, kills=50, kill_events=20_000, stream_events=20_000, index_outage_s=60.0)
-    return FaultPlan(False, seed, kills=5, kill_events=4_000, stream_events=4_000, index_outage_s=20.0)
+    return FaultPlan(False, seed, kills=5, kill_events=4_000, stream_events=4_000, index_outage_s=12.0)
 
 
 @pytest.fixture()

@@ -23,9 +23,9 @@ pytestmark = pytest.mark.faults
 def test_index_outage_pauses_parks_nothing_then_converges(
     fresh_stack: LocalStack, tmp_path: Path, fault_plan: FaultPlan, report: Callable[[FaultFigures], None]
 ) -> None:
-    """The history is streamed in small chunks (about 330 events/s); when half of it is out,
+    """The history is streamed in small chunks (about 600 events/s); when half of it is out,
     Elasticsearch stops, so the projector's recent attempts are all successes and many of its
-    keys fail at once. The rest arrives during the outage (default 20 s, long variant 60 s): the
+    keys fail at once. The rest arrives during the outage (default 12 s, long variant 60 s): the
     projector's index sink is seen down and its partitions paused, no event is parked during or
     after it; once the index is back the same worker drains everything and the state matches
     the oracle."""
@@ -46,8 +46,8 @@ def test_index_outage_pauses_parks_nothing_then_converges(
 
     try:
         outage_started = None
-        for i in range(0, len(events), 50):
-            run.produce(events[i : i + 50])
+        for i in range(0, len(events), 100):
+            run.produce(events[i : i + 100])
             if outage_started is None and i >= len(events) // 2:
                 print(f"index stopped after {run.counter('w', 'processed', proc, projector=True)} "
                       "projected changes")  # fmt: skip
