@@ -35,7 +35,9 @@ async def read_documents(
     The version marks are read before the tables. A write that commits between the reads then
     gives a document newer than its version, which the projection of that write (at its own,
     higher version) replaces; read the other way round, it would give older content at the new
-    version, which the index keeps over the newer document arriving first."""
+    version, which the index keeps over the newer document arriving first. This needs an apply
+    to become visible at once, as SQLite's transaction does; the Cassandra adapter writes a
+    batch's partitions concurrently, so a reader there can still see a mark before its data."""
     if not keys:
         return []
     marks = await store.read_rows(projection.version_table.name, keys)
