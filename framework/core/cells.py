@@ -21,7 +21,9 @@ states the same order), so the rules exist once.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from framework.core.mutations import CellValue
 
@@ -40,11 +42,25 @@ class Cell:
     expires_at: int | None = None
 
 
+#: ``order_bytes`` by exact type (the common case; subclasses take the checks below).
+_ORDER_BY_TYPE: dict[type, Callable[[Any], bytes]] = {
+    str: lambda v: v.encode("utf-8"),
+    int: struct.Struct(">q").pack,
+    float: struct.Struct(">d").pack,
+    bool: lambda v: b"\x01" if v else b"\x00",
+    bytes: lambda v: v,
+    type(None): lambda v: b"",
+}
+
+
 def order_bytes(value: CellValue) -> bytes:
     """The value's serialised form as Cassandra compares it on a write-time tie.
 
     Doubles keep their sign: ``-0.0`` is ``0x80 00 ..`` and differs from ``0.0``.
     """
+    by_type = _ORDER_BY_TYPE.get(type(value))
+    if by_type is not None:
+        return by_type(value)
     if value is None:
         return b""
     if isinstance(value, bool):

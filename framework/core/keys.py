@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 
 __all__ = ["natural_key", "CONVERGE_NAMESPACE"]
@@ -28,5 +29,10 @@ def natural_key(namespace: str, *fields: object) -> str:
             raise ValueError("natural_key: fields cannot be None")
         text = str(f)
         parts.append(f"{len(text)}:{text}")
-    ns = uuid.uuid5(CONVERGE_NAMESPACE, namespace)
-    return str(uuid.uuid5(ns, "|".join(parts)))
+    return str(uuid.uuid5(_namespace(namespace), "|".join(parts)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _namespace(name: str) -> uuid.UUID:
+    """The uuid5 namespace of ``name`` under converge's root (apps use a handful)."""
+    return uuid.uuid5(CONVERGE_NAMESPACE, name)

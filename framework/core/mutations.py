@@ -91,12 +91,24 @@ def check_value(value: object, what: str) -> CellValue:
     raise MutationError(what, f"unsupported value type {type(value).__name__}")
 
 
+#: Names that passed ``check_identifier`` (mutations repeat a few column names; capped).
+_NAMES_SEEN: set[str] = set()
+_NAMES_SEEN_MAX = 4096
+
+
 def _frozen_map(raw: Mapping[str, Any], what: str, allow_none: bool) -> Mapping[str, CellValue]:
     if not isinstance(raw, Mapping):
         raise MutationError(what, f"must be a mapping, got {type(raw).__name__}")
     out: dict[str, CellValue] = {}
     for name, value in raw.items():
-        check_identifier(name, f"{what}.{name}")
+        if name not in _NAMES_SEEN:
+            check_identifier(name, f"{what}.{name}")
+            if len(_NAMES_SEEN) < _NAMES_SEEN_MAX:
+                _NAMES_SEEN.add(name)
+        kind = type(value)
+        if kind is str and value.isascii() and len(value) <= MAX_TEXT_BYTES:
+            out[name] = value  # ASCII: no surrogate, as many bytes as characters
+            continue
         checked = check_value(value, f"{what}.{name}")
         if checked is None and not allow_none:
             raise MutationError(f"{what}.{name}", "key columns cannot be null")

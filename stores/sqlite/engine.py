@@ -160,6 +160,8 @@ class SqliteEngine:
         )
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
+        # 64 MiB of page cache instead of 2: the cell table's pages stay in memory as it grows
+        self._conn.execute("PRAGMA cache_size=-65536")
         for ddl in _DDL:
             self._conn.execute(ddl)
         self._schemas: dict[str, TableSchema] = {
@@ -237,11 +239,12 @@ class SqliteEngine:
                     (partition_marks if plan.partition else tombstones).append((table, pk, ck, *mark))
                 known = (plan.tombstone, deleted.get((table, pk)))
                 cover = max((v for v in known if v is not None), default=None)
-                for name, cell in plan.cells.items():
-                    if not shadowed(cell, cover):
-                        value = _to_sql(cell.value)
-                        ob = order_bytes(cell.value)
-                        cells.append((table, pk, ck, name, value, cell.writetime, cell.expires_at, plan.ph, ob))  # noqa: E501
+                ph, key = plan.ph, (table, pk, ck)
+                cells += [
+                    (*key, name, _to_sql(c.value), c.writetime, c.expires_at, ph, order_bytes(c.value))
+                    for name, c in plan.cells.items()
+                    if not shadowed(c, cover)
+                ]
             with self._transaction():
                 if partition_marks:
                     self._conn.executemany(_UPSERT_CELL, partition_marks)

@@ -59,7 +59,9 @@ def encode_key(columns: Sequence[Column], values: Sequence[CellValue]) -> bytes:
     """Encode ``values`` of the leading ``columns`` (a prefix is allowed); raise SchemaError."""
     if len(values) > len(columns):
         raise SchemaError("key", f"{len(values)} values for {len(columns)} key columns")
-    return b"".join(_encode_one(c, v) for c, v in zip(columns, values, strict=False))
+    if len(values) == 1:
+        return _encode_one(columns[0], values[0])
+    return b"".join([_encode_one(c, v) for c, v in zip(columns, values, strict=False)])
 
 
 def decode_key(columns: Sequence[Column], data: bytes) -> tuple[CellValue, ...]:
