@@ -90,7 +90,7 @@ async def test_a_partition_written_before_marks_falls_back_to_live_cells(store: 
     assert await read_document(store, PROJECTION, KEY) == ("n1", {"title": "old"}, 7)
 
 
-class _WriteBetweenReads(SqliteStore):
+class WriteBetweenReads(SqliteStore):
     """The real SQLite store; the mutations in ``pending`` commit right after the next read
     returns, as a concurrent writer's would between two reads of one document."""
 
@@ -120,7 +120,7 @@ async def test_a_write_between_the_reads_of_a_document_never_outlives_the_newer_
     document, written last, must not bring back "old" (read with the version of the write it
     missed, the index would keep it at 30 over the stream's)."""
     alias = index.alias  # type: ignore[attr-defined]
-    async with _WriteBetweenReads(":memory:") as store:
+    async with WriteBetweenReads(":memory:") as store:
         for t in APP.tables:
             await store.ensure_table(t)
         await _apply(store, ev("note.set", "n1", 20, title="old"))

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
+from examples.support_desk.app import app
 from examples.support_desk.projection import TicketProjection
+from framework.local_stack import StackInfo
+from framework.runtime.mapping import map_event
+from framework.runtime.projector import project_partition, read_document, write_document
+from stores.open import open_search_index
+from tests.app.test_projector import WriteBetweenReads
 from tests.examples.support_desk.builders import CREATED, IDENTITY, REF, document, event
 
 
@@ -95,3 +102,29 @@ async def test_erasure_removes_the_personal_data_also_from_a_late_created_event(
 
 def test_the_projection_is_partitioned_by_ticket_id() -> None:
     assert [c.name for c in TicketProjection().partition_key] == ["ticket_id"]
+
+
+async def test_a_write_between_the_reads_of_a_ticket_never_outlives_the_newer_one(stack: StackInfo) -> None:
+    """The torn read of ``tests/app/test_projector.py`` on the support desk: a repair reads the
+    ticket while the stream writes a new subject @30 and projects it; the repair's document,
+    written last, must not bring back the old subject."""
+    projection = app.projections[0]
+    index = open_search_index(stack.es_url, "document")
+    alias = f"tickets-torn-{uuid.uuid4().hex[:8]}"
+    await index.ensure_index(alias, projection.mappings)
+    try:
+        async with WriteBetweenReads(":memory:") as store:
+            for schema in app.tables:
+                await store.ensure_table(schema)
+            created = event("ticket.created", 20, **CREATED)
+            await store.apply(map_event(app.route(created), created, app.projections))
+            new = event("ticket.updated", 30, **IDENTITY, subject="Still cannot log in")
+            store.pending = [map_event(app.route(new), new, app.projections)]
+            repairs = await read_document(store, projection, REF.key)
+            assert not store.pending  # the write did land between the reads
+            assert await project_partition(store, index, projection, REF.key, alias=alias) == ("index", 30)
+            await write_document(index, alias, repairs)
+            hit = await index.get(alias, REF.ticket_id)
+            assert hit is not None and (hit.source["subject"], hit.version) == ("Still cannot log in", 30)
+    finally:
+        await index.close()
