@@ -42,14 +42,14 @@ class Cell:
     expires_at: int | None = None
 
 
-#: ``order_bytes`` by exact type (the common case; subclasses take the checks below).
+#: ``order_bytes`` per value type (bool before int: it is a subclass of int).
 _ORDER_BY_TYPE: dict[type, Callable[[Any], bytes]] = {
-    str: lambda v: v.encode("utf-8"),
+    type(None): lambda v: b"",
+    bool: lambda v: b"\x01" if v else b"\x00",
     int: struct.Struct(">q").pack,
     float: struct.Struct(">d").pack,
-    bool: lambda v: b"\x01" if v else b"\x00",
+    str: lambda v: v.encode("utf-8"),
     bytes: lambda v: v,
-    type(None): lambda v: b"",
 }
 
 
@@ -58,22 +58,12 @@ def order_bytes(value: CellValue) -> bytes:
 
     Doubles keep their sign: ``-0.0`` is ``0x80 00 ..`` and differs from ``0.0``.
     """
-    by_type = _ORDER_BY_TYPE.get(type(value))
-    if by_type is not None:
-        return by_type(value)
-    if value is None:
-        return b""
-    if isinstance(value, bool):
-        return b"\x01" if value else b"\x00"
-    if isinstance(value, int):
-        return struct.pack(">q", value)
-    if isinstance(value, float):
-        return struct.pack(">d", value)
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, bytes):
-        return value
-    raise TypeError(f"not a cell value: {type(value).__name__}")
+    encode = _ORDER_BY_TYPE.get(type(value))
+    if encode is None:  # a subclass (an IntEnum, a str enum): the first type it is an instance of
+        encode = next((f for t, f in _ORDER_BY_TYPE.items() if isinstance(value, t)), None)
+        if encode is None:
+            raise TypeError(f"not a cell value: {type(value).__name__}")
+    return encode(value)
 
 
 def rank(cell: Cell) -> tuple[int, int, int, bytes]:
