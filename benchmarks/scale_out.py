@@ -3,9 +3,10 @@
     python -m benchmarks.scale_out 20000 1
     python -m benchmarks.scale_out 20000 2
 
-The workers join and the group settles before any event is produced: noida-db answers an
-offset commit sent during a rebalance with IllegalGeneration, which can stall a group whose
-members join mid-stream (see the runtime's rebalance test). Figures in BENCHMARKS.md.
+The workers join and the group settles (``wait_group_settled``) before any event is
+produced: noida-db answers an offset commit sent during a rebalance with IllegalGeneration,
+which can stall a group whose members join mid-stream (see the runtime's rebalance test).
+Figures in BENCHMARKS.md.
 """
 
 import asyncio
@@ -16,9 +17,9 @@ from pathlib import Path
 
 from examples.activity_platform.app import app
 from examples.activity_platform.generator import generate_history
-from framework.kafka_admin import ensure_topics, produce, wait_drained
+from framework.kafka_admin import ensure_topics, produce, wait_all_drained, wait_group_settled
 from framework.local_stack import LocalStack
-from framework.worker_process import start_worker, stop_worker
+from framework.worker_process import start_worker, stop_workers
 
 N, W = int(sys.argv[1]), int(sys.argv[2])
 with tempfile.TemporaryDirectory() as tmp, LocalStack(Path(tmp) / "s") as st:
@@ -34,15 +35,14 @@ with tempfile.TemporaryDirectory() as tmp, LocalStack(Path(tmp) / "s") as st:
     }
     spec = "examples.activity_platform.app:app"
     workers = [start_worker(spec, Path(tmp) / f"w{i}", broker, env) for i in range(W)]
-    time.sleep(15)  # both joined and the group settled before any data
+    asyncio.run(wait_group_settled(broker, "two", W, 120))  # all joined before any data
     t0 = time.perf_counter()
     for topic, evs in h.by_topic().items():
         asyncio.run(produce(broker, topic, [(e.ordering_key.encode(), e.to_json()) for e in evs]))
-    ok = all(asyncio.run(wait_drained(broker, "two", t, 300)) for t in topics)
+    ok = asyncio.run(wait_all_drained(broker, "two", topics, 300))
     dt = time.perf_counter() - t0
     print(f"{W} worker(s): {len(h.events)} events drained={ok} in {dt:.1f}s = {len(h.events) / dt:.0f} ev/s")
-    for w in workers:
-        stop_worker(w)
+    stop_workers(workers)
     for i in range(W):
         log = (Path(tmp) / f"w{i}" / "worker.log").read_text()
         print(i, [line[:160] for line in log.splitlines() if "ERROR" in line or "revoked" in line][:4])

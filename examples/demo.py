@@ -1,8 +1,9 @@
 """The demo: the reference platform on the embedded stack, checked against the oracle.
 
-Starts noida-db, runs one worker with the reference agents and the indexer,
-produces a generated history (duplicates, replays, out-of-order arrival),
-waits for the consumer group to drain every topic, compares the wide-column
+Starts noida-db, runs the reference agents and the indexer in ``workers``
+worker processes of one consumer group (two by default: one a core here),
+waits for the group to settle, produces a generated history (duplicates,
+replays, out-of-order arrival), waits for the group to drain every topic, compares the wide-column
 store and the search index with the oracle, prints a summary and stops
 everything. Exit code 1 on any divergence.
 """
@@ -38,9 +39,9 @@ from examples.activity_platform.oracle import (
     row_cells,
 )
 from framework.dlq import DeadLetterStore
-from framework.kafka_admin import ensure_topics, produce, wait_drained
+from framework.kafka_admin import ensure_topics, produce, wait_all_drained, wait_group_settled
 from framework.local_stack import LocalStack
-from framework.worker_process import start_worker, stop_worker
+from framework.worker_process import start_worker, stop_workers
 from stores.elasticsearch.index import ElasticsearchIndex
 from stores.open import open_wide_store
 
@@ -49,6 +50,8 @@ __all__ = ["run_demo", "DemoResult", "check_convergence"]
 INPUT_TOPICS = (TOPIC_ACTIVITIES, TOPIC_ENGAGEMENT, TOPIC_INSIGHTS)
 PARTITIONS = 4
 APP_ID = app.name
+SPEC = "examples.activity_platform.app:app"
+SETTLE_TIMEOUT = 120.0
 
 
 @dataclass
@@ -56,6 +59,7 @@ class DemoResult:
     """What the demo measured."""
 
     events: int = 0
+    workers: int = 1
     distinct: int = 0
     duplicates_absorbed: int = 0
     seconds: float = 0.0
@@ -125,10 +129,17 @@ def run_demo(
     workdir: Path | None = None,
     console: Console | None = None,
     drain_timeout: float = 900.0,
+    workers: int = 2,
 ) -> int:
-    """Run the demo end to end; returns the process exit code (0 = converged)."""
+    """Run the demo end to end; returns the process exit code (0 = converged).
+
+    The clock runs from the first produced event to the last committed offset; the workers
+    join before it starts (noida-db answers commits sent during a rebalance with
+    IllegalGeneration, so members joining mid-stream can stall the group for a while)."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
     console = console or Console()
-    result = DemoResult()
+    result = DemoResult(workers=workers)
     with _workdir(workdir) as work, LocalStack(work / "stack") as stack:
         assert stack.info is not None
         broker = f"kafka://{stack.info.kafka_bootstrap}"
@@ -142,30 +153,40 @@ def run_demo(
         env = {"CONVERGE_WIDE_STORE": store_url, "CONVERGE_ES_URL": stack.info.es_url,
                "CONVERGE_ES_TOMBSTONES": "document", "CONVERGE_APP_ID": APP_ID,
                "CONVERGE_PARTITIONS": str(PARTITIONS)}  # fmt: skip
-        worker = start_worker("examples.activity_platform.app:app", work / "worker", broker, env)
+        procs = [start_worker(SPEC, work / f"worker{i}", broker, env) for i in range(workers)]
         try:
+            try:
+                asyncio.run(wait_group_settled(broker, APP_ID, workers, SETTLE_TIMEOUT))
+            except TimeoutError as e:
+                console.print(f"[red]{e}[/]")
+                for i, proc in enumerate(procs):
+                    state = "running" if proc.poll() is None else f"exited with {proc.returncode}"
+                    console.print(f"worker {i}: {state}; log: {work / f'worker{i}' / 'worker.log'}")
+                return 2
             started = time.perf_counter()
             by_topic = history.by_topic()
             with Progress(console=console, transient=True) as progress:
                 task = progress.add_task("producing", total=len(history.events))
                 for topic, evs in by_topic.items():
-                    for i in range(0, len(evs), 2000):
-                        chunk = evs[i : i + 2000]
+                    for i in range(0, len(evs), 10_000):
+                        chunk = evs[i : i + 10_000]
                         records = [(e.ordering_key.encode(), e.to_json()) for e in chunk]
                         asyncio.run(produce(broker, topic, records))
                         progress.advance(task, len(chunk))
-                drain = progress.add_task("draining", total=len(topics))
-                for topic in topics:
-                    if not asyncio.run(wait_drained(broker, APP_ID, topic, drain_timeout)):
-                        console.print(f"[red]timed out draining {topic}[/]")
-                        return 2
-                    progress.advance(drain)
+                progress.add_task("draining", total=None)
+                if not asyncio.run(wait_all_drained(broker, APP_ID, topics, drain_timeout, poll=0.2)):
+                    console.print(f"[red]timed out draining {', '.join(topics)}[/]")
+                    return 2
             result.seconds = time.perf_counter() - started
         finally:
-            code = stop_worker(worker)
-        if code != 0:
-            console.print(f"[red]worker exited with {code}; log: {work / 'worker' / 'worker.log'}[/]")
-        result.parked = sum(1 for _ in DeadLetterStore(work / "worker" / "dlq").ordered())
+            codes = stop_workers(procs)
+        for i, code in enumerate(codes):
+            if code != 0:
+                log = work / f"worker{i}" / "worker.log"
+                console.print(f"[red]worker {i} exited with {code}; log: {log}[/]")
+        result.parked = sum(
+            1 for i in range(workers) for _ in DeadLetterStore(work / f"worker{i}" / "dlq").ordered()
+        )
         result.divergences, result.hub_rows, result.documents = asyncio.run(
             check_convergence(history, store_url, stack.info.es_url)
         )
@@ -177,6 +198,7 @@ def _report(console: Console, r: DemoResult, history: History) -> None:
     t = Table(title="converge demo", show_header=False)
     for name, value in (
         ("events produced", f"{r.events:,}"),
+        ("worker processes", f"{r.workers}"),
         ("distinct events", f"{r.distinct:,}"),
         ("duplicates and replays absorbed", f"{r.duplicates_absorbed:,}"),
         ("out-of-order first deliveries", f"{history.stats.out_of_order:,}"),

@@ -11,7 +11,13 @@ __all__ = ["register"]
 def _demo(args: argparse.Namespace) -> int:
     from examples.demo import run_demo
 
-    return run_demo(events=args.events, seed=args.seed, wide_store=args.wide_store, workdir=args.workdir)
+    return run_demo(
+        events=args.events,
+        seed=args.seed,
+        wide_store=args.wide_store,
+        workdir=args.workdir,
+        workers=args.workers,
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -19,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     demo = sub.add_parser("demo", help="run the demo pipeline on the embedded stack and check convergence")
     demo.add_argument("--events", type=int, default=50_000, help="events to produce (default 50000)")
     demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument(
+        "--workers", type=int, default=2, help="worker processes in the consumer group (default 2)"
+    )
     demo.add_argument(
         "--wide-store",
         default="sqlite",

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from framework.local_stack import die_with_parent
@@ -32,11 +33,24 @@ def stop_worker(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> int:
     """SIGINT and wait; SIGKILL when it does not stop in time. Returns the exit code."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
-        try:
-            return proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    return _wait_or_kill(proc, timeout)
+
+
+def _wait_or_kill(proc: subprocess.Popen[bytes], timeout: float) -> int:
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
     return proc.wait(10)
+
+
+def stop_workers(procs: Sequence[subprocess.Popen[bytes]], timeout: float = 30.0) -> list[int]:
+    """SIGINT every worker at once (so none sees the others leave one by one), then wait for
+    each, SIGKILLing those that do not stop in time. Returns the exit codes in order."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    return [_wait_or_kill(proc, timeout) for proc in procs]
 
 
 def kill_worker(proc: subprocess.Popen[bytes]) -> None:

@@ -148,6 +148,35 @@ def _from_sql(schema: TableSchema, col: str, value: Any) -> CellValue:
     return value
 
 
+#: Seconds a statement waits for another connection's lock (SQLite's busy timeout), and the
+#: longest an open retries a set-up that found the file busy.
+_BUSY_TIMEOUT = 10.0
+
+
+def _connect(path: str, timeout: float) -> sqlite3.Connection:
+    """A connection in WAL mode with the cell tables. Processes opening a new file at once can
+    get SQLITE_BUSY from the switch to WAL without SQLite's busy handler ever waiting, so the
+    set-up is retried until ``timeout``."""
+    deadline, pause = time.monotonic() + timeout, 0.005
+    while True:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=timeout)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            # 64 MiB of page cache instead of 2: the cell table's pages stay in memory as it grows
+            conn.execute("PRAGMA cache_size=-65536")
+            for ddl in _DDL:
+                conn.execute(ddl)
+            return conn
+        except sqlite3.OperationalError as e:
+            conn.close()
+            busy = getattr(e, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+            if not busy or time.monotonic() >= deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
+
+
 class SqliteEngine:
     """Per-cell last-write-wins rows with clustering, tombstones and TTL in SQLite."""
 
@@ -155,15 +184,7 @@ class SqliteEngine:
         self._clock = clock
         self._lock = threading.RLock()
         self._closed = False
-        self._conn = sqlite3.connect(
-            os.fspath(path), isolation_level=None, check_same_thread=False, timeout=10.0
-        )
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")
-        # 64 MiB of page cache instead of 2: the cell table's pages stay in memory as it grows
-        self._conn.execute("PRAGMA cache_size=-65536")
-        for ddl in _DDL:
-            self._conn.execute(ddl)
+        self._conn = _connect(os.fspath(path), _BUSY_TIMEOUT)
         self._schemas: dict[str, TableSchema] = {
             name: schema_from_json(body)
             for name, body in self._conn.execute("SELECT name, body FROM converge_tables")
@@ -172,10 +193,11 @@ class SqliteEngine:
 
     def _add_order_bytes(self) -> None:
         """Files written before the cell rules ran in SQL lack the ``ob`` column: add and fill it."""
-        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(converge_cells)")}
-        if "ob" in columns:
+        if self._has_order_bytes():
             return
         with self._transaction():
+            if self._has_order_bytes():  # another process added it while this one waited
+                return
             self._conn.execute("ALTER TABLE converge_cells ADD COLUMN ob BLOB")
             rows = self._conn.execute("SELECT tbl, pk, ck, col, val FROM converge_cells").fetchall()
             updates = []
@@ -186,6 +208,9 @@ class SqliteEngine:
             self._conn.executemany(
                 "UPDATE converge_cells SET ob = ? WHERE tbl = ? AND pk = ? AND ck = ? AND col = ?", updates
             )
+
+    def _has_order_bytes(self) -> bool:
+        return "ob" in {row[1] for row in self._conn.execute("PRAGMA table_info(converge_cells)")}
 
     # -- schema -------------------------------------------------------------
 

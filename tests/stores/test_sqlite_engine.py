@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import multiprocessing
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -149,6 +151,35 @@ def test_threads_sharing_an_engine_do_not_lose_writes(tmp_path: Path) -> None:
         t.join()
     assert len(list(engine.scan("hub"))) == 75
     engine.close()
+
+
+def _open_and_write(path: Path, n: int, barrier: Any, results: Any) -> None:
+    barrier.wait()
+    try:
+        with SqliteEngine(path) as engine:
+            engine.ensure_table(hub_schema("hub"))
+            engine.apply([Upsert("hub", {"org": "t", "id": n}, {"n": n}, 1)])
+        results.put(None)
+    except Exception as e:  # noqa: BLE001 - reported to the test
+        results.put(repr(e))
+
+
+def test_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path) -> None:
+    """Workers of one app start together on one file: switching a new file to WAL can answer
+    SQLITE_BUSY without the busy timeout waiting (about one round in ten failed before)."""
+    ctx = multiprocessing.get_context("fork")
+    for round_ in range(25):
+        path = tmp_path / f"r{round_}.db"
+        barrier, results = ctx.Barrier(4), ctx.Queue()
+        procs = [ctx.Process(target=_open_and_write, args=(path, n, barrier, results)) for n in range(4)]
+        for p in procs:
+            p.start()
+        errors = [e for e in (results.get(timeout=60) for _ in procs) if e]
+        for p in procs:
+            p.join(30)
+        assert errors == [], f"round {round_}: {errors}"
+        with SqliteEngine(path) as engine:
+            assert sorted(r.key["id"] for r in engine.scan("hub")) == [0, 1, 2, 3]
 
 
 _KEY_COLUMNS = (Column("i", "bigint"), Column("f", "double"), Column("t", "text"), Column("b", "blob"))
