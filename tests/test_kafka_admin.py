@@ -19,27 +19,18 @@ from framework.kafka_admin import (
 )
 from framework.local_stack import StackInfo
 from framework.worker_process import start_worker, stop_workers
+from tests.dlq.kafka_support import read_topic
 
 
 def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-async def _read_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[bytes, bytes]]]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
-        out: dict[int, list[tuple[bytes, bytes]]] = {p: [] for p in range(partitions)}
-        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
-            for tp, msgs in (await consumer.getmany(timeout_ms=500)).items():
-                out[tp.partition] += [(m.key, m.value) for m in msgs]
-        return out
-    finally:
-        await consumer.stop()
+def _by_partition(bootstrap: str, topic: str) -> dict[int, list[tuple[bytes, bytes]]]:
+    out: dict[int, list[tuple[bytes, bytes]]] = {}
+    for m in asyncio.run(read_topic(bootstrap, topic)):
+        out.setdefault(m.partition, []).append((m.key, m.value))
+    return out
 
 
 def test_produce_puts_each_record_on_its_keys_partition_in_order(stack: StackInfo) -> None:
@@ -50,7 +41,7 @@ def test_produce_puts_each_record_on_its_keys_partition_in_order(stack: StackInf
     # values of up to 3 KB, so partitions span several 16 KB batches
     records = [(b"k%d" % (i % 11), b"%d:" % i + b"x" * (i % 3000)) for i in range(2_000)]
     assert asyncio.run(produce(broker, topic, records)) == len(records)
-    stored = asyncio.run(_read_all(stack.kafka_bootstrap, topic, 3))
+    stored = _by_partition(stack.kafka_bootstrap, topic)
     pick = DefaultPartitioner()
     expected: dict[int, list[tuple[bytes, bytes]]] = {p: [] for p in range(3)}
     for key, value in records:
@@ -63,7 +54,7 @@ def test_produce_sends_a_record_larger_than_a_batch(stack: StackInfo) -> None:
     asyncio.run(ensure_topics(broker, {topic: 1}))
     big = b"y" * 100_000
     assert asyncio.run(produce(broker, topic, [(b"a", b"small"), (b"a", big), (b"a", b"after")])) == 3
-    assert asyncio.run(_read_all(stack.kafka_bootstrap, topic, 1)) == {
+    assert _by_partition(stack.kafka_bootstrap, topic) == {
         0: [(b"a", b"small"), (b"a", big), (b"a", b"after")]
     }
 
