@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
+import operator
 import os
 import sqlite3
 import threading
@@ -80,6 +82,15 @@ _UPSERT_CELL = (
 _PURGE_SHADOWED = "DELETE FROM converge_cells WHERE tbl = ? AND pk = ? AND ck = ? AND col <> '' AND wt <= ?"
 # A partition tombstone drops every cell and row tombstone of its partition at or below its version.
 _PURGE_PARTITION = "DELETE FROM converge_cells WHERE tbl = ? AND pk = ? AND ck <> x'' AND wt <= ?"
+#: Chunk sizes of multi-partition reads: a chunk is padded to the next size, so the statements
+#: are fixed (placeholders only) and few.
+_MANY_PARTITIONS = (1, 8, 64, 256)
+_PARTITIONS_QUERIES = {
+    n: "SELECT pk, ck, col, val, wt, exp FROM converge_cells WHERE tbl = ? AND pk IN ("  # noqa: S608
+    + ",".join("?" * n)
+    + ") ORDER BY pk, ck, col"
+    for n in _MANY_PARTITIONS
+}
 _SCAN_KEYS = (
     "SELECT DISTINCT pk, ck FROM converge_cells WHERE tbl = ? AND ph % ? = ? AND (pk, ck) > (?, ?)"
     " ORDER BY pk, ck LIMIT ?"
@@ -388,6 +399,37 @@ class SqliteEngine:
             finally:
                 cursor.close()
         return out
+
+    def read_partitions(
+        self, table: str, partition_keys: Sequence[Mapping[str, CellValue]]
+    ) -> list[list[Row]]:
+        """``read_partition`` of each partition key, in order, from one statement per
+        ``_MANY_PARTITIONS[-1]`` distinct partitions."""
+        schema = self.schema(table)
+        pks = []
+        for key in partition_keys:
+            schema.check_key(key, partition_only=True)
+            pks.append(encode_key(schema.partition_key, [key[c.name] for c in schema.partition_key]))
+        distinct = sorted(set(pks))
+        found: dict[bytes, list[Row]] = {}
+        desc = schema.clustering_order == "DESC"
+        step = _MANY_PARTITIONS[-1]
+        with self._lock:
+            self._check_open()
+            now = self._clock()
+            for i in range(0, len(distinct), step):
+                chunk = distinct[i : i + step]
+                size = next(n for n in _MANY_PARTITIONS if n >= len(chunk))
+                padded = chunk + chunk[-1:] * (size - len(chunk))  # a repeated key matches nothing more
+                cursor = self._conn.execute(_PARTITIONS_QUERIES[size], (table, *padded))
+                try:
+                    # ascending, so a partition tombstone (clustering key x'') comes first in its partition
+                    for pk, records in itertools.groupby(cursor, key=operator.itemgetter(0)):
+                        rows = list(self._rows(schema, records, now, {}))
+                        found[pk] = rows[::-1] if desc else rows
+                finally:
+                    cursor.close()
+        return [list(found.get(pk, ())) for pk in pks]
 
     @staticmethod
     def _bound(schema: TableSchema, values: Sequence[CellValue] | None, what: str) -> bytes | None:

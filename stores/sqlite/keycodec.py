@@ -82,19 +82,18 @@ def decode_key(columns: Sequence[Column], data: bytes) -> tuple[CellValue, ...]:
             out.append(data[pos] == 1)
             pos += 1
         else:
-            buf = bytearray()
-            while True:
-                b = data[pos]
-                if b == 0:
-                    marker = data[pos + 1]
-                    pos += 2
-                    if marker == 0x01:
-                        break
-                    buf.append(0)
-                else:
-                    buf.append(b)
-                    pos += 1
-            out.append(buf.decode("utf-8") if t == "text" else bytes(buf))
+            parts = []
+            while True:  # up to each 0x00: an escaped 0x00 (0x00 0xff) or the end (0x00 0x01)
+                zero = data.find(0, pos)
+                if zero < 0 or zero + 1 >= len(data):
+                    raise ValueError("unterminated text or blob in the key")
+                parts.append(data[pos:zero])
+                pos = zero + 2
+                if data[zero + 1] == 0x01:
+                    break
+                parts.append(b"\x00")
+            raw = b"".join(parts)
+            out.append(raw.decode("utf-8") if t == "text" else raw)
     if pos != len(data):
         raise ValueError("trailing bytes after the key")
     return tuple(out)

@@ -148,8 +148,8 @@ class SqliteStore(WideColumnStore):
     async def read_partitions(
         self, table: str, partition_keys: Sequence[Mapping[str, CellValue]]
     ) -> list[list[Row]]:
-        """Every partition in one hop to the store's thread."""
-        return await self._call(lambda: [self._engine.read_partition(table, k) for k in partition_keys])
+        """Every partition in one hop to the store's thread, read by one statement per chunk."""
+        return await self._call(self._engine.read_partitions, table, partition_keys)
 
     async def read_partition(
         self,

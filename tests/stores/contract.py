@@ -308,6 +308,26 @@ class WideColumnContract(SchemaEvolutionContract):
         assert _ck(await store.read_partition(t, {"org": "none"})) == []
 
     @pytest.mark.parametrize("order", ["ASC", "DESC"])
+    async def test_read_partitions_is_read_partition_of_each_key(
+        self, wide_store: WideStoreHarness, order: str
+    ) -> None:
+        """Many partitions at once (more than one chunk of the SQLite engine's 256), with
+        partition and row tombstones, absent and repeated keys: each read as on its own."""
+        store, t = await self._timeline(wide_store, order)
+        orgs = [f"p{i:03d}" for i in range(300)]
+        rows = [{"org": o, "day": d, "seq": "s"} for o in orgs for d in (1, 2)]
+        await store.apply([Upsert(t, k, {"note": f"{k['org']}{k['day']}"}, 5) for k in rows])
+        await store.apply([Delete(t, {"org": "p007"}, 6)])  # the whole partition
+        await store.apply([Upsert(t, {"org": "p007", "day": 9, "seq": "s"}, {"note": "after"}, 7)])
+        await store.apply([Delete(t, {"org": "p100", "day": 1, "seq": "s"}, 6)])  # one row
+        keys = [{"org": o} for o in ["o", "none", *orgs, "p007", "o", "other"]]
+        together = await store.read_partitions(t, keys)
+        alone = [await store.read_partition(t, k) for k in keys]
+        assert together == alone
+        assert _ck(together[1]) == [] and _ck(together[2 + 7]) == [(9, "s")]
+        assert _ck(together[2 + 100]) == [(2, "s")] and len(together[0]) == 6
+
+    @pytest.mark.parametrize("order", ["ASC", "DESC"])
     async def test_partition_ranges_limit_and_reverse(self, wide_store: WideStoreHarness, order: str) -> None:
         store, t = await self._timeline(wide_store, order)
         p = {"org": "o"}

@@ -214,6 +214,12 @@ def test_key_encoding_round_trips_and_preserves_order(a: tuple, b: tuple, bools:
     assert decode_key(flags, encode_key(flags, bools)) == bools
 
 
+@pytest.mark.parametrize("data", [b"abc", b"ab\x00", b"a\x00\xffb", b"a\x00\x01extra"])
+def test_a_damaged_text_key_is_an_error(data: bytes) -> None:
+    with pytest.raises(ValueError):
+        decode_key((Column("t", "text"),), data)
+
+
 def test_a_file_from_before_the_sql_cell_rules_is_migrated(tmp_path: Path) -> None:
     """A file without the order-bytes column gets it filled on open; the rules then hold on old cells."""
     path = tmp_path / "old.db"
@@ -228,3 +234,40 @@ def test_a_file_from_before_the_sql_cell_rules_is_migrated(tmp_path: Path) -> No
         assert engine.read_row("hub", K).values() == {"n": 5}  # type: ignore[union-attr]
         engine.apply([Upsert("hub", K, {"n": 6}, 10)])  # larger value wins the tie
         assert engine.read_row("hub", K).values() == {"n": 6}  # type: ignore[union-attr]
+
+
+_ORGS = st.sampled_from(["a", "b", "c", "d"])
+_KINDS = st.sampled_from(["upsert"] * 4 + ["delete_row", "delete_cell", "delete_partition"])
+_TIMELINE_OPS = st.lists(
+    st.tuples(_KINDS, _ORGS, st.integers(0, 3), st.integers(1, 9), st.sampled_from([None, 5, 50])),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    ops=_TIMELINE_OPS,
+    order=st.sampled_from(["ASC", "DESC"]),
+    keys=st.lists(_ORGS | st.just("none"), max_size=8),
+)
+def test_read_partitions_equals_read_partition_of_each_key(ops: list, order: str, keys: list[str]) -> None:
+    """Whatever the tombstones and expired cells, the one-statement multi-partition read gives
+    what reading each partition alone gives."""
+    clock = ManualClock()
+    with SqliteEngine(":memory:", clock=clock) as engine:
+        engine.ensure_table(timeline_schema("t", order))
+        for kind, org, day, version, ttl in ops:
+            key = {"org": org, "day": day, "seq": "s"}
+            if kind == "upsert":  # a TTL of 5 s outlives two more operations (2 s each)
+                engine.apply([Upsert("t", key, {"note": f"v{version}", "weight": 1.0}, version, ttl=ttl)])
+            elif kind == "delete_row":
+                engine.apply([Delete("t", key, version)])
+            elif kind == "delete_cell":
+                engine.apply([Delete("t", key, version, ("note",))])
+            else:
+                engine.apply([Delete("t", {"org": org}, version)])
+            clock.advance(2)
+        partition_keys = [{"org": k} for k in keys]
+        assert engine.read_partitions("t", partition_keys) == [
+            engine.read_partition("t", k) for k in partition_keys
+        ]
