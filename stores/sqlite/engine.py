@@ -361,6 +361,14 @@ class SqliteEngine:
             now = self._clock()
         return next(self._rows(schema, ((pk, *r) for r in rows), now, {}), None)
 
+    def read_rows(self, table: str, keys: Sequence[Mapping[str, CellValue]]) -> list[Row | None]:
+        """``read_row`` of each key, in order; in a table without clustering columns a row is
+        its partition, so they are read by ``read_partitions``."""
+        schema = self.schema(table)
+        if schema.clustering_key:
+            return [self.read_row(table, k) for k in keys]
+        return [rows[0] if rows else None for rows in self.read_partitions(table, keys)]
+
     def read_partition(
         self,
         table: str,

@@ -143,7 +143,7 @@ class SqliteStore(WideColumnStore):
 
     async def read_rows(self, table: str, keys: Sequence[Mapping[str, CellValue]]) -> list[Row | None]:
         """Every row in one hop to the store's thread."""
-        return await self._call(lambda: [self._engine.read_row(table, k) for k in keys])
+        return await self._call(self._engine.read_rows, table, keys)
 
     async def read_partitions(
         self, table: str, partition_keys: Sequence[Mapping[str, CellValue]]

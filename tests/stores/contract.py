@@ -327,6 +327,24 @@ class WideColumnContract(SchemaEvolutionContract):
         assert _ck(together[1]) == [] and _ck(together[2 + 7]) == [(9, "s")]
         assert _ck(together[2 + 100]) == [(2, "s")] and len(together[0]) == 6
 
+    async def test_read_rows_is_read_row_of_each_key(self, wide_store: WideStoreHarness) -> None:
+        """Rows of a table with and without clustering columns, live, deleted, emptied,
+        absent and repeated, many at once: each read as on its own."""
+        hubs, h = await _table(wide_store, hub_schema)
+        keys = [{"org": "o", "id": i} for i in range(300)]
+        await hubs.apply([Upsert(h, k, {"title": f"t{k['id']}", "n": k["id"]}, 5) for k in keys])
+        await hubs.apply([Delete(h, keys[3], 6), Delete(h, keys[4], 6, ("title", "n"))])
+        await hubs.apply([Upsert(h, keys[3], {"n": 1}, 7)])
+        wanted = [*keys, {"org": "o", "id": -1}, keys[0], keys[4]]
+        together = await hubs.read_rows(h, wanted)
+        assert together == [await hubs.read_row(h, k) for k in wanted]
+        assert together[3] is not None and together[3].values() == {"n": 1}
+        assert together[4] is None and together[300] is None and together[0] == together[301]
+        timeline, t = await self._timeline(wide_store, "DESC")
+        wanted_rows = (("o", 2, "a"), ("o", 9, "a"), ("other", 2, "x"))
+        rows = [{"org": o, "day": d, "seq": q} for o, d, q in wanted_rows]
+        assert await timeline.read_rows(t, rows) == [await timeline.read_row(t, k) for k in rows]
+
     @pytest.mark.parametrize("order", ["ASC", "DESC"])
     async def test_partition_ranges_limit_and_reverse(self, wide_store: WideStoreHarness, order: str) -> None:
         store, t = await self._timeline(wide_store, order)
