@@ -1,11 +1,11 @@
 """The demo: the reference platform on the embedded stack, checked against the oracle.
 
 Starts noida-db, runs the reference agents and the indexer in ``workers``
-worker processes of one consumer group (two by default: one a core here),
-waits for the group to settle, produces a generated history (duplicates,
-replays, out-of-order arrival), waits for the group to drain every topic, compares the wide-column
-store and the search index with the oracle, prints a summary and stops
-everything. Exit code 1 on any divergence.
+worker processes of one consumer group (two by default, one per core of a
+2-core machine), waits for the group to settle, produces a generated history
+(duplicates, replays, out-of-order arrival), waits for the group to drain
+every topic, compares the wide-column store and the search index with the
+oracle, prints a summary and stops everything. Exit code 1 on any divergence.
 """
 
 from __future__ import annotations
