@@ -13,7 +13,8 @@ by memcmp. Cell conflicts within a batch are resolved with
 the same order (``framework.core.cells.rank``).
 
 Durability: WAL journal with ``synchronous=FULL``, so a returned ``apply`` has
-been fsynced. Thread safety: one connection guarded by a lock.
+been fsynced. Thread safety: one connection guarded by a lock. Several processes
+(the workers of one app) may share a file: SQLite takes one writer at a time.
 """
 
 from __future__ import annotations
