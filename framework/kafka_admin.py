@@ -91,14 +91,17 @@ async def end_offsets(broker: str, topic: str) -> dict[int, int]:
 
 async def committed_offsets(broker: str, group: str, topic: str, partitions: Iterable[int]) -> dict[int, int]:
     """The group's committed offset per partition (-1 when none)."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=_bootstrap(broker), group_id=group, enable_auto_commit=False
-    )
+    consumer = _group_client(broker, group)
     await consumer.start()
     try:
         return {p: await _committed(consumer, TopicPartition(topic, p)) for p in partitions}
     finally:
         await consumer.stop()
+
+
+def _group_client(broker: str, group: str) -> AIOKafkaConsumer:
+    """A client that reads ``group``'s commits without joining it (it never subscribes)."""
+    return AIOKafkaConsumer(bootstrap_servers=_bootstrap(broker), group_id=group, enable_auto_commit=False)
 
 
 async def _ends(consumer: AIOKafkaConsumer, topic: str) -> dict[TopicPartition, int]:
@@ -127,9 +130,7 @@ async def wait_all_drained(
     stage order: a topic's end offsets are read once the topics before it are drained, so
     records a later stage gets from an earlier one are all counted."""
     deadline = time.monotonic() + timeout
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=_bootstrap(broker), group_id=group, enable_auto_commit=False
-    )
+    consumer = _group_client(broker, group)
     await consumer.start()
     try:
         for topic in topics:

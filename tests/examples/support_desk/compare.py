@@ -1,4 +1,5 @@
-"""Compare a run's rows and documents with the oracle (for the in-memory and the end-to-end tests)."""
+"""Compare a run's rows and documents with the oracle (for the in-memory and the end-to-end tests),
+and read them back from the store and index of an end-to-end run."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from examples.support_desk.oracle import (
 )
 from examples.support_desk.schemas import STATUSES
 from framework import Row, current_state
+from stores.open import open_search_index, open_wide_store
 
 
 def divergences(
@@ -48,3 +50,21 @@ def divergences(
         ]
         + compare_documents(expected.documents, documents)
     )
+
+
+async def read_run(store_url: str, es_url: str, tenants: set[str]) -> tuple[list[list[Row]], dict[str, Any]]:
+    """The rows of the three tables, and the documents of ``tenants`` in the index."""
+    store = await open_wide_store(store_url)
+    index = open_search_index(es_url, "document")
+    try:
+        rows = [[r async for r in store.scan(t)] for t in ("ticket", "ticket_status_log", "ticket_comment")]
+        await index.refresh("tickets")
+        docs = {
+            h.doc_id: (dict(h.source), h.version)
+            async for h in index.scan("tickets")
+            if h.source.get("tenant") in tenants
+        }
+    finally:
+        await store.close()
+        await index.close()
+    return rows, docs

@@ -27,8 +27,7 @@ from framework.kafka_admin import (
 )
 from framework.local_stack import LocalStack
 from framework.worker_process import start_worker, stop_workers
-from tests.examples.support_desk.compare import divergences
-from tests.examples.support_desk.test_stream import _read
+from tests.examples.support_desk.compare import divergences, read_run
 
 SEED = 77
 
@@ -74,7 +73,7 @@ def test_two_workers_share_the_partitions_and_converge(fresh_stack: LocalStack, 
     assert all(any(h.values()) for h in held)
     assert not [e for d in dirs for e in DeadLetterStore(d / "dlq").ordered()]
 
-    (tickets, status_log, comments), docs = asyncio.run(_read(store_url, info.es_url, set(tenants)))
+    (tickets, status_log, comments), docs = asyncio.run(read_run(store_url, info.es_url, set(tenants)))
     found = divergences(history, tickets, status_log, comments, docs)
     assert not found, "\n".join(map(str, found[:30]))
     assert len(docs) > 50

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,13 +18,12 @@ from examples.support_desk.app import app
 from examples.support_desk.generator import generate_history
 from examples.support_desk.history import by_topic, deliver, enrichment_first
 from examples.support_desk.oracle import expected_state
-from framework import Event, Row
+from framework import Event
 from framework.dlq import DeadLetterStore
 from framework.kafka_admin import committed_offsets, end_offsets, ensure_topics, produce, wait_drained
 from framework.local_stack import StackInfo
 from framework.worker_process import start_worker, stop_worker
-from stores.open import open_search_index, open_wide_store
-from tests.examples.support_desk.compare import divergences
+from tests.examples.support_desk.compare import divergences, read_run
 
 SEED = 2024
 
@@ -47,24 +45,6 @@ async def _stuck(broker: str, group: str, topic: str, log: Path) -> str:
     ends = await end_offsets(broker, topic)
     committed = await committed_offsets(broker, group, topic, ends)
     return f"{topic} not drained: end offsets {ends}, committed {committed}\n{log.read_text()[-4000:]}"
-
-
-async def _read(store_url: str, es_url: str, tenants: set[str]) -> tuple[list[list[Row]], dict[str, Any]]:
-    """The rows of the three tables, and the documents of ``tenants`` in the index."""
-    store = await open_wide_store(store_url)
-    index = open_search_index(es_url, "document")
-    try:
-        rows = [[r async for r in store.scan(t)] for t in ("ticket", "ticket_status_log", "ticket_comment")]
-        await index.refresh("tickets")
-        docs = {
-            h.doc_id: (dict(h.source), h.version)
-            async for h in index.scan("tickets")
-            if h.source.get("tenant") in tenants
-        }
-    finally:
-        await store.close()
-        await index.close()
-    return rows, docs
 
 
 @pytest.mark.slow
@@ -102,7 +82,7 @@ def test_a_worker_converges_to_the_oracle_and_parks_bad_events(stack: StackInfo,
     assert parked["ticket.merged"].stage == "map"
     assert "'ticket.merged' is not an event type of 'support.tickets'" in parked["ticket.merged"].error
 
-    (tickets, status_log, comments), docs = asyncio.run(_read(store_url, stack.es_url, set(tenants)))
+    (tickets, status_log, comments), docs = asyncio.run(read_run(store_url, stack.es_url, set(tenants)))
     found = divergences(history, tickets, status_log, comments, docs)
     assert not found, "\n".join(map(str, found[:30]))
     erased = [t.ticket_id for t in history.truth.tickets.values() if t.erased_at is not None]
