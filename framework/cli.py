@@ -25,6 +25,7 @@ from framework.cli_support import (
     print_json,
     run_command,
 )
+from framework.heap import GC_MODES
 
 if TYPE_CHECKING:
     from framework.local_stack import StackInfo
@@ -127,11 +128,14 @@ def _worker(args: argparse.Namespace) -> int:
         Settings.resolve("-")  # malformed values (partitions, tombstones) fail here, named
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    gc_mode = args.gc or os.environ.get("CONVERGE_GC") or "freeze"
+    if gc_mode not in GC_MODES:
+        raise UserError(f"CONVERGE_GC: one of {', '.join(GC_MODES)}, not {gc_mode!r}")
     obj = load_spec(args.app, "app")  # a missing module or attribute is a one-line error
     if not isinstance(obj, App | faust.App) and not callable(obj):
         raise UserError(f"{args.app} is neither a converge App nor a faust.App (got {type(obj).__name__})")
     use_event_loop(args.loop or os.environ.get("CONVERGE_LOOP", "uvloop"))  # before the app binds one
-    run_worker(load_app(args.app), loglevel=args.loglevel)
+    run_worker(load_app(args.app), loglevel=args.loglevel, gc_mode=gc_mode)
     return 0  # pragma: no cover - run_worker exits
 
 
@@ -182,6 +186,13 @@ def _add_worker(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         choices=("uvloop", "asyncio"),
         default=None,
         help="event loop (env CONVERGE_LOOP, default uvloop: about 20%% more events/s, see BENCHMARKS.md)",
+    )
+    worker.add_argument(
+        "--gc",
+        choices=GC_MODES,
+        default=None,
+        help="garbage collector (env CONVERGE_GC, default freeze: once started, the start-up heap is "
+        "frozen out of collections and young collections are rarer, see framework/heap.py)",
     )
     worker.set_defaults(func=_worker)
 

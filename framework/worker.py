@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 import faust
 
 from framework.app import App
+from framework.heap import GC_MODES, freeze_startup_heap
 from framework.settings import Settings
 
 __all__ = ["load_object", "load_converge_app", "load_app", "use_event_loop", "run_worker"]
@@ -72,9 +73,27 @@ def use_event_loop(name: str) -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-def run_worker(app: faust.App, loglevel: str = "warning") -> NoReturn:
-    """Run ``app`` until SIGINT/SIGTERM or a crash; exits the process with the worker's code."""
-    worker = faust.Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
+class _Worker(faust.Worker):
+    """A Faust worker that can freeze its start-up heap once the app has started."""
+
+    freeze_heap = True
+
+    async def on_startup_finished(self) -> None:
+        await super().on_startup_finished()
+        if self.freeze_heap:
+            frozen = freeze_startup_heap()
+            self.log.info("froze %d start-up objects out of full collections", frozen)
+
+
+def run_worker(app: faust.App, loglevel: str = "warning", gc_mode: str = "freeze") -> NoReturn:
+    """Run ``app`` until SIGINT/SIGTERM or a crash; exits the process with the worker's code.
+
+    ``gc_mode`` is one of ``framework.heap.GC_MODES``: ``freeze`` (default) freezes the heap
+    once the app has started, ``default`` leaves the garbage collector alone."""
+    if gc_mode not in GC_MODES:
+        raise ValueError(f"gc mode: one of {GC_MODES}, not {gc_mode!r}")
+    worker = _Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
+    worker.freeze_heap = gc_mode == "freeze"
     # Faust's terminal spinner sets the root logger to DEBUG (so every debug call in aiokafka
     # builds a record); a worker writes to a log, not a terminal.
     worker.spinner = None

@@ -309,3 +309,13 @@ def test_worker_runs_an_app_package_from_its_directory_with_flags_as_settings(
     assert listed.returncode == 0, listed.stderr
     assert [(g["stage"], g["live"]) for g in json.loads(listed.stdout)] == [("parse", 1)]
     assert (project / "var" / name / "dlq" / "index.sqlite3").is_file()
+
+
+def test_worker_refuses_an_unknown_gc_mode_before_loading_the_app(tmp_path: Path) -> None:
+    """``--gc`` and ``CONVERGE_GC`` take ``freeze`` or ``default``; anything else is a one-line error."""
+    flag = _converge("worker", "nosuchmodule:app", "--gc", "never", cwd=tmp_path)
+    assert flag.returncode == 2 and "invalid choice: 'never'" in flag.stderr
+    env = _converge("worker", "nosuchmodule:app", cwd=tmp_path, CONVERGE_GC="never")
+    assert env.returncode == 2, env.stderr
+    assert "CONVERGE_GC: one of freeze, default, not 'never'" in env.stderr
+    assert "Traceback" not in env.stderr

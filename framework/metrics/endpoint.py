@@ -8,11 +8,12 @@ the ack endpoint, binding beyond loopback requires a bearer token.
 from __future__ import annotations
 
 import asyncio
+import gc
 import hmac
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import GC_COLLECTOR, CollectorRegistry, Gauge, Histogram, generate_latest
 
 from framework.delivery.ack_http import is_loopback
 from framework.metrics import names
@@ -44,6 +45,10 @@ class MetricsEndpoint:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(ConvergeCollector(lambda: self._last))
         self.registry.register(SINK_LATENCY)
+        self.registry.register(GC_COLLECTOR)  # python_gc_*: collections and collected objects
+        frozen = Gauge(names.GC_FROZEN, "objects frozen out of garbage collection (framework.heap)",
+                       registry=self.registry)  # fmt: skip
+        frozen.set_function(gc.get_freeze_count)
         batch_sizes = Histogram(names.BATCH_SIZE, "messages per micro-batch taken from the stream",
                                 ["runtime"], buckets=BATCH_BUCKETS, registry=self.registry)  # fmt: skip
         for runtime in worker.converge.runtimes:

@@ -20,6 +20,7 @@ __all__ = [
     "BATCH_SIZE",
     "LOOKUP_PENDING",
     "LOOKUP_OVERDUE",
+    "GC_FROZEN",
     "ALL",
 ]
 
@@ -55,6 +56,8 @@ BATCH_SIZE = "converge_batch_size"
 #: (labels runtime, lookup).
 LOOKUP_PENDING = "converge_lookup_pending"
 LOOKUP_OVERDUE = "converge_lookup_overdue"
+#: Objects in the garbage collector's permanent generation (``framework.heap``).
+GC_FROZEN = "converge_gc_frozen_objects"
 
 
 def counter_name(field: str) -> str:
@@ -65,5 +68,5 @@ def counter_name(field: str) -> str:
 #: Every fixed name (counters of ``Counters`` fields come from ``counter_name``).
 ALL: frozenset[str] = frozenset(
     {*RUNTIME_GAUGES.values(), *PARTITION.values(), SINK_DOWN, SINK_OUTAGES, SINK_RECENT_FAILURES,
-     PARKED, SINK_LATENCY, BATCH_SIZE, LOOKUP_PENDING, LOOKUP_OVERDUE}
+     PARKED, SINK_LATENCY, BATCH_SIZE, LOOKUP_PENDING, LOOKUP_OVERDUE, GC_FROZEN}
 )  # fmt: skip
