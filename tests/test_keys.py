@@ -57,3 +57,30 @@ def test_distinct_field_tuples_never_collide(ns: str, a: tuple, b: tuple) -> Non
 def test_bad_inputs_raise_value_error(ns: object, fields: tuple) -> None:
     with pytest.raises(ValueError):
         natural_key(ns, *fields)  # type: ignore[arg-type]
+
+
+_any_field = st.one_of(
+    st.text(max_size=12), st.integers(), st.floats(allow_nan=False), st.booleans(), st.binary(max_size=6)
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(ns=st.text(min_size=1, max_size=8), fields=st.lists(_any_field, min_size=1, max_size=4))
+def test_the_key_is_uuid5_of_the_length_prefixed_fields(ns: str, fields: list[object]) -> None:
+    """The key is ``uuid.uuid5`` of the joined fields under the namespace's uuid5, cached or not."""
+    name = "|".join(f"{len(str(f))}:{f}" for f in fields)
+    want = str(uuid.uuid5(uuid.uuid5(uuid.uuid5(uuid.NAMESPACE_URL, "converge:natural-key"), ns), name))
+    assert natural_key(ns, *fields) == want
+    assert natural_key(ns, *fields) == want  # the second call is served by the cache
+
+
+def test_equal_fields_of_different_texts_are_not_confused_by_the_cache() -> None:
+    """1, 1.0 and True, or 0.0 and -0.0, are equal in Python but their texts differ, and so do
+    their keys."""
+    keys = [natural_key("n", 1), natural_key("n", 1.0), natural_key("n", True), natural_key("n", "1")]
+    assert keys[0] == keys[3] and len(set(keys)) == 3
+    assert natural_key("n", 0.0) != natural_key("n", -0.0)
+
+
+def test_unhashable_fields_are_keyed_by_their_text() -> None:
+    assert natural_key("n", ["a", 1]) == natural_key("n", "['a', 1]")

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 
 from framework.core.cells import Cell
 from framework.core.mutations import CellValue
 
 __all__ = ["Row"]
+
+_WRITETIME = attrgetter("writetime")
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class Row:
     @property
     def version(self) -> int:
         """The highest write time among the live cells."""
-        return max(c.writetime for c in self.cells.values())
+        return max(map(_WRITETIME, self.cells.values()))
 
     def writetime(self, column: str) -> int | None:
         c = self.cells.get(column)

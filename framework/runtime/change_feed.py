@@ -12,6 +12,7 @@ partition each, keyed by the document id) are still read.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -45,7 +46,14 @@ ChangeRecord = tuple[int, bytes, bytes]
 
 def change_partition(doc_id: str, partitions: int) -> int:
     """The change-topic partition of a document: Kafka's default partitioner on its id."""
-    return (murmur2(doc_id.encode()) & 0x7FFFFFFF) % partitions
+    return _doc_hash(doc_id) % partitions
+
+
+@functools.lru_cache(maxsize=16_384)
+def _doc_hash(doc_id: str) -> int:
+    """murmur2 of the id as Kafka's partitioner takes it (pure Python, so documents that change
+    again are not hashed again)."""
+    return murmur2(doc_id.encode()) & 0x7FFFFFFF
 
 
 def change_records(
