@@ -81,6 +81,8 @@ def rank(cell: Cell) -> tuple[int, int, int, bytes]:
 
 def reconcile(a: Cell, b: Cell) -> Cell:
     """The cell that survives when ``a`` and ``b`` are written to the same place."""
+    if a.writetime != b.writetime:  # the rank's first element decides; no value serialised
+        return a if a.writetime > b.writetime else b
     return a if rank(a) >= rank(b) else b
 
 

@@ -37,7 +37,14 @@ from framework.core.rows import Row
 from framework.core.schema import Column, SchemaError, TableSchema
 from stores.errors import StoreError
 from stores.evolution import added_columns
-from stores.sqlite.keycodec import decode_key, encode_key, normalize, partition_hash, prefix_end
+from stores.sqlite.keycodec import (
+    decode_key,
+    encode_checked_key,
+    encode_key,
+    normalize,
+    partition_hash,
+    prefix_end,
+)
 
 __all__ = ["SqliteEngine", "ScanCursor", "schema_to_json", "schema_from_json"]
 
@@ -310,8 +317,7 @@ class SqliteEngine:
                 self._plan_partition_delete(plans, schema, m)
                 continue
             schema.check_key(m.key)
-            pk = encode_key(schema.partition_key, [m.key[c.name] for c in schema.partition_key])
-            ck = encode_key(schema.clustering_key, [m.key[c.name] for c in schema.clustering_key])
+            pk, ck = encode_checked_key(schema, m.key)
             plan = plans.get((m.table, pk, ck))
             if plan is None:
                 plan = plans[(m.table, pk, ck)] = _RowPlan(schema, partition_hash(pk))

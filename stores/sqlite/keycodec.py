@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from framework.core.mutations import CellValue
-from framework.core.schema import Column, SchemaError
+from framework.core.schema import Column, SchemaError, TableSchema
 
-__all__ = ["encode_key", "decode_key", "prefix_end", "partition_hash", "normalize"]
+__all__ = ["encode_key", "encode_checked_key", "decode_key", "prefix_end", "partition_hash", "normalize"]
 
 _SIGN = 1 << 63
 _MASK = (1 << 64) - 1
@@ -42,6 +42,10 @@ def _encode_one(column: Column, value: CellValue) -> bytes:
     column.check(value)
     if value is None:
         raise SchemaError(column.name, "key columns cannot be null")
+    return _encode_checked(column, value)
+
+
+def _encode_checked(column: Column, value: CellValue) -> bytes:
     t = column.type
     if t in ("bigint", "int"):
         return struct.pack(">Q", (value + _SIGN) & _MASK)  # type: ignore[operator]
@@ -62,6 +66,14 @@ def encode_key(columns: Sequence[Column], values: Sequence[CellValue]) -> bytes:
     if len(values) == 1:
         return _encode_one(columns[0], values[0])
     return b"".join([_encode_one(c, v) for c, v in zip(columns, values, strict=False)])
+
+
+def encode_checked_key(schema: TableSchema, key: Mapping[str, CellValue]) -> tuple[bytes, bytes]:
+    """``(partition key, clustering key)`` of a full primary ``key`` that already passed
+    ``schema.check_key`` (so no value is checked again)."""
+    pk = b"".join([_encode_checked(c, key[c.name]) for c in schema.partition_key])
+    ck = b"".join([_encode_checked(c, key[c.name]) for c in schema.clustering_key])
+    return pk, ck
 
 
 def decode_key(columns: Sequence[Column], data: bytes) -> tuple[CellValue, ...]:
