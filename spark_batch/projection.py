@@ -16,7 +16,7 @@ left): the check needs those to repair an orphaned document by its key.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -25,9 +25,10 @@ from framework.core.projection import Document, PartitionKey, Projection
 from framework.core.rows import Row
 from framework.core.schema import TableSchema
 from spark_batch.apps import projection_of
-from spark_batch.codec import digest, partition_json, rows_from_records
+from spark_batch.codec import digest, partition_json
 from spark_batch.heap import few_collections
 from spark_batch.io import iterate_async, pages
+from spark_batch.records import decode
 from stores.base import WideColumnStore
 from stores.open import open_wide_store
 
@@ -128,6 +129,29 @@ def expected_task(
                 yield _expected_batch(page)
 
 
+#: ``(key, rows by table, mark, highest write time of the live rows, any live row)`` -> its document.
+_Documenter = Callable[[PartitionKey, dict[str, list[Row]], "Row | None", int, bool], Document]
+
+
+def _documenter(p: Projection) -> _Documenter:
+    """``p.document`` given the live rows' highest write time, which the decoder already took: the same
+    rules (the mark's version when higher; no document without a live row), or ``p.document`` itself
+    when the app overrides it."""
+    if type(p).document is not Projection.document:
+        return lambda key, held, mark, version, live: p.document(key, held, mark)
+    column = p.version_table.columns[0].name
+    doc_id, build = p.document_id, p.build
+
+    def document(
+        key: PartitionKey, held: dict[str, list[Row]], mark: Row | None, version: int, live: bool
+    ) -> Document:
+        if mark is not None and (cell := mark.cells.get(column)) is not None and cell.writetime > version:
+            version = cell.writetime
+        return doc_id(key), build(key, held) if live else None, version
+
+    return document
+
+
 def _expected_batch(out: list[Expected]) -> pa.RecordBatch:
     doc_ids, keys, versions, digests = zip(*out, strict=True) if out else ((), (), (), ())
     arrays = [pa.array(doc_ids, pa.string()), pa.array(keys, pa.string())]
@@ -146,14 +170,16 @@ def records_expected_task(
 
 
 def _records_expected(p: Projection, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    version_table = p.version_table.name
     tables: list[str] = []
     pks: list[str] = []
     rows: list[Row] = []
+    tops: list[int] = []
     for batch in batches:
         tables += batch.column("table").to_pylist()
         pks += batch.column("pk").to_pylist()
-        rows += rows_from_records(batch.column("key").to_pylist(), batch.column("cells").to_pylist())
+        decoded, highs = decode(batch.column("key").to_pylist(), batch.column("cells").to_pylist())
+        rows += decoded
+        tops += highs
         if not pks:
             continue
         last = pks[-1]
@@ -161,26 +187,37 @@ def _records_expected(p: Projection, batches: Iterable[pa.RecordBatch]) -> Itera
         while cut > 0 and pks[cut - 1] == last:
             cut -= 1
         if cut:
-            yield _expected_batch(list(_grouped(p, version_table, tables[:cut], pks[:cut], rows[:cut])))
-            del tables[:cut], pks[:cut], rows[:cut]
+            yield _expected_batch(_grouped(p, tables, pks, rows, tops, cut))
+            del tables[:cut], pks[:cut], rows[:cut], tops[:cut]
     if pks:
-        yield _expected_batch(list(_grouped(p, version_table, tables, pks, rows)))
+        yield _expected_batch(_grouped(p, tables, pks, rows, tops, len(pks)))
 
 
 def _grouped(
-    p: Projection, version_table: str, tables: list[str], pks: list[str], rows: list[Row]
-) -> Iterator[Expected]:
-    start, n = 0, len(pks)
+    p: Projection, tables: list[str], pks: list[str], rows: list[Row], tops: list[int], n: int
+) -> list[Expected]:
+    """The expected records of the partitions of the first ``n`` records (consecutive by ``pk``);
+    ``tops`` holds each row's highest write time, rows of other tables are left out."""
+    version_table = p.version_table.name
+    names = [t.name for t in p.tables]
+    document = _documenter(p)
+    out: list[Expected] = []
+    start = 0
     while start < n:
         pk, end = pks[start], start + 1
         while end < n and pks[end] == pk:
             end += 1
-        held: dict[str, list[Row]] = {}
+        held: dict[str, list[Row]] = {name: [] for name in names}
         mark: Row | None = None
-        for table, row in zip(tables[start:end], rows[start:end], strict=True):
+        version, live = 0, False
+        for i in range(start, end):
+            table, row = tables[i], rows[i]
             if table == version_table:
                 mark = row
-            else:
-                held.setdefault(table, []).append(row)
-        yield _expected(pk, p.document(_partition(p, rows[start]), held, mark))
+            elif (same := held.get(table)) is not None:
+                same.append(row)
+                if row.cells and (not live or tops[i] > version):
+                    version, live = tops[i], True
+        out.append(_expected(pk, document(_partition(p, rows[start]), held, mark, version, live)))
         start = end
+    return out
