@@ -16,6 +16,10 @@ into one category:
   that raced the scan, or an index written behind the pipeline's back;
   repair cannot lower an external version).
 
+One pass over the join counts every category and both sides (a Spark
+observation) while caching only the divergent documents, which the samples
+and ``repair`` read.
+
 Either side may come from Parquet instead (``read_store_rows`` /
 ``read_index`` output), for data the embedded index cannot hold. ``repair``
 re-projects the divergent partitions (``spark_batch.reproject``); a second
@@ -31,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -228,24 +232,13 @@ def check(
         docs = read_index(spark, es_url, target, slices, tombstones=tombstones, page_size=page_size)
     else:
         docs = spark.read.parquet(str(index_parquet))
-    classified = classify(expected, index_digests(docs)).persist(StorageLevel.MEMORY_AND_DISK)
-    totals = (
-        classified.groupBy("category")
-        .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.count("has_doc").alias("stored"),
-            F.count("in_index").alias("indexed"),
-        )
-        .collect()
-    )
-    counts = {c: 0 for c in CATEGORIES}
-    expected_docs = index_docs = 0
-    for r in totals:
-        expected_docs += r["stored"]
-        index_docs += r["indexed"]
-        if r["category"] is not None:
-            counts[r["category"]] = r["n"]
-    divergent = classified.filter(F.col("category").isNotNull())
+    totals = Observation()
+    classified = classify(expected, index_digests(docs)).observe(totals, *_totals())
+    divergent = classified.filter(F.col("category").isNotNull()).persist(StorageLevel.MEMORY_AND_DISK)
+    divergent.count()
+    seen = totals.get
+    counts = {c: seen[c] for c in CATEGORIES}
+    expected_docs, index_docs = seen["stored"], seen["indexed"]
     samples = _samples(divergent, sample) if any(counts.values()) else {}
     report = CheckReport(
         target,
@@ -256,7 +249,15 @@ def check(
         time.monotonic() - started,
         projection=p.name,
     )
-    return CheckRun(report, divergent, app, p.name, [classified])
+    return CheckRun(report, divergent, app, p.name, [divergent])
+
+
+def _totals() -> list[Column]:
+    """Counted while the divergent documents are cached: each category, documents the store gives,
+    documents the index holds."""
+    category = F.col("category")
+    counts = [F.count(F.when(category == c, True)).alias(c) for c in CATEGORIES]
+    return [*counts, F.count("has_doc").alias("stored"), F.count("in_index").alias("indexed")]
 
 
 async def _refresh(es_url: str, tombstones: str, alias: str) -> None:
