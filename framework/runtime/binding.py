@@ -177,8 +177,14 @@ class AgentRuntime:
     def _crash(self, exc: BaseException) -> None:
         asyncio.ensure_future(self.app.crash(exc))
 
+    def _rebalanced(self) -> None:
+        hook = getattr(self.processor, "on_rebalance", None)
+        if hook is not None:
+            hook()
+
     def _on_assigned(self, sender: Any, assigned: set[Any], **kwargs: Any) -> None:
         self._assigned_once, self._waiting_since = True, None
+        self._rebalanced()
         if self.scheduler is not None:
             self.scheduler.assign({tp for tp in assigned if tp.topic == self.topic_name})
         thread = getattr(self.app.consumer, "_thread", None)
@@ -187,6 +193,7 @@ class AgentRuntime:
             pace_empty_fetches(consumer, self.config.idle_fetch_backoff)
 
     def _on_revoked(self, sender: Any, revoked: set[Any], **kwargs: Any) -> None:
+        self._rebalanced()
         if self.scheduler is not None:
             mine = {tp for tp in revoked if tp.topic == self.topic_name}
             dropped = self.scheduler.revoke(mine)

@@ -30,7 +30,8 @@ sink_timer: Callable[[str, float], None] | None = None
 
 class Processor(Protocol):
     """What the runtime runs: ``prepare`` each message ahead, then either one call per attempt
-    (the per-key path) or, when ``batchable``, ``map_batch`` and ``write_batch`` for many."""
+    (the per-key path) or, when ``batchable``, ``map_batch`` and ``write_batch`` for many. A
+    processor may also have ``on_rebalance()``, called whenever the worker's partitions move."""
 
     name: str
     batchable: bool

@@ -14,6 +14,7 @@ from framework.runtime.change_feed import changed_partitions
 from framework.runtime.errors import MessageError
 from framework.runtime.processor import bounded, parse_work
 from framework.runtime.work import Work
+from framework.runtime.written import WrittenDocuments
 from stores.base import IndexOp, SearchIndex, WideColumnStore
 from stores.errors import PermanentStoreError, TransientStoreError
 
@@ -79,7 +80,9 @@ class ProjectionProcessor:
 
     A record is the unit of work: its partitions are read together and written in
     one bulk request, and a record that cannot be projected is parked whole (its
-    replay re-projects every partition it names, which is idempotent).
+    replay re-projects every partition it names, which is idempotent). A document
+    identical, version and content, to the one last written for it is not sent
+    again (``framework.runtime.written``).
     """
 
     batchable = True
@@ -94,6 +97,11 @@ class ProjectionProcessor:
         self.projection = projection
         self.name = f"project.{projection.name}"
         self.store, self.index, self.sink_timeout = store, index, sink_timeout
+        self.written = WrittenDocuments()
+
+    def on_rebalance(self) -> None:
+        """Partitions moved: documents may have been written by another worker since."""
+        self.written.forget()
 
     def prepare(self, work: Work) -> None:
         try:
@@ -129,8 +137,12 @@ class ProjectionProcessor:
         unique = list({self.projection.document_id(key): key for key in keys}.values())
         read = read_documents(self.store, self.projection, unique)
         documents = await bounded("wide_column", self.sink_timeout, read)
-        ops = [IndexOp(doc_id, version, doc) for doc_id, doc, version in documents]
-        await bounded("index", self.sink_timeout, self._bulk(ops))
+        ops, fingerprints = self.written.new_writes(
+            [IndexOp(doc_id, version, doc) for doc_id, doc, version in documents]
+        )
+        if ops:
+            await bounded("index", self.sink_timeout, self._bulk(ops))
+            self.written.record(fingerprints)
 
     async def _bulk(self, ops: Sequence[IndexOp]) -> None:
         result = await self.index.bulk(self.projection.alias, ops)
