@@ -38,10 +38,10 @@ def _fingerprint(op: IndexOp) -> Fingerprint | None:
     if op.doc is None:
         return op.version, None
     try:
-        text = _CANONICAL.encode(op.doc)
-    except (TypeError, ValueError):
+        data = _CANONICAL.encode(op.doc).encode("utf-8")
+    except (TypeError, ValueError):  # not JSON, or text with a lone surrogate
         return None
-    return op.version, hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+    return op.version, hashlib.blake2b(data, digest_size=16).digest()
 
 
 class WrittenDocuments:

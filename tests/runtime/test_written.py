@@ -69,11 +69,11 @@ def test_nothing_is_remembered_before_record_nor_after_forget() -> None:
 
 def test_a_document_that_cannot_be_digested_is_always_sent() -> None:
     written = WrittenDocuments()
-    op = IndexOp("a", 1, {"when": object()})
-    send, fps = written.new_writes([op])
-    assert send == [op] and fps == []
-    written.record(fps)
-    assert written.new_writes([op])[0] == [op]
+    for op in (IndexOp("a", 1, {"when": object()}), IndexOp("b", 1, {"text": "\ud800"})):
+        send, fps = written.new_writes([op])
+        assert send == [op] and fps == []
+        written.record(fps)
+        assert written.new_writes([op])[0] == [op]
 
 
 def test_the_least_recently_written_documents_are_dropped_beyond_capacity() -> None:
