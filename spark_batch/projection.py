@@ -200,6 +200,7 @@ def _grouped(
     ``tops`` holds each row's highest write time, rows of other tables are left out."""
     version_table = p.version_table.name
     names = [t.name for t in p.tables]
+    key_names = [c.name for c in p.partition_key]
     document = _documenter(p)
     out: list[Expected] = []
     start = 0
@@ -218,6 +219,8 @@ def _grouped(
                 same.append(row)
                 if row.cells and (not live or tops[i] > version):
                     version, live = tops[i], True
-        out.append(_expected(pk, document(_partition(p, rows[start]), held, mark, version, live)))
+        first = rows[start].key
+        doc_id, doc, version = document({n: first[n] for n in key_names}, held, mark, version, live)
+        out.append((doc_id, pk, version, None if doc is None else digest(doc)))
         start = end
     return out
