@@ -54,6 +54,42 @@ def tree_cpu_seconds(pid: int | None = None) -> float:
     return total
 
 
+def cpu_by_process(pid: int | None = None) -> dict[int, tuple[str, float]]:
+    """Per process of the tree: its class and CPU seconds (user + system, reaped children included).
+
+    Classes: ``driver`` (the root), ``jvm`` (a ``java`` process), ``workers`` (a process under the
+    JVM: Spark's Python daemon and workers), ``other`` (e.g. the embedded stack)."""
+    root = pid or os.getpid()
+    out: dict[int, tuple[str, float]] = {}
+    todo, tick = [(root, "driver")], os.sysconf("SC_CLK_TCK")
+    while todo:
+        p, kind = todo.pop()
+        try:
+            raw = Path(f"/proc/{p}/stat").read_text()
+            name = raw[raw.index("(") + 1 : raw.rindex(")")]
+            if p != root:
+                kind = "jvm" if name == "java" else "workers" if kind in ("jvm", "workers") else "other"
+            out[p] = (kind, sum(int(x) for x in raw.rsplit(")", 1)[1].split()[11:15]) / tick)
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [(int(c), kind) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return out
+
+
+def cpu_split(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds per class between two ``cpu_by_process`` snapshots. A process that ended between
+    them counts in its parent once reaped (Spark's Python daemon reaps its workers), all its life:
+    what it had used at the first snapshot is taken off again."""
+    split = {"driver": 0.0, "jvm": 0.0, "workers": 0.0, "other": 0.0}
+    for p, (kind, seconds) in after.items():
+        split[kind] += seconds - before.get(p, (kind, 0.0))[1]
+    for p, (kind, seconds) in before.items():
+        if p not in after:
+            split[kind] -= seconds
+    return {k: round(v, 1) for k, v in split.items()}
+
+
 def load_average() -> float:
     """The one-minute load average (other work on the machine included)."""
     return round(os.getloadavg()[0], 2)

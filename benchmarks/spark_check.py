@@ -14,8 +14,9 @@ stale, content, orphans). Two input paths:
     python -m benchmarks.spark_check --sizes 100000 1000000 --backfill 1000000
 
 Beside each wall time: the CPU seconds of the process tree (driver, JVM,
-Python workers; the embedded stack's own processes too when it runs) and the
-one-minute load average at the end. ``--backfill N`` also measures
+Python workers; the embedded stack's own processes too when it runs), the
+same split by process (driver / JVM / Python workers) and the one-minute
+load average at the end. ``--backfill N`` also measures
 ``backfill`` of N archived events in the same session
 (``benchmarks.spark_backfill``), so both figures come from one run.
 """
@@ -33,7 +34,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks.spark_backfill import load_average, measure_backfill, print_backfill_table, tree_cpu_seconds
+from benchmarks.spark_backfill import (
+    cpu_by_process,
+    cpu_split,
+    load_average,
+    measure_backfill,
+    print_backfill_table,
+    tree_cpu_seconds,
+)
 from examples.activity_platform.app import app as reference_app
 from framework.core.cells import Cell
 from framework.core.mutations import CellValue, LogState, Mutation, Upsert
@@ -213,7 +221,7 @@ async def _create(es_url: str, alias: str) -> str:
 
 
 def measure(spark: Any, n: int, mode: str, shards: int, **sources: str) -> dict[str, Any]:
-    cpu, started = tree_cpu_seconds(), time.perf_counter()
+    cpu, processes, started = tree_cpu_seconds(), cpu_by_process(), time.perf_counter()
     run = check(
         spark,
         app=APP,
@@ -224,6 +232,7 @@ def measure(spark: Any, n: int, mode: str, shards: int, **sources: str) -> dict[
         **sources,  # type: ignore[arg-type]
     )
     seconds, cpu = time.perf_counter() - started, tree_cpu_seconds() - cpu
+    split = cpu_split(processes, cpu_by_process())
     run.release()
     assert run.report.counts == expected_counts(n), (run.report.counts, expected_counts(n))
     return {
@@ -234,6 +243,7 @@ def measure(spark: Any, n: int, mode: str, shards: int, **sources: str) -> dict[
         "rows_per_s": round(n / seconds),
         "divergent": run.report.divergent,
         "cpu_s": round(cpu, 1),
+        "cpu_split": split,
         "load": load_average(),
     }
 
@@ -286,11 +296,12 @@ def main() -> None:
     if args.json:
         with args.json.open("a") as f:
             f.writelines(json.dumps(r) + "\n" for r in results + backfilled)
-    print("| mode | hub rows | index documents | seconds | rows/s | CPU s | load |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| mode | hub rows | index documents | seconds | rows/s | CPU s | driver / JVM / workers | load |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         figures = f"{r['rows']:,} | {r['documents']:,} | {r['seconds']} | {r['rows_per_s']:,}"
-        print(f"| {r['mode']} | {figures} | {r['cpu_s']} | {r['load']} |")
+        split = " / ".join(str(r["cpu_split"][k]) for k in ("driver", "jvm", "workers"))
+        print(f"| {r['mode']} | {figures} | {r['cpu_s']} | {split} | {r['load']} |")
     if backfilled:
         print()
         print_backfill_table(backfilled)
