@@ -9,6 +9,7 @@ Spark path (``expected_from_records``) ends in the same records.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -21,8 +22,8 @@ from framework import App, Column, Event, KeyedAgent, Projection, Row, TableSche
 from framework.core.cells import Cell
 from framework.core.mutations import Mutation
 from spark_batch.codec import digest, record_to_row, row_to_record, rows_from_records
-from spark_batch.convergence import expected_from_records
-from spark_batch.io import ROW_SCHEMA
+from spark_batch.convergence import check, expected_from_records
+from spark_batch.io import DOC_SCHEMA, ROW_SCHEMA
 from spark_batch.projection import records_expected_task
 from spark_batch.records import cells_decoder, decode, direct_cells
 
@@ -159,6 +160,24 @@ def test_expected_from_records_on_spark(spark: SparkSession) -> None:
     got = expected_from_records(spark, SPEC, "files", rows, 3).collect()
     assert {tuple(r) for r in got} == _want(parts)
     assert len(got) == len(_want(parts))
+
+
+def test_check_counts_empty_and_one_sided_inputs(spark: SparkSession, tmp_path: Path) -> None:
+    """The totals are observed while only the divergent documents are cached: no rows on either
+    side is a clean check of nothing; an index without a store is every document orphaned."""
+    rows, none, docs = (str(tmp_path / name) for name in ("rows", "none", "docs"))
+    spark.createDataFrame([], ROW_SCHEMA).write.parquet(rows)
+    spark.createDataFrame([], DOC_SCHEMA).write.parquet(none)
+    spark.createDataFrame([("b", 2, "{}"), ("a", 1, "{}")], DOC_SCHEMA).write.parquet(docs)
+    empty = check(spark, app=SPEC, store_parquet=rows, index_parquet=none)
+    empty.release()
+    assert empty.report.clean and empty.report.expected_docs == empty.report.index_docs == 0
+    orphans = check(spark, app=SPEC, store_parquet=rows, index_parquet=docs)
+    assert orphans.divergent.count() == 2
+    orphans.release()
+    assert orphans.report.counts == {"missing": 0, "stale": 0, "orphaned": 2, "content": 0, "ahead": 0}
+    assert orphans.report.samples["orphaned"] == ["a", "b"]
+    assert (orphans.report.expected_docs, orphans.report.index_docs) == (0, 2)
 
 
 _VALUES = st.one_of(
