@@ -220,7 +220,7 @@ def _grouped(
                 if row.cells and (not live or tops[i] > version):
                     version, live = tops[i], True
         first = rows[start].key
-        doc_id, doc, version = document({n: first[n] for n in key_names}, held, mark, version, live)
+        doc_id, doc, version = document({c: first[c] for c in key_names}, held, mark, version, live)
         out.append((doc_id, pk, version, None if doc is None else digest(doc)))
         start = end
     return out
