@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from kazoo.client import KazooState
 from kazoo.exceptions import (
+    NodeExistsError,
     NoNodeError,
     RolledBackError,
 )
@@ -180,10 +181,19 @@ class ZooKeeperDomainLocks(DomainLocks):
         path = f"{self._domain(domain)}/members/{check_job_name(member.job, 'job')}"
         data = json.dumps({"predecessor": member.predecessor, "start_with": member.start_with}).encode()
 
-        try:
-            self._wait(lambda: self._client.set_async(path, data))
-        except NoNodeError:
-            self._wait(lambda: self._client.create_async(path, data, makepath=True))
+        # set, else create; a runner declaring the same job at the same time may create the znode
+        # between the two (NodeExistsError), or delete it: try again until one of them succeeds
+        while True:
+            try:
+                self._wait(lambda: self._client.set_async(path, data))
+                return
+            except NoNodeError:
+                pass
+            try:
+                self._wait(lambda: self._client.create_async(path, data, makepath=True))
+                return
+            except NodeExistsError:
+                continue
 
     def domains(self) -> list[str]:
         return sorted(self._wait(lambda: self._client.get_children_async(self.root)))
