@@ -85,12 +85,13 @@ def export_records(store: DeadLetterStore, flt: SegmentFilter, out: str | Path) 
 
 
 def read_export(path: str | Path) -> Iterator[tuple[dict[str, Any], ParkedRecord]]:
-    """``(line object, record)`` of every record line; ``ValueError`` naming the first bad line."""
+    """``(line object, record)`` of every record line; ``ValueError`` naming the first bad line
+    (not JSON, not a record, or nested too deeply to parse)."""
     with open(path, encoding="utf-8") as f:
         first = f.readline()
         try:
             header = json.loads(first)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             header = None
         if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
             raise ValueError(f"{path}: not a {EXPORT_FORMAT} file")
@@ -101,9 +102,12 @@ def read_export(path: str | Path) -> Iterator[tuple[dict[str, Any], ParkedRecord
                 continue
             try:
                 obj = json.loads(line)
-                yield obj, record_from_json(obj)
+                record = record_from_json(obj)
             except ValueError as exc:  # JSONDecodeError is a ValueError
                 raise ValueError(f"{path}:{n}: {exc}") from None
+            except RecursionError:  # a line nested deeper than the parser's recursion limit
+                raise ValueError(f"{path}:{n}: nested too deeply to be a record") from None
+            yield obj, record
 
 
 def import_file(wal: DeadLetterWAL, path: str | Path) -> int:
