@@ -44,7 +44,8 @@ def test_a_bad_line_exits_2_naming_the_line(
     assert main(["dlq", "import", "--root", str(other), str(bad)]) == 2  # exited 1 (RecursionError) before
     err = capsys.readouterr().err
     assert err.startswith(f"converge dlq import: error: {bad}:3: ") and err.count("\n") == 1, err
-    assert not other.exists() or list(DeadLetterStore(other).ordered()) == []  # the whole file is checked first
+    # the whole file is checked first
+    assert not other.exists() or list(DeadLetterStore(other).ordered()) == []
 
 
 def test_a_deep_header_is_not_an_export_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
