@@ -1,11 +1,17 @@
 """Finding a subject's data: its rows in the store, and the value in any text (the residue test).
 
-Rows are found per declared table: a partition read when the declaration
-has a ``key_column``, else one scan of the table testing every row against
-all declarations of the subject's kind on it. A scan reads every live row
+Every lookup compares normalised forms: a row is the subject's when its
+key (``key_column``) or a declared cell, normalised, equals the subject's
+value normalised, so an erasure given any spelling finds rows written with
+any other. Rows are found per declared table: a partition read when every
+declaration of the kind on it is keyed by the subject without a
+normalisation (the spelling given is then the only one), else one scan of
+the table testing every row against all of them (a normalised key may be
+stored under any spelling that normalises to it). A scan reads every live row
 (on the embedded SQLite store about 10^5 rows/s: see BENCHMARKS.md
 "Erasure"), so an app with a large table and a frequent need should declare
-a table keyed by the subject.
+a table keyed by the subject's normalised value, without ``normalize``,
+and write its keys normalised.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from framework.core.rows import Row
 from framework.dlq.record import ParkedRecord
 from framework.erasure.declare import _AFTER, _BEFORE, PersonalData, Subject
 
-__all__ = ["Found", "find_rows", "declared_for", "finder", "record_finder"]
+__all__ = ["Found", "find_rows", "declared_for", "spellings", "finder", "record_finder"]
 
 Key = dict[str, CellValue]
 
@@ -59,39 +65,49 @@ def _plain(key: Any) -> dict[str, Any]:
     return {k: v.hex() if isinstance(v, bytes) else v for k, v in key.items()}
 
 
+def _keyed(d: PersonalData, key: Any, value: str) -> bool:
+    """True when ``d`` is keyed by the subject and the row's key, normalised, is ``value``."""
+    k = key.get(d.key_column) if d.key_column is not None else None
+    return isinstance(k, str) and d.norm(k) == value
+
+
 async def find_rows(store: Any, app: Any, subject: Subject) -> Found:
-    """Every row holding ``subject`` under the app's declarations of its kind."""
+    """Every row holding ``subject``, in any spelling, under the app's declarations of its kind."""
     found = Found()
     by_table: dict[str, list[PersonalData]] = {}
     for d in declared_for(app, subject.kind):
         by_table.setdefault(d.table, []).append(d)
     for table, decls in by_table.items():
-        keyed = [d for d in decls if d.key_column is not None]
-        for d in keyed:
-            assert d.key_column is not None
-            for row in await store.read_partition(table, {d.key_column: d.norm(subject.value)}):
-                found.scanned += 1
-                found.add(d, row)
-        scanned = [d for d in decls if d.key_column is None]
-        if not scanned:
+        values = [(d, d.norm(subject.value)) for d in decls]
+        if all(d.key_column is not None and d.normalize is None and not d.columns for d in decls):
+            for d, value in values:
+                assert d.key_column is not None
+                for row in await store.read_partition(table, {d.key_column: value}):
+                    found.scanned += 1
+                    found.add(d, row)
             continue
-        values = [(d, d.norm(subject.value)) for d in scanned]
         async for row in store.scan(table):
             found.scanned += 1
             cells = row.values()
             for d, value in values:
-                if d.holds(cells, value):
+                if _keyed(d, row.key, value) or d.holds(cells, value):
                     found.add(d, row)
     return found
 
 
-def finder(value: str) -> Callable[[str], bool]:
-    """``mentions(text, value)`` with the pattern compiled once and a cheap substring pre-check."""
-    folded = value.casefold()
-    pattern = re.compile(_BEFORE + re.escape(value) + _AFTER, re.IGNORECASE)
+def spellings(app: Any, subject: Subject) -> tuple[str, ...]:
+    """The subject's value as given and as its kind normalises it (one when they are equal)."""
+    return tuple(dict.fromkeys((subject.value, declared_for(app, subject.kind)[0].norm(subject.value))))
+
+
+def finder(*values: str) -> Callable[[str], bool]:
+    """True for a text that ``mentions`` one of ``values``: patterns compiled once, a cheap
+    substring pre-check."""
+    tests = [(v.casefold(), re.compile(_BEFORE + re.escape(v) + _AFTER, re.IGNORECASE)) for v in values if v]
 
     def find(text: str) -> bool:
-        return folded in text.casefold() and pattern.search(text) is not None
+        folded = text.casefold()
+        return any(v in folded and pattern.search(text) is not None for v, pattern in tests)
 
     return find
 
@@ -108,9 +124,9 @@ def _texts(raw: bytes | None) -> list[str]:
     return out
 
 
-def record_finder(value: str) -> Callable[[ParkedRecord], bool]:
-    """True for a parked record whose key, value (raw or JSON-decoded) or error mentions ``value``."""
-    find = finder(value)
+def record_finder(*values: str) -> Callable[[ParkedRecord], bool]:
+    """True for a parked record whose key, value (raw or JSON-decoded) or error mentions one of ``values``."""
+    find = finder(*values)
 
     def matches(rec: ParkedRecord) -> bool:
         return any(find(t) for t in (*_texts(rec.key), *_texts(rec.value), rec.error))

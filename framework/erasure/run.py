@@ -40,7 +40,7 @@ from typing import Any
 
 from framework.core.mutations import Delete, Mutation, Upsert
 from framework.erasure.declare import Subject
-from framework.erasure.find import declared_for, find_rows, finder, record_finder
+from framework.erasure.find import declared_for, find_rows, finder, record_finder, spellings
 from framework.erasure.keyed import subject_hash
 from framework.erasure.tables import AUDIT_TABLE, DENYLIST_TABLE, ERASURE_TABLES
 
@@ -161,7 +161,8 @@ async def erase(
                 for k in keys.values():
                     await project_partition(store, index, p, k)
     report.notifications = await _scrub_notifications(app, store, deletes, clock(), dry_run)
-    matches = record_finder(subject.value)
+    spelled = spellings(app, subject)
+    matches = record_finder(*spelled)
     event_ids = {str(d.key["event_id"]) for d in deletes if "event_id" in d.key}
     if dlq_root is not None and Path(dlq_root).exists():
         event_ids |= _parked_event_ids(dlq_root, matches)
@@ -175,7 +176,7 @@ async def erase(
     if app.delivery is not None:
         from framework.delivery.erase import erase_messages
 
-        find = finder(subject.value)
+        find = finder(*spelled)
         report.ledger = await erase_messages(
             store, app.delivery, lambda mid, src: mid in event_ids or find(mid) or find(src), dry_run=dry_run
         )

@@ -1,13 +1,14 @@
 """``verify``: prove there is no residue of a subject anywhere converge keeps data.
 
-It searches, for the subject's value as a whole token (case-insensitive,
-``declare.mentions``): every text cell and text key of every table of the
-app (also undeclared columns: a residue there means a declaration is
-missing), every document of every projection, every record of the
-dead-letter WAL (all statuses, and unindexed segment files; a damaged
-segment cannot be proven clean and counts as residue), the named export
-files, the delivery ledger and the notification entries. It also checks
-that the subject is on the app's deny-list (else a replay would bring it
+It searches, for the subject's value as given and as its kind normalises
+it, each as a whole token (case-insensitive, ``declare.mentions``): every
+text cell and text key of every table of the app (also undeclared
+columns: a residue there means a declaration is missing), every document
+of every projection, every record of the dead-letter WAL (all statuses,
+and unindexed segment files; a damaged segment cannot be proven clean and
+counts as residue), the named export files, the delivery ledger and the
+notification entries. It also checks that the subject is on the app's
+deny-list (else a replay would bring it
 back). Each residue names the place, never the value.
 """
 
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from framework.erasure.declare import Subject
-from framework.erasure.find import declared_for, finder, record_finder
+from framework.erasure.find import declared_for, finder, record_finder, spellings
 from framework.erasure.keyed import subject_hash
 from framework.erasure.tables import DENYLIST_TABLE, ERASURE_TABLES
 
@@ -36,11 +37,11 @@ class Residue:
     where: str
 
 
-def _redact(text: str, find: Any, value: str) -> str:
+def _redact(text: str, find: Any) -> str:
     return "<subject>" if find(text) else text
 
 
-async def _store(app: Any, store: Any, find: Any, value: str, out: list[Residue]) -> None:
+async def _store(app: Any, store: Any, find: Any, out: list[Residue]) -> None:
     skip = {t.name for t in ERASURE_TABLES}
     tables = [t.name for t in app.tables if t.name not in skip]
     if app.notifications is not None:
@@ -57,7 +58,7 @@ async def _store(app: Any, store: Any, find: Any, value: str, out: list[Residue]
             texts = [str(v) for v in row.key.values() if isinstance(v, str)]
             texts += [c.value for c in row.cells.values() if isinstance(c.value, str)]
             if any(find(t) for t in texts):
-                redacted = {k: _redact(str(v), find, value) for k, v in row.key.items()}
+                redacted = {k: _redact(str(v), find) for k, v in row.key.items()}
                 key = json.dumps(redacted, sort_keys=True)
                 out.append(Residue(place, f"{table} {key}"))
 
@@ -70,13 +71,13 @@ async def _index(app: Any, index: Any, find: Any, out: list[Residue]) -> None:
                 out.append(Residue("index", f"{p.alias} {hit.doc_id}"))
 
 
-def _dlq(dlq_root: str | Path, value: str, out: list[Residue]) -> None:
+def _dlq(dlq_root: str | Path, values: Sequence[str], out: list[Residue]) -> None:
     from framework.dlq.erase import matching_records
     from framework.dlq.store import DeadLetterStore
 
     store = DeadLetterStore(dlq_root, quiet=True)
     try:
-        for path, lsn in matching_records(store, record_finder(value)):
+        for path, lsn in matching_records(store, record_finder(*values)):
             out.append(Residue("dlq", f"{path} lsn {lsn}"))
         for health in store.check_all():
             if health.damaged:
@@ -85,11 +86,11 @@ def _dlq(dlq_root: str | Path, value: str, out: list[Residue]) -> None:
         store.close()
 
 
-def _exports(paths: Sequence[str | Path], value: str, out: list[Residue]) -> None:
+def _exports(paths: Sequence[str | Path], values: Sequence[str], out: list[Residue]) -> None:
     from framework.dlq.erase import export_files
     from framework.dlq.export import read_export
 
-    matches = record_finder(value)
+    matches = record_finder(*values)
     for target in paths:
         for f in export_files(target):
             for n, (obj, rec) in enumerate(read_export(f)):
@@ -109,12 +110,11 @@ async def verify(
 ) -> list[Residue]:
     """Every residue of ``subject`` (empty: none found); see the module docstring."""
     declared = declared_for(app, subject.kind)
-    value = subject.value
-    find = finder(value)
+    spelled = spellings(app, subject)
+    find = finder(*spelled)
     out: list[Residue] = []
-    await _store(app, store, find, value, out)
-    norm = declared[0].norm(value)
-    hashed = subject_hash(key, subject.kind, norm)
+    await _store(app, store, find, out)
+    hashed = subject_hash(key, subject.kind, declared[0].norm(subject.value))
     await store.ensure_table(DENYLIST_TABLE)
     if await store.read_row(DENYLIST_TABLE.name, {"app": app.name, "subject": hashed}) is None:
         text = f"{app.name}: subject not on the deny-list (a replay would restore it)"
@@ -122,10 +122,6 @@ async def verify(
     if index is not None:
         await _index(app, index, find, out)
     if dlq_root is not None and Path(dlq_root).exists():
-        _dlq(dlq_root, value, out)
-    _exports(exports, value, out)
-    if norm != value:  # also the normalised form (e.g. lower-cased), in case the data holds that one
-        extra: list[Residue] = []
-        await _store(app, store, finder(norm), norm, extra)
-        out += [r for r in extra if r not in out]
+        _dlq(dlq_root, spelled, out)
+    _exports(exports, spelled, out)
     return out
