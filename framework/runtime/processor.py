@@ -18,7 +18,7 @@ from framework.runtime.sinks import BatchSink, Sink, Written
 from framework.runtime.work import Work
 from stores.errors import TransientStoreError
 
-__all__ = ["Processor", "AgentProcessor", "parse_work", "bounded"]
+__all__ = ["Processor", "AgentProcessor", "parse_work", "key_mismatch", "bounded"]
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +60,36 @@ def _ordering_key(key: bytes | None) -> str | bytes | None:
         return key
 
 
+def key_mismatch(key: bytes | None, event: Event) -> EventError | None:
+    """Why a Kafka record's key is not the UTF-8 text of its event's ``ordering_key`` (the key
+    that chose its partition, so the one that orders it), or None when it is."""
+    if key == event.ordering_key.encode("utf-8"):
+        return None
+    if key is None:
+        why = "the Kafka record has no key"
+    elif not key:
+        why = "the Kafka key is empty"
+    else:
+        try:
+            why = f"the Kafka key {key.decode('utf-8')[:200]!r} differs"
+        except UnicodeDecodeError:
+            why = f"the Kafka key is not UTF-8 text ({key[:64]!r})"
+    return EventError("ordering_key", f"{why}; the event's ordering_key is {event.ordering_key[:200]!r}")
+
+
 def parse_work(work: Work) -> Event:
-    """The event of ``work``; MessageError at stage ``parse`` when it is not one."""
+    """The event of ``work``; MessageError at stage ``parse`` when it is not one, at stage
+    ``key`` when its Kafka key is not its ``ordering_key`` (``key_mismatch``)."""
     if work.value is None:
         raise MessageError("parse", EventError("event", "empty message"))
     try:
-        return parse_event(work.value)
+        event = parse_event(work.value)
     except Exception as exc:  # noqa: BLE001 - whatever decoding raises is the message's
         raise MessageError("parse", exc) from exc
+    mismatch = key_mismatch(work.key, event)
+    if mismatch is not None:
+        raise MessageError("key", mismatch)
+    return event
 
 
 async def bounded(sink: str, timeout: float, call: Awaitable[T]) -> T:
@@ -118,9 +140,9 @@ class AgentProcessor:
         self.batchable = all(isinstance(s, BatchSink) for s in self.sinks)
 
     def prepare(self, work: Work) -> None:
-        """Parse ahead and find the relation key. A message that does not parse is parked when
-        its turn comes; until then it holds the lane of its Kafka key read as the ordering key,
-        so later events of that key wait behind it."""
+        """Parse ahead and find the relation key. A message that does not parse, or whose Kafka
+        key is not its ordering key, is parked when its turn comes; until then it holds the lane
+        of its Kafka key read as the ordering key, so later events of that key wait behind it."""
         try:
             work.event = parse_work(work)
         except MessageError:
