@@ -50,5 +50,5 @@ class PlainChild(KeyedAgent):
         return [Upsert(MSG.name, key, {"body": event.payload["body"], "label": "x"}, event.version)]
 
 
-join_app = App("bench-join", agents=[JoinChild()])
+join_app = App("bench-join", agents=[JoinChild()], lookup_topics={"bench.parents": ("parent.set",)})
 plain_app = App("bench-plain", agents=[PlainChild()])

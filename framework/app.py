@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import faust
@@ -14,6 +14,7 @@ from framework.core.schema import SchemaError, TableSchema
 from framework.erasure.declare import PersonalData, check_declarations
 from framework.erasure.tables import ERASURE_TABLES
 from framework.idmutation.declare import IdMutation, check_id_mutation
+from framework.idmutation.routes import ROUTES_TABLE
 from framework.notifications.config import NotificationConfig
 from framework.retention.policy import RetentionPolicy
 from framework.runtime.agent import KeyedAgent
@@ -32,7 +33,8 @@ class App:
 
     The framework derives the rest: the tables to ensure (every agent's
     ``tables``, every projection's source tables and version table), the
-    topics to create (each agent's topic, one change topic per projection),
+    topics to create (each agent's topic, every topic only lookups read, one
+    change topic per projection),
     each agent's sinks (the store, then the change feed of every projection
     that reads a table it writes, then the delivery-ledger ack when the agent
     declares ``delivery_consumer`` and the app has a ``delivery`` config),
@@ -56,6 +58,7 @@ class App:
         joins: JoinConfig | None = None,
         personal_data: Sequence[PersonalData] = (),
         id_mutation: IdMutation | None = None,
+        lookup_topics: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         """``delivery``: a ``framework.delivery.LedgerConfig`` for agents that declare a
         ``delivery_consumer``. ``notifications``: record every micro-batch's changes in the
@@ -64,7 +67,10 @@ class App:
         SchemaError/ValueError for inconsistent declarations. ``retention``: a
         ``framework.retention.RetentionPolicy`` (``converge retention run``). ``joins``: bounds
         of the lookup joins (``framework.state.JoinConfig``). ``id_mutation``: where ID mutation
-        requests arrive and which tables hold owner ids (``framework.idmutation.IdMutation``)."""
+        requests arrive and which tables hold owner ids (``framework.idmutation.IdMutation``).
+        ``lookup_topics``: every topic a lookup reads that no agent consumes, with the event types
+        it carries (``App.topic_of``: how the test kit and a backfill, which see no topic, know
+        an event of that topic); a lookup on such a topic not declared here is refused."""
         if not name or not isinstance(name, str):
             raise ValueError("App: name must be a non-empty string")
         self.name = name
@@ -79,6 +85,10 @@ class App:
         self.joins = joins or JoinConfig()
         self.personal_data: tuple[PersonalData, ...] = tuple(personal_data)
         self.id_mutation = id_mutation
+        self.lookup_topics: dict[str, tuple[str, ...]] = {
+            t: (types,) if isinstance(types, str) else tuple(types)
+            for t, types in (lookup_topics or {}).items()
+        }
         self._check()
 
     # -- declarations -------------------------------------------------------
@@ -100,7 +110,32 @@ class App:
         check_declarations(self.personal_data, self.tables)
         if self.id_mutation is not None:
             check_id_mutation(self.id_mutation, self.tables)
-        self.lookups  # noqa: B018 - raises ValueError for two different lookups of one name
+        self._check_lookup_topics(owner)
+
+    def _check_lookup_topics(self, owner: dict[str, str]) -> None:
+        """Every lookup topic is an agent's or declared in ``lookup_topics`` with its event types."""
+        consumed = {a.topic for a in self.agents}
+        read = {lk.topic for lk in self.lookups}  # raises ValueError for two lookups of one name
+        for lk in self.lookups:
+            if lk.topic not in consumed and lk.topic not in self.lookup_topics:
+                raise ValueError(
+                    f"App {self.name}: lookup {lk.name!r} reads topic {lk.topic!r}, which no agent consumes: "
+                    f"declare the event types it carries, App(lookup_topics={{{lk.topic!r}: (...)}})"
+                )
+        for topic, types in self.lookup_topics.items():
+            if topic in consumed or topic not in read:
+                raise ValueError(
+                    f"App {self.name}: lookup_topics names {topic!r}, which is "
+                    + ("an agent's topic" if topic in consumed else "no lookup's topic")
+                )
+            if not types or not all(isinstance(t, str) and t for t in types):
+                raise ValueError(f"App {self.name}: lookup topic {topic!r} needs its event types (non-empty)")
+            for t in types:
+                if t in owner:
+                    raise ValueError(
+                        f"App {self.name}: event type {t!r} in {owner[t]} and lookup topic {topic!r}"
+                    )
+                owner[t] = f"lookup topic {topic!r}"
 
     @property
     def lookups(self) -> tuple[Lookup, ...]:
@@ -120,6 +155,8 @@ class App:
         declared += [t for p in self.projections for t in (*p.tables, p.version_table)]
         if self.personal_data:
             declared += ERASURE_TABLES
+        if self.id_mutation is not None:
+            declared.append(ROUTES_TABLE)  # where ID mutation records the cells it moved or dropped
         for schema in declared:
             seen = found.setdefault(schema.name, schema)
             if seen != schema:
@@ -156,6 +193,22 @@ class App:
             return self.agents[0]
         raise EventError("type", f"no agent of {self.name} declares event type {event.type!r}")
 
+    def topic_of(self, event: Event) -> str:
+        """The topic ``event`` belongs on when none is known (the test kit, a backfill's archive):
+        the agent's that declares its type, else the lookup topic that declares it, else the
+        only agent's (``route``). EventError when none fits."""
+        for a in self.agents:
+            if event.type in a.event_types:
+                return a.topic
+        for topic, types in self.lookup_topics.items():
+            if event.type in types:
+                return topic
+        return self.route(event).topic
+
+    def consumed_by_agent(self, topic: str) -> bool:
+        """True when an agent consumes ``topic`` (False for a topic only lookups read)."""
+        return any(a.topic == topic for a in self.agents)
+
     def projections_of(self, agent: KeyedAgent) -> tuple[Projection, ...]:
         """The projections reading a table ``agent`` declares it writes."""
         written = {t.name for t in agent.tables}
@@ -166,8 +219,11 @@ class App:
         return f"{self.name}.{projection.name}.changes"
 
     def topics(self) -> dict[str, str]:
-        """Every topic the worker consumes, mapped to what consumes it."""
+        """Every topic the worker consumes, mapped to what consumes it: agent topics (the agent),
+        topics only lookups read (``lookup.<name>[,<name>]``), change topics (``project.<name>``)."""
         out = {a.topic: a.name for a in self.agents}
+        for topic in self.lookup_topics:
+            out[topic] = "lookup." + ",".join(lk.name for lk in self.lookups if lk.topic == topic)
         out.update({self.change_topic(p): f"project.{p.name}" for p in self.projections})
         return out
 

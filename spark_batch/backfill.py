@@ -1,7 +1,8 @@
 """Backfill: archived events through an app's agents, exactly as the stream maps them.
 
 Each executor task loads the app from its ``MODULE:ATTR`` spec, parses its
-share of the archive, routes every event with ``App.route`` and maps it
+share of the archive, routes every event with ``App.route`` (an event of a topic only lookups
+read, ``App.topic_of``, only feeds the lookups: counted, not mapped) and maps it
 with ``framework.runtime.mapping.map_event`` (the agent's mutations plus the
 version marks of the projections it feeds), then applies the mutations with
 their versions through the store adapter (batches, bounded concurrency,
@@ -74,6 +75,8 @@ class BackfillReport:
 
     events: int = 0
     applied: int = 0
+    #: events of topics only lookups read (``App.lookup_topics``): entries, not mapped
+    entries: int = 0
     mutations: dict[str, dict[str, int]] = field(default_factory=dict)
     rejected: dict[str, dict[str, int]] = field(default_factory=dict)
     samples: list[str] = field(default_factory=list)
@@ -86,6 +89,7 @@ class BackfillReport:
         return {
             "events": self.events,
             "applied": self.applied,
+            "entries": self.entries,
             "mutations": self.mutations,
             "rejected": self.rejected,
             "parked": self.parked,
@@ -137,6 +141,9 @@ class _Mapper:
             self.reject("-", exc, raw, None, "parse")
             return None
         try:
+            if not self.app.consumed_by_agent(topic := self.app.topic_of(event)):
+                self.stats[("entries", topic)] += 1  # an entry of a topic only lookups read
+                return None
             agent = self.app.route(event)
         except Exception as exc:  # noqa: BLE001 - an event no agent takes is the message's
             self.reject("-", exc, raw, event, "route")
@@ -255,6 +262,8 @@ def _report(stats: Iterable[tuple[Any, ...]]) -> BackfillReport:
             report.events += n
         elif key[0] == "applied":
             report.applied += n
+        elif key[0] == "entries":
+            report.entries += n
         else:
             table = report.mutations if key[0] == "mutation" else report.rejected
             by_agent = table.setdefault(key[1], {})

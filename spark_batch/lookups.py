@@ -1,8 +1,9 @@
 """The stream's lookup joins in batch: final entries from the archive, broadcast, then mapped.
 
 ``lookup_entries`` reads the entry events of every lookup out of the
-archive being backfilled (an event carries entries for the lookups on the
-topic of the agent it routes to), merges them per key with the stream's
+archive being backfilled (an event carries entries for the lookups on its
+topic, ``App.topic_of``: the topic of the agent declaring its type, or a
+topic only lookups read, declared in ``App(lookup_topics=...)``), merges them per key with the stream's
 rule (``framework.state.lookup.merge``: higher version, then larger value)
 in a Spark reduce, and broadcasts the final table to the executors (a
 broadcast join: the table is collected on the driver). ``map_joined`` maps
@@ -38,7 +39,7 @@ def entries_of(app: Any, events: Iterable[Any]) -> Iterator[tuple[tuple[str, str
     for raw in events:
         try:
             event = parse_event(raw)
-            topic = app.route(event).topic
+            topic = app.topic_of(event)
         except Exception:  # noqa: BLE001 - the backfill itself rejects it
             continue
         for lookup in app.lookups:

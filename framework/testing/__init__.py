@@ -7,7 +7,9 @@
 - ``deliveries(history)``: a Hypothesis strategy of delivery orders (shuffles,
   duplicates, replayed tails).
 - ``assert_converges(app, history, deliveries=None)``, ``check_convergence``:
-  any delivery stores what the in-order pass stores.
+  any delivery stores what the in-order pass stores; they fail when a message was parked at
+  ``route``, an event still waits for a lookup entry or nothing was written, unless the test
+  allows it (``vacuity`` lists why).
 - ``assert_pure(agent, events)``: ``handle`` is deterministic, leaves its event alone
   and does no clock, randomness or I/O calls.
 - ``MemoryIndex``: the in-memory ``SearchIndex``.
@@ -36,6 +38,7 @@ __all__ = [
     "snapshot",
     "run_history",
     "differences",
+    "vacuity",
     "assert_converges",
     "check_convergence",
     "assert_pure",
@@ -59,6 +62,7 @@ _WHERE = {
     "snapshot": "framework.testing.assertions",
     "run_history": "framework.testing.assertions",
     "differences": "framework.testing.assertions",
+    "vacuity": "framework.testing.assertions",
     "assert_converges": "framework.testing.assertions",
     "check_convergence": "framework.testing.assertions",
     "assert_pure": "framework.testing.purity",
@@ -77,6 +81,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
         differences,
         run_history,
         snapshot,
+        vacuity,
     )
     from framework.testing.builders import Timeline, make_event
     from framework.testing.compare import (

@@ -6,6 +6,12 @@ and compares their ``Snapshot``: every table's rows (cells with values,
 write times and expiries), every projection's documents (document and
 version) and the parked messages (as a set of (message, stage, error):
 a duplicate of a bad message parks again, which is not a divergence).
+
+A check never passes vacuously: it fails when a message was parked at
+``route`` (no agent or lookup topic takes it), when an event still waits for
+a lookup entry at the end, or when the in-order pass wrote no row at all,
+unless the test allows it (``allow_unrouted``, ``allow_pending``,
+``allow_empty``).
 """
 
 from __future__ import annotations
@@ -25,20 +31,37 @@ from framework.testing.strategies import deliveries as delivery_orders
 if TYPE_CHECKING:
     from framework.app import App
 
-__all__ = ["Snapshot", "snapshot", "run_history", "differences", "assert_converges", "check_convergence"]
+__all__ = [
+    "Snapshot",
+    "snapshot",
+    "run_history",
+    "differences",
+    "vacuity",
+    "assert_converges",
+    "check_convergence",
+]
 
 #: Parked messages as compared: (message, stage, error class, error text).
 ParkedKey = tuple[str, str, str, str]
+#: An event waiting for a lookup entry: (agent, event id, lookup, key).
+PendingKey = tuple[str, str, str, str]
 
 
 @dataclass(frozen=True)
 class Snapshot:
     """Everything a run stored: ``tables[table][key values] -> Row``, ``documents[projection name]
-    [doc_id] -> (document, version)`` and the set of parked messages."""
+    [doc_id] -> (document, version)``, the set of parked messages and the events still waiting
+    for a lookup entry (``Driver.pending``)."""
 
     tables: dict[str, dict[tuple[Any, ...], Row]]
     documents: dict[str, dict[str, tuple[dict[str, Any], int]]]
     parked: frozenset[ParkedKey]
+    pending: frozenset[PendingKey] = frozenset()
+
+    @property
+    def rows(self) -> int:
+        """How many live rows every table holds together."""
+        return sum(len(rows) for rows in self.tables.values())
 
 
 def _parked_key(p: Parked) -> ParkedKey:
@@ -50,7 +73,36 @@ def snapshot(driver: Driver) -> Snapshot:
     """The state ``driver`` holds now: every table of its app, every projection, the parked set."""
     tables = {t.name: {tuple(r.key.values()): r for r in driver.rows(t.name)} for t in driver.app.tables}
     documents = {p.name: driver.documents(p) for p in driver.app.projections}
-    return Snapshot(tables, documents, frozenset(_parked_key(p) for p in driver.parked))
+    pending = frozenset((agent, *item) for agent, items in driver.pending().items() for item in items)
+    return Snapshot(tables, documents, frozenset(_parked_key(p) for p in driver.parked), pending)
+
+
+def vacuity(
+    snap: Snapshot, *, allow_unrouted: bool = False, allow_pending: bool = False, allow_empty: bool = False
+) -> list[str]:
+    """Why a check on ``snap`` would have exercised less than it claims, one line each: messages
+    parked at ``route``, events still waiting for a lookup entry, no row at all (each unless
+    allowed)."""
+    out: list[str] = []
+    if not allow_unrouted:
+        out += [f"parked at route: {what}: {error}" for what, stage, _, error in sorted(snap.parked)
+                if stage == "route"]  # fmt: skip
+    if not allow_pending:
+        out += [f"{agent} {eid} still waits for lookup {lookup}[{key!r}]"
+                for agent, eid, lookup, key in sorted(snap.pending)]  # fmt: skip
+    if not allow_empty and snap.rows == 0:
+        out.append("no table holds a row")
+    return out
+
+
+def _exercised(app: App, snap: Snapshot, run: str, show: int, **allowed: bool) -> None:
+    found = vacuity(snap, **allowed)
+    if found:
+        lines = found[:show] + ([f"... and {len(found) - show} more"] if len(found) > show else [])
+        raise AssertionError(
+            f"{app.name}: the {run} exercised less than the check claims (allow_unrouted, allow_pending "
+            f"or allow_empty when the test expects it):\n  " + "\n  ".join(lines)
+        )
 
 
 def run_history(app: App, messages: Sequence[Message]) -> Snapshot:
@@ -109,8 +161,9 @@ def _describe(order: Sequence[Message]) -> str:
     return f"delivery of {len(ids)} messages: {', '.join(ids[:30])}{', ...' if len(ids) > 30 else ''}"
 
 
-def _check(app: App, expected: Snapshot, order: Sequence[Message], show: int) -> Snapshot:
+def _check(app: App, expected: Snapshot, order: Sequence[Message], show: int, **allowed: bool) -> Snapshot:
     actual = run_history(app, order)
+    _exercised(app, actual, "delivery", show, **{**allowed, "allow_empty": True})
     found = differences(expected, actual)
     if found:
         lines = found[:show] + ([f"... and {len(found) - show} more"] if len(found) > show else [])
@@ -130,6 +183,9 @@ def assert_converges(
     *,
     max_examples: int = 50,
     show: int = 15,
+    allow_unrouted: bool = False,
+    allow_pending: bool = False,
+    allow_empty: bool = False,
     **delivery_options: Any,
 ) -> Snapshot:
     """Assert that delivering ``history`` (in order) as ``deliveries`` stores what the in-order
@@ -139,17 +195,23 @@ def assert_converges(
     (``framework.testing.deliveries(history, **delivery_options)``) and reports
     the smallest failing one; inside a ``@given`` test, draw the order there
     and pass it. Returns the snapshot of the (last) delivery.
+
+    Also AssertionError when a run parked a message at ``route``, when an event still waits
+    for a lookup entry, or when the in-order pass wrote no row, unless ``allow_unrouted``,
+    ``allow_pending`` or ``allow_empty`` says the test expects it.
     """
+    allowed = {"allow_unrouted": allow_unrouted, "allow_pending": allow_pending}
     expected = run_history(app, history)
+    _exercised(app, expected, "in-order pass", show, **allowed, allow_empty=allow_empty)
     if deliveries is not None:
-        return _check(app, expected, deliveries, show)
+        return _check(app, expected, deliveries, show, **allowed)
     seen: list[Snapshot] = []
 
     @settings(max_examples=max_examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(st.data())
     def each_delivery(data: st.DataObject) -> None:
         order = data.draw(delivery_orders(history, **delivery_options), label="delivery")
-        seen.append(_check(app, expected, order, show))
+        seen.append(_check(app, expected, order, show, **allowed))
 
     each_delivery()
     return seen[-1]
@@ -160,17 +222,28 @@ def check_convergence(
     histories: st.SearchStrategy[Sequence[Message]],
     *,
     max_examples: int = 100,
+    allow_unrouted: bool = False,
+    allow_pending: bool = False,
+    allow_empty: bool = False,
     **delivery_options: Any,
 ) -> None:
     """Run a Hypothesis property with ``max_examples`` examples: for a history drawn from
     ``histories`` (each in order) and a delivery drawn by ``deliveries(history,
-    **delivery_options)``, ``assert_converges`` holds."""
+    **delivery_options)``, ``assert_converges`` holds (``allow_unrouted`` and ``allow_pending``
+    passed on). A history may write no row, but AssertionError when no example wrote one,
+    unless ``allow_empty``."""
+    allowed = {"allow_unrouted": allow_unrouted, "allow_pending": allow_pending}
+    most = [0]
 
     @settings(max_examples=max_examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(st.data())
     def converges(data: st.DataObject) -> None:
         history = list(data.draw(histories, label="history"))
         order = data.draw(delivery_orders(history, **delivery_options), label="delivery")
-        assert_converges(app, history, order)
+        most[0] = max(most[0], assert_converges(app, history, order, allow_empty=True, **allowed).rows)
 
     converges()
+    if not allow_empty and most[0] == 0:
+        raise AssertionError(
+            f"{app.name}: no history of the {max_examples} examples wrote a row (allow_empty when expected)"
+        )

@@ -2,7 +2,8 @@
 
 Each event goes the way the worker takes it, minus Kafka and the scheduler:
 encoded to JSON as a producer sends it, parsed (``parse_event``), routed
-(``App.route``), mapped with version marks and written by the worker's
+(``App.route``; an event of a topic only lookups read, ``App.topic_of``, feeds their
+entries), mapped with version marks and written by the worker's
 ``AgentProcessor`` (``map_event`` with the ID resolution of an app that declares ``id_mutation``:
 events sent on its map topic feed the map; the store sink, with notification entries when the app has them on,
 the change-feed sink),
@@ -133,6 +134,7 @@ class Driver:
     async def _park_join(self, partition: int, event: Event, raw: str, exc: MessageError) -> None:
         self.parked.append(Parked(event, exc.stage, exc.cause))
         await self._project()
+
     def _ingestion_clock(self) -> float:
         """``now`` plus one microsecond per call: each notified batch has its own ingestion time."""
         return self.now + next(self._ingested) / 1_000_000
@@ -144,8 +146,8 @@ class Driver:
     def send(self, events: Message | Iterable[Message], *, topic: str | None = None) -> list[Parked]:
         """Process each message in turn; return the ones parked by this call.
 
-        ``topic`` routes every message to the agent consuming it (default:
-        by event type, ``App.route``).
+        ``topic`` routes every message to the agent consuming it, or feeds the lookups of a
+        topic only lookups read (default: by event type, ``App.topic_of``).
         """
         batch = [events] if isinstance(events, Event | bytes | bytearray | str) else list(events)
         before = len(self.parked)
@@ -167,10 +169,11 @@ class Driver:
         if self.id_map is not None and topic == self.id_map.topic:
             self.id_map.feed(event)  # the ID map: later events resolve through it
             return
-        if topic is not None and self.entries.on(topic) and topic not in self.app.topics():
-            await self._entries(topic, event)  # a topic only lookups read
-            return
         try:
+            on = topic if topic is not None else self.app.topic_of(event)
+            if self.entries.on(on) and not self.app.consumed_by_agent(on):
+                await self._entries(on, event)  # a topic only lookups read
+                return
             agent = self.app.route(event, topic)
         except EventError as exc:
             self.parked.append(Parked(sent, "route", exc))

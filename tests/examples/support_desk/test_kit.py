@@ -94,7 +94,8 @@ def histories(draw: st.DrawFn) -> list[Event | bytes]:
 
 @pytest.mark.slow
 def test_any_delivery_converges_to_the_in_order_pass() -> None:
-    check_convergence(app, histories(), max_examples=300)
+    # the unknown type inserted by ``histories`` has no topic here: parked at route, as stated
+    check_convergence(app, histories(), max_examples=300, allow_unrouted=True)
 
 
 @settings(max_examples=40, deadline=None)
