@@ -40,9 +40,14 @@ Limits (documented in the README):
   store contract returns only live cells too. What they shadow under the old
   id is gone (not moved); cells of that row written directly under the new id
   at lower versions are not shadowed by them.
-- The cells moved under one map stay where it sent them: a request learnt
-  later that changes the final id of versions already moved (executed before
-  requests already applied) does not bring them back.
+
+Every moved or deleted cell is recorded with its origin
+(``framework.idmutation.routes``), a deleted one with its value; before the
+partitions are read, ``apply_id_map`` routes the recorded cells of every
+changed id again (``reroute``), so a request learnt later moves what earlier
+maps moved or dropped. Cells that cannot follow (a final that flips back to
+an id already tombstoned at the cell's version, a recorded tombstone moved
+away) are counted in ``unconverged`` and logged.
 """
 
 from __future__ import annotations
@@ -60,9 +65,29 @@ from framework.core.rows import Row
 from framework.core.schema import SchemaError, TableSchema
 from framework.idmutation.collapse import Interval, final_of
 from framework.idmutation.declare import IdMutation, OwnerColumn
+from framework.idmutation.routes import (
+    ROUTES_TABLE,
+    RouteReport,
+    cell_records,
+    encode_value,
+    reroute,
+    row_text,
+)
 from stores.base import WideColumnStore
 
-__all__ = ["ApplyReport", "apply_id_map", "sweep", "moves_of_partition", "id_value", "LookupIntervals"]
+__all__ = [
+    "ApplyReport",
+    "apply_id_map",
+    "reroute_recorded",
+    "sweep",
+    "moves_of_partition",
+    "id_value",
+    "LookupIntervals",
+    "PHASES",
+]
+
+#: The two passes of ``apply_id_map``, in order: recorded cells routed again, then partitions read.
+PHASES = ("routes", "cells")
 
 #: ``lookup(pairs)``: the intervals of those ``(tenant, id)`` that have some (others left out).
 LookupIntervals = Callable[
@@ -79,6 +104,10 @@ class ApplyReport:
     partitions_read: int = 0
     cells_moved: int = 0
     cells_deleted: int = 0
+    #: recorded cells written under a new final id (``framework.idmutation.routes``)
+    rerouted: int = 0
+    #: recorded cells that cannot reach their final id (logged; see ``framework.idmutation.routes``)
+    unconverged: int = 0
     #: ``(table, key)`` of every row written: the old row (cell tombstones) and the new one
     touched: list[tuple[str, dict[str, CellValue]]] = field(default_factory=list)
     #: rows touched that were counted but not listed (reports added from Spark tasks)
@@ -94,6 +123,8 @@ class ApplyReport:
         self.partitions_read += other.partitions_read
         self.cells_moved += other.cells_moved
         self.cells_deleted += other.cells_deleted
+        self.rerouted += other.rerouted
+        self.unconverged += other.unconverged
         self.touched.extend(other.touched)
         self.touched_elsewhere += other.touched_elsewhere
         self.seconds += other.seconds
@@ -103,6 +134,8 @@ class ApplyReport:
             "partitions_read": self.partitions_read,
             "cells_moved": self.cells_moved,
             "cells_deleted": self.cells_deleted,
+            "rerouted": self.rerouted,
+            "unconverged": self.unconverged,
             "rows_touched": self.rows_touched,
             "seconds": round(self.seconds, 3),
         }
@@ -130,19 +163,27 @@ def moves_of_partition(
     now_s: float,
     report: ApplyReport,
 ) -> list[Mutation]:
-    """The writes that move the cells of one partition of id ``ident`` (rows as read)."""
+    """The writes that move the cells of one partition of id ``ident`` (rows as read), with the
+    records of each cell taken away (``framework.idmutation.routes``)."""
     out: list[Mutation] = []
+    records: list[Mutation] = []
     for row in rows:
         moved: dict[tuple[str, int, int | None], dict[str, CellValue]] = defaultdict(dict)
         dropped: dict[int, list[str]] = defaultdict(list)
+        recorded_row = None
         for name, cell in row.cells.items():
             final = final_of(intervals, ident, cell.writetime)
             if final == ident:
                 continue
             dropped[cell.writetime].append(name)
+            ttl = None if cell.expires_at is None else max(1, math.ceil(cell.expires_at - now_s))
+            if recorded_row is None:
+                recorded_row = row_text(row.key, owner.id_column)
+            tenant = str(row.key[owner.tenant_column])
+            records += cell_records(tenant, ident, schema.name, recorded_row, name, cell.writetime,
+                                    encode_value(cell.value), ttl, final, origin_gone=True)  # fmt: skip
             if final is None:
                 continue
-            ttl = None if cell.expires_at is None else max(1, math.ceil(cell.expires_at - now_s))
             moved[(final, cell.writetime, ttl)][name] = cell.value
         if not dropped:
             continue
@@ -159,7 +200,7 @@ def moves_of_partition(
             if final not in new_keys:
                 new_keys.add(final)
                 report.touched.append((schema.name, key))
-    return out
+    return out + records
 
 
 async def _apply_pairs(
@@ -201,7 +242,7 @@ async def _apply_pairs(
                         )
                 if writes:
                     if extra is not None:
-                        writes = [*writes, *extra(writes)]
+                        writes = [*writes, *extra([w for w in writes if w.table != ROUTES_TABLE.name])]
                     if writing is not None:
                         await writing
                     writing = asyncio.ensure_future(store.apply(writes))
@@ -215,7 +256,7 @@ async def _apply_pairs(
     return report
 
 
-async def apply_id_map(
+async def reroute_recorded(
     store: WideColumnStore,
     config: IdMutation,
     collapsed: Mapping[tuple[str, str], Sequence[Interval]],
@@ -224,12 +265,59 @@ async def apply_id_map(
     clock: Callable[[], float] = time.time,
     extra: ExtraWrites | None = None,
 ) -> ApplyReport:
-    """Move the cells of every ``(tenant, id)`` of ``collapsed`` in every owner table (see the
-    module docstring); one read and one ``apply`` per ``chunk`` partitions, with ``extra``'s
-    writes for that chunk's moves."""
+    """Route the recorded cells of every ``(tenant, id)`` of ``collapsed`` where its intervals now
+    send them (``framework.idmutation.routes.reroute``); one read and one ``apply`` per ``chunk``."""
+    started = time.perf_counter()
+    report = ApplyReport()
+    await store.ensure_table(ROUTES_TABLE)
+    owners = {c.table: c for c in config.columns}
     pairs = sorted(collapsed)
-    targets = {owner.table: pairs for owner in config.columns}
-    return await _apply_pairs(store, config, collapsed, targets, chunk=chunk, clock=clock, extra=extra)
+    for start in range(0, len(pairs), chunk):
+        part = pairs[start : start + chunk]
+        found = await store.read_partitions(ROUTES_TABLE.name, [{"tenant": t, "origin": i} for t, i in part])
+        now_s = clock()
+        routed = RouteReport()
+        writes: list[Mutation] = []
+        for (tenant, ident), rows in zip(part, found, strict=True):
+            if rows:
+                intervals = collapsed[(tenant, ident)]
+                writes += reroute(owners, store.schema, tenant, ident, intervals, rows, now_s, routed)
+        report.rerouted += routed.rerouted
+        report.unconverged += routed.unconverged
+        report.touched += routed.touched
+        owned = [w for w in writes if w.table != ROUTES_TABLE.name]
+        if extra is not None and owned:
+            writes = [*writes, *extra(owned)]
+        if writes:
+            await store.apply(writes)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+async def apply_id_map(
+    store: WideColumnStore,
+    config: IdMutation,
+    collapsed: Mapping[tuple[str, str], Sequence[Interval]],
+    *,
+    chunk: int = 500,
+    clock: Callable[[], float] = time.time,
+    extra: ExtraWrites | None = None,
+    phases: Sequence[str] = PHASES,
+) -> ApplyReport:
+    """Move the cells of every ``(tenant, id)`` of ``collapsed`` in every owner table (see the
+    module docstring): first its recorded cells routed again (phase ``routes``), then its
+    partitions read and moved (phase ``cells``); one read and one ``apply`` per ``chunk``
+    partitions, with ``extra``'s writes for that chunk's moves. A caller that splits the pairs
+    over tasks runs the ``routes`` phase of all of them before any ``cells`` phase."""
+    report = ApplyReport()
+    if "routes" in phases:
+        report.add(await reroute_recorded(store, config, collapsed, chunk=chunk, clock=clock, extra=extra))
+    if "cells" in phases:
+        pairs = sorted(collapsed)
+        targets = {owner.table: pairs for owner in config.columns}
+        moved = await _apply_pairs(store, config, collapsed, targets, chunk=chunk, clock=clock, extra=extra)
+        report.add(moved)
+    return report
 
 
 def _pair_of(owner: OwnerColumn, key: Mapping[str, CellValue]) -> tuple[str, str] | None:

@@ -5,8 +5,12 @@ returned (``map_event``, ``JoinBook.plan``, the backfill's mapper), the
 runtime passes the mutations through ``IdResolution``: every ``Upsert``,
 ``Delete`` and ``LogState`` of a declared owner table whose owner id has an
 entry in the map gets ``final_of(intervals, id, mutation.version)`` as its
-owner id; a final of None (the owner was deleted) drops the mutation
-(counted ``id_deleted``); a version that no interval covers keeps the id.
+owner id; a final of None (the owner was deleted) drops the mutation from
+the owner tables (counted ``id_deleted``); a version that no interval
+covers keeps the id. Every mutation moved or dropped is also recorded with
+its origin id and its cells (``framework.idmutation.routes``): a request
+learnt later re-routes it (the job's ``apply_id_map``), a dropped one
+included.
 It runs before the erasure screen and the projections' version marks, so
 both see the final partition.
 
@@ -26,9 +30,10 @@ from types import MappingProxyType
 from typing import Any
 
 from framework.core.events import Event
-from framework.core.mutations import Mutation
+from framework.core.mutations import Mutation, Upsert
 from framework.idmutation.collapse import Interval, final_of
 from framework.idmutation.declare import IdMutation, OwnerColumn, map_topic_of
+from framework.idmutation.routes import mutation_records
 from framework.state.entries import SEP, EntryTables
 from framework.state.kv import KV
 from framework.state.lookup import Entry, Lookup
@@ -194,46 +199,51 @@ class IdResolution:
         """``id_resolved`` (mutations moved to another id) and ``id_deleted`` (dropped)."""
         return {"id_resolved": self.resolved, "id_deleted": self.deleted}
 
-    def _final(self, m: Mutation) -> tuple[bool, Mutation | None]:
-        """(changed, the mutation under its final id or None when dropped)."""
+    def _final(self, m: Mutation) -> tuple[bool, Mutation | None, list[Upsert]]:
+        """(changed, the mutation under its final id or None when dropped, its route records)."""
         col = self.owners.get(m.table)
         if col is None:
-            return False, m
+            return False, m, []
         tenant, value = m.key.get(col.tenant_column), m.key.get(col.id_column)
         if tenant is None or value is None or isinstance(value, bool | float | bytes):
-            return False, m
+            return False, m, []
         ident = str(value)  # ids are text in requests; an integer column holds them as numbers
         intervals = self.map.intervals(str(tenant), ident)
         if intervals is None:
-            return False, m
+            return False, m, []
         final = final_of(intervals, ident, m.version)
         if final == ident:
-            return False, m
+            return False, m, []
+        records = mutation_records(col, ident, m, final)
         if final is None:
-            return True, None
-        return True, _with_key(m, {**m.key, col.id_column: final if isinstance(value, str) else int(final)})
+            return True, None, records
+        moved = _with_key(m, {**m.key, col.id_column: final if isinstance(value, str) else int(final)})
+        return True, moved, records
 
     def __call__(self, event: Event, mutations: list[Mutation]) -> list[Mutation]:
-        """``mutations`` with owner ids resolved (the same list when nothing changed)."""
+        """``mutations`` with owner ids resolved (the same list when nothing changed), followed by
+        the route records of the ones moved or dropped."""
         if self.map.empty:
             return mutations
         out: list[Mutation] | None = None
+        records: list[Upsert] = []
         for i, m in enumerate(mutations):
-            changed, final = self._final(m)
+            changed, final, recorded = self._final(m)
             if not changed:
                 if out is not None:
                     out.append(m)
                 continue
             if out is None:
                 out = list(mutations[:i])
+            records += recorded
             if final is None:
                 self.deleted += 1
-                log.debug("id resolution: event %s: %s %s dropped: its owner id was deleted",
+                log.debug("id resolution: event %s: %s %s kept as a record: its owner id was deleted",
                           event.event_id, m.table, type(m).__name__)  # fmt: skip
             else:
                 self.resolved += 1
                 out.append(final)
-        return mutations if out is None else out
+        return mutations if out is None else out + records
 
 
 def resolutions_for(

@@ -116,7 +116,10 @@ def test_every_mutation_kind_keeps_its_other_fields() -> None:
     de = Delete("owner_activity", {**key, "activity_id": "a"}, 8, columns=("body",))
     ls = LogState("owner_log", key, "s", 3, "e", 9, {"by": "me"})
     other = Upsert("elsewhere", {"owner_id": "x"}, {"v": 1}, 1)
-    out = r(None, [up, de, ls, other])  # type: ignore[arg-type]
+    written = r(None, [up, de, ls, other])  # type: ignore[arg-type]
+    out = [o for o in written if o.table != "converge_id_routes"]
+    records = {(o.key["col"], o.key["placed"]) for o in written if o.table == "converge_id_routes"}
+    assert records == {(c, p) for c in ("body", "state", "by") for p in ("", "y")}  # origin x, placed y
     assert [dict(o.key).get("owner_id") for o in out] == ["y", "y", "y", "x"]
     assert (
         out[0].ttl == 60 and out[1].columns == ("body",) and out[2].attrs == {"by": "me"} and out[3] is other
