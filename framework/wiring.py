@@ -14,10 +14,11 @@ from framework.resources import Resources
 from framework.runtime.binding import AgentRuntime, register_dlq_rotation
 from framework.runtime.change_feed import ChangeFeedSink, ChangeRecord
 from framework.runtime.dedupe import DuplicateFilter
-from framework.runtime.processor import AgentProcessor
+from framework.runtime.processor import AgentProcessor, Processor
 from framework.runtime.projector import ProjectionProcessor
 from framework.runtime.sinks import Sink
 from framework.settings import Settings
+from framework.state.dedupe import DedupedJoin
 from framework.state.worker import JoinWiring
 
 if TYPE_CHECKING:
@@ -95,10 +96,13 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
                 dedupe = DuplicateFilter(settings.data_dir / "dedupe" / agent.name, app.runtime.dedupe)
                 filters.append(dedupe)
             resolve = resolutions.get(agent.name)
-            processor = AgentProcessor(agent, sinks, timeout, projections, dedupe, screens, resolve)
+            processor: Processor = AgentProcessor(
+                agent, sinks, timeout, projections, dedupe, screens, resolve
+            )
             if joins is not None and agent.lookups:
-                processor = joins.processor(agent, sinks, timeout, projections, runtime)
-                processor.book.resolve = resolve
+                joined = joins.processor(agent, sinks, timeout, projections, runtime)
+                joined.book.resolve = resolve
+                processor = joined if dedupe is None else DedupedJoin(joined, dedupe)
             runtime.attach(processor, dlq)
         for runtime, projection in projectors:
             processor = ProjectionProcessor(projection, resources.store, resources.index, timeout)

@@ -1,0 +1,87 @@
+"""Exact-duplicate skipping for an agent with lookups: ``RuntimeConfig(dedupe=...)`` on joins.
+
+``DedupedJoin`` wraps a ``JoinProcessor`` with the runtime's ``DuplicateFilter``: an event
+whose id and exact bytes the filter knows as done is skipped on both paths; an event is
+recorded once its attempt succeeded, i.e. once its writes (or its wait for an entry) and
+its join record are durable. Skipping it is then what mapping it again would do: the join
+book already holds it, as a reader re-mapped when an entry changes or as a pending event
+mapped when its entry arrives. Everything else (``book``, ``remap``, ``status``...) is the
+wrapped processor's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from framework.runtime.dedupe import DuplicateFilter, digest
+from framework.runtime.errors import MessageError
+from framework.runtime.processor import parse_work
+from framework.runtime.work import Work
+from framework.state.processor import JoinProcessor
+
+__all__ = ["DedupedJoin"]
+
+log = logging.getLogger(__name__)
+
+
+class DedupedJoin:
+    """A ``JoinProcessor`` that skips events the ``dedupe`` filter knows as done."""
+
+    def __init__(self, processor: JoinProcessor, dedupe: DuplicateFilter) -> None:
+        self.processor = processor
+        self.dedupe = dedupe
+        self.name = processor.name
+        self.batchable = processor.batchable
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.processor, name)
+
+    def _done_before(self, work: Work) -> bool:
+        event = work.event
+        if event is None:
+            return False
+        try:
+            if not self.dedupe.seen(work.tp, event.event_id, digest(work.value)):
+                return False
+        except Exception as exc:  # noqa: BLE001 - the filter only saves work: run the event
+            log.warning("duplicate filter unreadable (%r): running the event", exc)
+            return False
+        self.dedupe.skipped += 1
+        return True
+
+    def _remember(self, done: Sequence[Work]) -> None:
+        try:
+            self.dedupe.record((w.tp, w.event.event_id, digest(w.value)) for w in done if w.event is not None)
+        except Exception as exc:  # noqa: BLE001 - the events are done; only a later skip is lost
+            log.warning("duplicate filter not updated (%r)", exc)
+
+    def prepare(self, work: Work) -> None:
+        self.processor.prepare(work)
+
+    async def __call__(self, work: Work) -> None:
+        if work.event is None:
+            work.event = parse_work(work)
+        if self._done_before(work):
+            return
+        await self.processor(work)
+        self._remember([work])
+
+    async def map_batch(self, works: Sequence[Work]) -> tuple[list[Any], list[tuple[Work, MessageError]]]:
+        """The wrapped ``map_batch`` of the works not done before; items ``(work, None)`` for the others."""
+        fresh: list[Work] = []
+        skipped: list[tuple[Work, None]] = []
+        for w in works:
+            if self._done_before(w):
+                skipped.append((w, None))
+            else:
+                fresh.append(w)
+        items, bad = await self.processor.map_batch(fresh) if fresh else ([], [])
+        return [*items, *skipped], bad
+
+    async def write_batch(self, items: Sequence[Any]) -> None:
+        mapped = [(w, plan) for w, plan in items if plan is not None]
+        if mapped:
+            await self.processor.write_batch(mapped)
+            self._remember([w for w, _ in mapped])
