@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.producer.message_accumulator import BatchBuilder
+from aiokafka.protocol.group import LeaveGroupRequest
 
 __all__ = [
     "ensure_topics",
@@ -23,6 +25,9 @@ __all__ = [
     "wait_all_drained",
     "group_assignments",
     "wait_group_settled",
+    "GroupMember",
+    "GroupReading",
+    "GroupReader",
 ]
 
 
@@ -156,13 +161,18 @@ async def group_assignments(broker: str, group: str) -> tuple[str, list[dict[str
         (response,) = await admin.describe_consumer_groups([group])
     finally:
         await admin.close()
+    state, members = _described(response)
+    return state, [m.holds for m in members]
+
+
+def _described(response: Any) -> tuple[str, list[GroupMember]]:
     _error, _group, state, _ptype, _protocol, members = response.groups[0][:6]
-    held = []
-    for member in members:
-        raw = member[4]
+    out = []
+    for member_id, client_id, client_host, _meta, raw in (m[:5] for m in members):
         assignment = ConsumerProtocolMemberAssignment.decode(raw).assignment if raw else []
-        held.append({topic: sorted(parts) for topic, parts in assignment})
-    return state, held
+        out.append(GroupMember(member_id, client_id, client_host,
+                               {topic: sorted(parts) for topic, parts in assignment}))  # fmt: skip
+    return state, out
 
 
 async def wait_group_settled(
@@ -183,3 +193,86 @@ async def wait_group_settled(
                 f" last seen {state} with {len(held)} members holding {counts} partitions"
             )
         await asyncio.sleep(poll)
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    """A member of a consumer group as the broker describes it, with the partitions it holds."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+    holds: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GroupReading:
+    """One reading of a group from the broker: its state and members, the end offset of every
+    partition of the topics read and the group's committed offset there (absent: none)."""
+
+    state: str
+    members: tuple[GroupMember, ...]
+    ends: dict[tuple[str, int], int]
+    committed: dict[tuple[str, int], int]
+
+    def owner(self, topic: str, partition: int) -> GroupMember | None:
+        """The member holding the partition, None when no member does."""
+        return next((m for m in self.members if partition in m.holds.get(topic, ())), None)
+
+
+class GroupReader:
+    """Reads a group's progress from the broker through two clients kept open between readings:
+    an admin client (group description, committed offsets, removing a member) and a consumer
+    outside the group (end offsets). Used by a worker's group watch."""
+
+    def __init__(self, broker: str, group: str) -> None:
+        self.broker, self.group = _bootstrap(broker), group
+        self._admin: AIOKafkaAdminClient | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+
+    async def read(self, topics: Sequence[str]) -> GroupReading:
+        """The group and the offsets of every partition of ``topics`` now."""
+        admin, consumer = await self._clients()
+        ends: dict[tuple[str, int], int] = {}
+        for topic in topics:
+            for tp, end in (await _ends(consumer, topic)).items():
+                ends[(tp.topic, tp.partition)] = end
+        (response,) = await admin.describe_consumer_groups([self.group])
+        state, members = _described(response)
+        parts = [TopicPartition(t, p) for t, p in sorted(ends)]
+        offsets = await admin.list_consumer_group_offsets(self.group, partitions=parts) if parts else {}
+        committed = {(tp.topic, tp.partition): om.offset for tp, om in offsets.items() if om.offset >= 0}
+        return GroupReading(state, tuple(members), ends, committed)
+
+    async def remove_member(self, member_id: str) -> str:
+        """Send LeaveGroup for ``member_id`` (of any process); the broker's answer, by error name
+        (``NoError``, ``UnknownMemberIdError``...)."""
+        admin, _ = await self._clients()
+        node = await admin.find_coordinator(self.group)
+        response = await admin._send_request_to_node(node, LeaveGroupRequest(self.group, member_id))  # noqa: SLF001
+        return for_code(response.error_code).__name__
+
+    async def close(self) -> None:
+        """Close both clients (a later reading opens them again)."""
+        admin, consumer, self._admin, self._consumer = self._admin, self._consumer, None, None
+        for client in (admin, consumer):
+            if client is not None:
+                try:
+                    await (client.close() if isinstance(client, AIOKafkaAdminClient) else client.stop())
+                except (KafkaError, OSError):
+                    pass
+
+    async def _clients(self) -> tuple[AIOKafkaAdminClient, AIOKafkaConsumer]:
+        if self._admin is None or self._consumer is None:
+            await self.close()
+            admin = AIOKafkaAdminClient(bootstrap_servers=self.broker)
+            consumer = AIOKafkaConsumer(bootstrap_servers=self.broker, enable_auto_commit=False)
+            try:
+                await admin.start()
+                await consumer.start()
+            except BaseException:
+                await admin.close()
+                await consumer.stop()
+                raise
+            self._admin, self._consumer = admin, consumer
+        return self._admin, self._consumer

@@ -19,11 +19,13 @@ from framework.runtime.counters import Counters
 from framework.runtime.dedupe import DedupeConfig
 from framework.runtime.errors import error_class, stage_of
 from framework.runtime.fetch_pacing import pace_empty_fetches
+from framework.runtime.group_rejoin import leave_before_rejoin
+from framework.runtime.group_watch import GroupWatch, member_client_id
 from framework.runtime.processor import Processor
 from framework.runtime.scheduler import KeyedScheduler, SchedulerConfig
 from framework.runtime.work import Work
 
-__all__ = ["RuntimeConfig", "AgentRuntime", "register_dlq_rotation"]
+__all__ = ["RuntimeConfig", "AgentRuntime", "register_dlq_rotation", "watch_group"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,8 @@ class RuntimeConfig:
     drain_timeout: float = 10.0
     idle_fetch_backoff: float = 0.02
     group_join_timeout: float = 60.0
+    group_watch_period: float = 5.0
+    stall_after: float = 30.0
     dedupe: DedupeConfig | None = None
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
 
@@ -95,6 +99,7 @@ class AgentRuntime:
         )(self._consume)
         app.on_partitions_revoked.connect(self._on_revoked)
         app.on_partitions_assigned.connect(self._on_assigned)
+        self.group_watch = watch_group(app, topic, self.config)
 
     def status(self) -> dict[str, Any]:
         """The scheduler's status (counters, queues per partition, sink health; counters only
@@ -114,6 +119,8 @@ class AgentRuntime:
         join_status = getattr(self.processor, "join_status", None)  # lookups: pending, re-mapped
         if join_status is not None:
             out["joins"] = join_status()
+        if self.group_watch is not None:
+            out["group"] = self.group_watch.status(self.topic_name)
         waiting = self._waiting_since
         out["unassigned_s"] = None if waiting is None else round(time.monotonic() - waiting, 1)
         return out
@@ -191,6 +198,9 @@ class AgentRuntime:
         consumer = getattr(thread, "_consumer", None)
         if consumer is not None and self.config.idle_fetch_backoff > 0:
             pace_empty_fetches(consumer, self.config.idle_fetch_backoff)
+        coordinator = getattr(consumer, "_coordinator", None)
+        if coordinator is not None:
+            leave_before_rejoin(coordinator)
 
     def _on_revoked(self, sender: Any, revoked: set[Any], **kwargs: Any) -> None:
         self._rebalanced()
@@ -237,9 +247,7 @@ class AgentRuntime:
                 if in_flight is not None:
                     await in_flight  # a bug in it re-raises here and crashes the worker
                 in_flight = asyncio.ensure_future(run_batch(works, sched, processor, self._park))
-                self.counters.lag = sum(
-                    max(0, (consumer.highwater(tp) or 0) - off - 1) for tp, off in last.items()
-                )
+                self.counters.lag = _batch_lag(consumer, last)
         finally:
             watch.cancel()
             if in_flight is not None:
@@ -291,6 +299,41 @@ class AgentRuntime:
             in_flight.cancel()
         elif not in_flight.cancelled() and in_flight.exception() is not None:
             log.error("the last batch failed: %r", in_flight.exception())
+
+
+_WATCH = "_converge_group_watch"
+
+
+def watch_group(app: faust.App, topic: str, config: RuntimeConfig) -> GroupWatch | None:
+    """The worker's ``GroupWatch`` (one per Faust app, started with it), now also reading
+    ``topic``; None when the period is 0 or the app has no Kafka broker. The first call names
+    the app's consumer ``converge-<host>-<pid>``, so that the watch of any worker of this host
+    can tell a dead member of the group from a live one."""
+    watch: GroupWatch | None = getattr(app, _WATCH, None)
+    if watch is None:
+        urls = [u for u in app.conf.broker if u.scheme == "kafka"]
+        if config.group_watch_period <= 0 or not urls:
+            return None
+        app.conf.broker_client_id = member_client_id()
+        watch = GroupWatch(",".join(f"{u.host}:{u.port or 9092}" for u in urls), app.conf.id,
+                           period=config.group_watch_period, stall_after=config.stall_after)  # fmt: skip
+        setattr(app, _WATCH, watch)
+        app.task(watch.run)
+    watch.add_topic(topic)
+    return watch
+
+
+def _batch_lag(consumer: Any, last: dict[Any, int]) -> int:
+    """Messages after the last offset of each partition in a batch, by the consumer's high
+    watermarks; a partition revoked since the batch was taken counts 0 (aiokafka asserts on it)."""
+    total = 0
+    for tp, off in last.items():
+        try:
+            end = consumer.highwater(tp) or 0
+        except AssertionError:  # no longer assigned: a rebalance completed meanwhile
+            continue
+        total += max(0, end - off - 1)
+    return total
 
 
 def register_dlq_rotation(
