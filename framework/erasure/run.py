@@ -8,7 +8,8 @@ The steps, in this order (each idempotent, so an interrupted erasure is run agai
    tombstones over the declared columns, at ``MAX_VERSION``, and every
    projection over the table gets a version mark at the erasure time, all
    in one apply (with the erasure's own notification entry, when the app
-   writes notifications);
+   writes notifications: the erased keys, or "re-read" for rows keyed by
+   the subject);
 3. the index: every touched partition is projected again, so its document is
    rebuilt without the erased cells or deleted, at the new mark;
 4. notification entries listing the erased rows' keys are rewritten without them;
@@ -96,15 +97,25 @@ def _marks(app: Any, deletes: Sequence[Delete], at: int) -> dict[str, dict[str, 
     return out
 
 
-def _notification_entry(app: Any, deletes: Sequence[Delete], hashed: str, at: int) -> list[Mutation]:
+def _notification_entry(
+    app: Any, deletes: Sequence[Delete], hashed: str, at: int, find: Any
+) -> list[Mutation]:
+    """The erasure's own entries: the erased rows' keys, except keys that hold the subject (a table
+    keyed by it): those rows' entries say re-read (``max_keys`` 0), so no entry keeps the value."""
     from framework.notifications.entries import notification_mutations
 
     config = app.notifications
     timed = [Delete(d.table, d.key, at, d.columns) for d in deletes]
-    return notification_mutations(
-        app.name, f"{ERASURE_BATCH}{hashed[:24]}", timed, config.tenant_of, at, config.max_keys,
-        bucket_width=config.bucket_width, ttl=config.ttl,
-    )  # fmt: skip
+    spelled = [d for d in timed if any(isinstance(v, str) and find(v) for v in d.key.values())]
+    listed = [d for d in timed if d not in spelled]
+    out: list[Mutation] = []
+    for suffix, part, max_keys in (("", listed, config.max_keys), (":reread", spelled, 0)):
+        if part:
+            out += notification_mutations(
+                app.name, f"{ERASURE_BATCH}{hashed[:24]}{suffix}", part, config.tenant_of, at, max_keys,
+                bucket_width=config.bucket_width, ttl=config.ttl,
+            )  # fmt: skip
+    return out
 
 
 async def erase(
@@ -148,7 +159,7 @@ async def erase(
             name = p.version_table.name
             writes += [Upsert(name, k, {"version": at}, at) for k in touched.get(p.name, {}).values()]
         if app.notifications is not None and deletes:
-            writes += _notification_entry(app, deletes, hashed, at)
+            writes += _notification_entry(app, deletes, hashed, at, finder(*spellings(app, subject)))
         if writes:
             await store.apply(writes)
     if index is not None:

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from framework.bookkeeping import bookkeeping_tables
 from framework.coordination.checkpoints import CheckpointStore
 from framework.core.projection import Projection
 from framework.jobs.checkpoint import Batch, BatchInput, JobCheckpoints
@@ -32,6 +33,7 @@ from framework.notifications.entries import decode_keys
 from framework.notifications.schema import NOTIFICATION_TABLES
 from framework.retention.policy import POLICY_TABLE, RetentionPolicy, overrides_from_rows
 from framework.retention.scan import PENDING_BUCKETS, PENDING_TABLE, TableReport, retain_table
+from framework.retention.tenants import TENANT_TABLE
 from stores.base import IndexOp, SearchIndex, WideColumnStore
 
 if TYPE_CHECKING:
@@ -54,7 +56,6 @@ __all__ = [
 
 #: The job name every retention turn runs under.
 JOB = "retention"
-_BOOKKEEPING = {POLICY_TABLE.name, PENDING_TABLE.name, *(t.name for t in NOTIFICATION_TABLES)}
 
 
 class RetentionError(RuntimeError):
@@ -94,9 +95,10 @@ def policy_of(app: App) -> RetentionPolicy:
 
 
 def retained_tables(app: App) -> list[str]:
-    """The app's data tables retention may touch (not projections' version marks or bookkeeping)."""
-    marks = {p.version_table.name for p in app.projections}
-    return [t.name for t in app.tables if t.name not in marks and t.name not in _BOOKKEEPING]
+    """The app's data tables retention may touch: every table but the framework's own
+    (``framework.bookkeeping``: deny-list, audit, notifications, version marks, ...)."""
+    own = bookkeeping_tables(app)
+    return [t.name for t in app.tables if t.name not in own]
 
 
 def domains(app: App, policy: RetentionPolicy) -> dict[str, list[str]]:
@@ -121,8 +123,8 @@ def domains(app: App, policy: RetentionPolicy) -> dict[str, list[str]]:
 
 
 async def ensure_tables(store: WideColumnStore, app: App) -> None:
-    """Create the app's tables and the ones retention writes (policy, pending, notifications)."""
-    for schema in (*app.tables, POLICY_TABLE, PENDING_TABLE, *NOTIFICATION_TABLES):
+    """Create the app's tables and the ones retention writes (policy, pending, tenants, notifications)."""
+    for schema in (*app.tables, POLICY_TABLE, PENDING_TABLE, TENANT_TABLE, *NOTIFICATION_TABLES):
         await store.ensure_table(schema)
 
 

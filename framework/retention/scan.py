@@ -1,8 +1,9 @@
 """The store side of a retention run: scan a table by partition, plan, and write each chunk.
 
 Per chunk of partitions (``chunk`` partitions) one ``apply`` writes, together
-(one transaction on SQLite): the partitions' cutoff tombstones, the version
-marks of the projections that read the table (so the re-projected document
+(one transaction on SQLite): the partitions' cutoff tombstones, the tenant
+records of partitions whose tenant cell expires (``framework.retention.tenants``),
+the version marks of the projections that read the table (so the re-projected document
 is never older than the one indexed), the notification entries of the rows
 that lost data, and the partitions the index must re-project
 (``converge_retention_pending``, read by the index process).
@@ -22,8 +23,9 @@ from framework.core.rows import Row
 from framework.core.schema import Column, TableSchema
 from framework.notifications.config import NotificationConfig
 from framework.notifications.entries import batch_id_of, key_ident, notification_mutations
-from framework.retention.plan import PartitionPlan, partition_key_of, plan_partition
-from framework.retention.policy import PolicyOverrides, RetentionPolicy, default_tenant, tenant_of_row
+from framework.retention.plan import Key, PartitionPlan, partition_key_of, plan_partition
+from framework.retention.policy import PolicyOverrides, RetentionPolicy, default_tenant
+from framework.retention.tenants import CellTenant, partition_tenant, recorded_tenants, tenant_record
 from stores.base import WideColumnStore
 
 __all__ = ["PENDING_TABLE", "PENDING_BUCKETS", "PENDING_TTL", "TableReport", "retain_table", "partitions"]
@@ -109,21 +111,39 @@ def pending_rows(job: str, batch: int, version: int, projections: Sequence[Proje
 
 
 class _Tenants:
-    """Resolves the tenant of each partition of a chunk (one read of the owner table per chunk)."""
+    """Resolves the tenant of each partition of a chunk: its owner's row (``tenant_from``), else
+    the owner's tenant record, else its own rows, else its own record (one read each per chunk)."""
 
     def __init__(self, store: WideColumnStore, policy: RetentionPolicy, table: str) -> None:
-        self.store, self.owner = store, policy.tenant_from.get(table)
+        self.store, self.table, self.owner = store, table, policy.tenant_from.get(table)
 
-    async def of(self, chunk: Sequence[list[Row]]) -> list[str]:
-        own = [next((t for r in rows if (t := tenant_of_row(r.key, r.values())) is not None), None)
-               for rows in chunk]  # fmt: skip
-        if self.owner is None:
-            return [default_tenant(t) for t in own]
-        owner_schema = self.store.schema(self.owner)
-        keys = [{c.name: rows[0].key[c.name] for c in owner_schema.partition_key} for rows in chunk]
-        found = await self.store.read_rows(self.owner, keys)
-        return [default_tenant(tenant_of_row(r.key, r.values()) if r is not None else t)
-                for r, t in zip(found, own, strict=True)]  # fmt: skip
+    async def _recorded(self, table: str, found: list[str | None], keys: Sequence[Key]) -> None:
+        missing = [i for i, t in enumerate(found) if t is None]
+        for i, t in zip(missing, await recorded_tenants(self.store, table, [keys[i] for i in missing]),
+                        strict=True):  # fmt: skip
+            found[i] = t
+
+    async def of(self, chunk: Sequence[list[Row]]) -> list[tuple[str, CellTenant | None]]:
+        """Per partition: its tenant (``-`` when none is known) and the tenant its rows name."""
+        own = [partition_tenant(rows) for rows in chunk]
+        found: list[str | None] = [None] * len(chunk)
+        if self.owner is not None:
+            owner_schema = self.store.schema(self.owner)
+            keys = [{c.name: rows[0].key[c.name] for c in owner_schema.partition_key} for rows in chunk]
+            named = [partition_tenant([r]) if r is not None else None
+                     for r in await self.store.read_rows(self.owner, keys)]  # fmt: skip
+            found = [t[0] if t is not None else None for t in named]
+            await self._recorded(self.owner, found, keys)
+        found = [t if t is not None or o is None else o[0] for t, o in zip(found, own, strict=True)]
+        schema = self.store.schema(self.table)
+        await self._recorded(self.table, found, [partition_key_of(schema, rows[0].key) for rows in chunk])
+        return [(default_tenant(t), o) for t, o in zip(found, own, strict=True)]
+
+
+def _records(table: str, plans: Sequence[tuple[CellTenant | None, PartitionPlan]]) -> list[Upsert]:
+    """Tenant records of the changed partitions whose tenant cell the plan expires."""
+    return [tenant_record(table, plan.partition, own[0], own[1]) for own, plan in plans
+            if plan.changes and own is not None and own[1] is not None and own[1] < plan.cutoff]  # fmt: skip
 
 
 async def retain_table(
@@ -157,7 +177,8 @@ async def retain_table(
 
     async def flush() -> None:
         plans: list[tuple[str, PartitionPlan]] = []
-        for tenant, rows in zip(await tenants.of(buffer), buffer, strict=True):
+        named: list[tuple[CellTenant | None, PartitionPlan]] = []
+        for (tenant, own), rows in zip(await tenants.of(buffer), buffer, strict=True):
             cutoff = policy.cutoff(tenant, table, now_us, overrides)
             counts = report.tenants.setdefault(tenant, {"rows": 0, "rows_deleted": 0, "rows_trimmed": 0})
             report.partitions += 1
@@ -173,6 +194,7 @@ async def retain_table(
             counts["rows_deleted"] += len(plan.deleted)
             counts["rows_trimmed"] += len(plan.trimmed)
             plans.append((tenant, plan))
+            named.append((own, plan))
         buffer.clear()
         sealed = [plan for _, plan in plans if plan.cutoff > 0 and (plan.changes or policy.seal)]
         changed = [plan for _, plan in plans if plan.changes]
@@ -210,6 +232,7 @@ async def retain_table(
                     ttl=notes.ttl,
                 )
         writes += pending_rows(job, batch, now_us, readers, changed)
+        writes += _records(table, named)
         await store.apply(writes)
 
     async for rows in partitions(store, table, shard=shard, shards=shards):

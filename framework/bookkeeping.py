@@ -1,0 +1,36 @@
+"""The framework's own tables: the one list of every table converge writes beside an app's data.
+
+``bookkeeping_tables(app)`` names them: the erasure deny-list and audit, the
+notification tables, the retention policy, pending re-projections and tenant
+records, the ID-mutation requests, map and batches, the projections'
+version marks and the delivery ledger. They are the framework's records,
+not data: retention never expires them (a deny-list entry lasts as long as
+the store), whatever the policy says about ``*`` or ``default_days``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from framework.app import App
+
+__all__ = ["bookkeeping_tables"]
+
+
+def bookkeeping_tables(app: App) -> frozenset[str]:
+    """Names of every framework table ``app`` may have in its store (see the module docstring)."""
+    from framework.erasure.tables import ERASURE_TABLES
+    from framework.idmutation.tables import ID_TABLES
+    from framework.notifications.schema import NOTIFICATION_TABLES
+    from framework.retention.policy import POLICY_TABLE
+    from framework.retention.scan import PENDING_TABLE
+    from framework.retention.tenants import TENANT_TABLE
+
+    names = {t.name for t in (*ERASURE_TABLES, *ID_TABLES, *NOTIFICATION_TABLES)}
+    names |= {POLICY_TABLE.name, PENDING_TABLE.name, TENANT_TABLE.name}
+    names |= {p.version_table.name for p in app.projections}
+    delivery = getattr(app, "delivery", None)
+    if delivery is not None:
+        names |= {delivery.table, delivery.index_table}
+    return frozenset(names)

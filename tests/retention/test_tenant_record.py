@@ -1,0 +1,76 @@
+"""Issue 22 case 8: a row whose tenant cell retention expired stays its tenant's.
+
+A hub row names its tenant in an ``org_id`` cell written by its main record
+only; insights add cells later. Tenant o1 keeps 10 days, the default 30.
+Run 1 expires the main record (``org_id`` included) and keeps an insight
+written 9 days before it; run 2, three days later, must expire the insight
+by o1's 10 days, not keep it by the default's 30.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import ClassVar
+
+from framework import App, Column, Event, KeyedAgent, TableSchema, Upsert
+from framework.retention import DAY_US, RetentionPolicy
+from framework.retention.tenants import TENANT_TABLE
+from framework.testing import Driver
+from tests.retention.support import coordination, live_cells, retain
+
+HUB = TableSchema("hub", (Column("hub_id", "text"),),
+                  (Column("org_id", "text"), Column("title", "text"), Column("insight", "text")))  # fmt: skip
+LOG = TableSchema("hub_note", (Column("hub_id", "text"),), (Column("note", "text"),))
+POLICY = RetentionPolicy(default_days=30, per_tenant={"o1": {"*": 10}}, tenant_from={"hub_note": "hub"})
+RUN1 = 100 * DAY_US
+
+
+class HubAgent(KeyedAgent):
+    """``hub.record`` writes the tenant and title, ``hub.insight`` an insight, ``hub.note`` a note
+    in a table that takes its tenant from the hub row."""
+
+    name: ClassVar[str] = "hub"
+    topic: ClassVar[str] = "hub"
+    event_types: ClassVar[tuple[str, ...]] = ("hub.record", "hub.insight", "hub.note")
+    tables: ClassVar[tuple[TableSchema, ...]] = (HUB, LOG)
+
+    def handle(self, event: Event) -> Iterable[Upsert]:
+        key, p = {"hub_id": event.ordering_key}, event.payload
+        if event.type == "hub.record":
+            return [Upsert("hub", key, {"org_id": p["org"], "title": p["text"]}, event.version)]
+        if event.type == "hub.insight":
+            return [Upsert("hub", key, {"insight": p["text"]}, event.version)]
+        return [Upsert("hub_note", key, {"note": p["text"]}, event.version)]
+
+
+APP = App("hubs", agents=[HubAgent()], retention=POLICY)
+
+
+def _event(kind: str, hub: str, version: int, **payload: str) -> Event:
+    return Event(f"{kind}-{hub}-{version}", hub, version, version, f"hub.{kind}", {"text": "t", **payload})
+
+
+def test_the_tenant_of_a_row_outlives_its_tenant_cell(tmp_path: Path) -> None:
+    with Driver(APP) as d, coordination(tmp_path) as coord:
+        d.send([_event("record", "h1", RUN1 - 12 * DAY_US, org="o1"),
+                _event("insight", "h1", RUN1 - 9 * DAY_US),
+                _event("note", "h1", RUN1 - 9 * DAY_US)])  # fmt: skip
+        assert not retain(d, coord, RUN1 / 1e6).skipped
+        assert live_cells(d, "hub") == {("h1",): {"insight": ("t", RUN1 - 9 * DAY_US)}}  # org_id went
+        assert len(d.rows("hub_note")) == 1
+        assert len(d.rows(TENANT_TABLE.name)) == 1
+        assert not retain(d, coord, (RUN1 + 3 * DAY_US) / 1e6).skipped
+        assert live_cells(d, "hub") == {} and live_cells(d, "hub_note") == {}  # 12 days old: o1's 10
+
+
+def test_a_row_deleted_whole_keeps_its_tenant_for_later_cells(tmp_path: Path) -> None:
+    with Driver(APP) as d, coordination(tmp_path) as coord:
+        d.send(_event("record", "h2", RUN1 - 12 * DAY_US, org="o1"))
+        assert not retain(d, coord, RUN1 / 1e6).skipped
+        assert live_cells(d, "hub") == {}
+        d.send(_event("insight", "h2", RUN1 - 5 * DAY_US))  # late, newer than o1's cutoff: kept
+        assert not retain(d, coord, (RUN1 + 1 * DAY_US) / 1e6).skipped
+        assert live_cells(d, "hub") == {("h2",): {"insight": ("t", RUN1 - 5 * DAY_US)}}
+        assert not retain(d, coord, (RUN1 + 6 * DAY_US) / 1e6).skipped
+        assert live_cells(d, "hub") == {}  # 11 days old: o1's, not the default's 30
