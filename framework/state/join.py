@@ -15,14 +15,33 @@ driver), per event that an agent with lookups mapped or parked as pending:
 Only the ``E`` records go to the changelog (``logged``); ``restore`` rebuilds
 the index and the pending keys from them.
 
-The version rule (``plan``): the mutations of an event mapped with entries
-``e1..en`` are written at ``w = max(event.version, e1.version, ..., en.version)``.
-Entries only move to higher versions, so a re-mapping writes at ``w`` or
-above and overwrites the cells of the earlier one. The rows an earlier
+The version rule (``join_version``, the one function the stream, the test
+driver and the Spark backfill call through ``map_with_state``): an event of
+version ``e`` mapped with entries of versions ``v1..vn`` and ranks
+``r1..rn`` (``Entry.rank``, 0-255) is written at
+
+    w = M + 256 * spread(y) + r1 + ... + rn,   M = max(e, v1, ..., vn),
+    y = (v1 - e) + ... + (vn - e)
+
+(``w = e`` when it read no entry), where ``spread`` is ``y + 4096`` for
+``|y| <= 4096`` and continues with slope ``2**-20`` beyond (floored, never
+decreasing). ``M`` keeps the primary part on the time axis; ``y`` rises with
+every entry version, also one below ``M`` or below ``e``; the ranks order two
+values of one version as ``lookup.merge`` does. So a re-mapping with newer
+entries (same keys read) outranks the earlier mapping, and its cells and
+moved-row tombstones shadow the earlier ones, whenever
+
+- only values changed at equal versions and some rank rose (equal ranks tie:
+  1 pair in 256), or
+- both sums ``y`` lie within +-4096 us, or ``y`` rose by at least ``2**20`` us
+  per entry whose version rose, or ``M`` by at least 256 us per such entry.
+
+Outside these (a change of less than ~1 s of a version far from the event,
+whose rank drops) the two mappings may tie or invert. ``w`` stays within
+``2**21 + 255 n`` us plus ``|y| / 4096`` of ``M``. The rows an earlier
 mapping wrote and the new one does not (the entry moved the row, e.g. to
 another parent's key) get cell tombstones over the columns written there,
-at ``w``; a tombstone wins a tie, so they go also when ``w`` is unchanged.
-Limits are in the README ("Lookups and joins").
+at ``w``. Limits are in the README ("Lookups and joins").
 
 Every method is synchronous: in the worker's event loop a plan and its
 bookkeeping happen at once, so an entry that arrives while an event's
@@ -48,7 +67,7 @@ from framework.state.kv import KV
 from framework.state.lookup import Entry, canonical
 from framework.state.view import Missing, StateView
 
-__all__ = ["JoinConfig", "JoinBook", "Plan", "PendingFull", "map_with_state", "write_version"]
+__all__ = ["JoinConfig", "JoinBook", "Plan", "PendingFull", "map_with_state", "write_version", "join_version"]
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +117,35 @@ class Plan:
     committed: bool = False
 
 
+#: ``join_version``'s constants: the rank span, the exact window of ``y`` (us), its coarse step.
+RANK_SPAN, FINE, COARSE = 256, 4096, 1 << 20
+
+
+def spread(y: int) -> int:
+    """``y + FINE`` on ``[-FINE, FINE]``, one step per ``COARSE`` beyond; never negative inside
+    the window, never decreasing."""
+    if y > FINE:
+        return 2 * FINE + (y - FINE) // COARSE
+    if y < -FINE:
+        return (y + FINE) // COARSE
+    return y + FINE
+
+
+def join_version(event_version: int, entries: Iterable[Entry]) -> int:
+    """The write version of an event of ``event_version`` mapped with ``entries`` (the module
+    docstring's rule)."""
+    found = list(entries)
+    if not found:
+        return event_version
+    top = max(event_version, *(e.version for e in found))
+    y = sum(e.version - event_version for e in found)
+    return top + RANK_SPAN * spread(y) + sum(e.rank for e in found)
+
+
 def write_version(event: Event, view: StateView) -> int:
-    """The version an event's mutations are written at: the highest of its own and of every
-    entry it read."""
-    return max(event.version, view.version)
+    """The version an event's mutations are written at: ``join_version`` of the event and of
+    every entry it read."""
+    return join_version(event.version, view.found.values())
 
 
 def _at(m: Mutation, version: int) -> Mutation:
@@ -213,7 +257,7 @@ class JoinBook:
             raise MessageError("map", exc) from exc
         seq = 1 if prev is None else prev["seq"] + 1
         rows = list({**prev_rows, **new_rows}.values())  # both, until the new mapping is durable
-        reads = [[lk, k, v] for (lk, k), v in view.reads.items()]
+        reads = [[lk, k, e.version, e.fingerprint] for (lk, k), e in view.found.items()]
         keys = self._save(p, event.event_id, prev, raw, rows, reads, None, seq, done=presume)
         plan = Plan(p, event, mutations, None, seq, list(new_rows.values()), keys)
         plan.committed = presume and not moved
@@ -240,7 +284,7 @@ class JoinBook:
             )
         seq = 1 if prev is None else prev["seq"] + 1
         rows = [] if prev is None else prev["rows"]
-        reads = [[lk, k, v] for (lk, k), v in view.reads.items() if v is not None]
+        reads = [[lk, k, e.version, e.fingerprint] for (lk, k), e in view.found.items()]
         keys = self._save(p, event.event_id, prev, raw, rows, reads, list(target), seq, done=True)
         return Plan(p, event, [], target, seq, rows, keys, committed=True)
 
@@ -276,7 +320,7 @@ class JoinBook:
         returns the keys changed."""
         keys: list[str] = []
         old = self._index_of(prev)
-        new = {(lk, k): "R" for lk, k, _ in reads}
+        new = {(lk, k): "R" for lk, k, *_ in reads}
         if wait is not None:
             new[(wait[0], wait[1])] = "P"
         for lk, k in old.keys() - new.keys():
@@ -310,7 +354,7 @@ class JoinBook:
     def _index_of(record: dict[str, Any] | None) -> dict[tuple[str, str], str]:
         if record is None:
             return {}
-        out: dict[tuple[str, str], str] = {(lk, k): "R" for lk, k, _ in record["reads"]}
+        out: dict[tuple[str, str], str] = {(lk, k): "R" for lk, k, *_ in record["reads"]}
         if record.get("wait") is not None:
             out[(record["wait"][0], record["wait"][1])] = "P"
         return out
@@ -398,15 +442,17 @@ class JoinBook:
         return out
 
     def settled(self, record: dict[str, Any]) -> bool:
-        """True when the record's last mapping is durable and used the current entries (or it
-        still waits for an entry that has not arrived)."""
+        """True when the record's last mapping is durable and used the current entries, versions
+        and values (or it still waits for an entry that has not arrived)."""
         if record.get("wait") is not None:
             return self.entries(record["wait"][0], record["wait"][1]) is None
         if not record["done"]:
             return False
-        for lk, k, v in record["reads"]:
-            entry = self.entries(lk, k)
-            if entry is None or entry.version != v:
+        for read in record["reads"]:
+            entry = self.entries(read[0], read[1])
+            if entry is None or entry.version != read[2]:
+                return False
+            if len(read) < 4 or entry.fingerprint != read[3]:  # a replacement at the same version
                 return False
         return True
 

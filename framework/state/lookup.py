@@ -1,14 +1,19 @@
 """``Lookup``: a keyed table an agent reads, fed by the events of one topic.
 
 A lookup entry is ``(value, version)`` under a string key. Entries merge by
-version: the higher version wins; on a tie the larger canonical JSON of the
-value wins. The merge is associative, commutative and idempotent, so a table
-fed with duplicates, replays and reorderings of its entry events ends with
-the same entry per key (``merge``).
+their order (``Entry.order``): the higher version wins; on a tie the higher
+``rank`` (one byte of a BLAKE2b digest of the value's canonical UTF-8 JSON),
+then the larger canonical UTF-8 JSON, compared as bytes as the cell rule
+compares text (no ``\\u`` escapes). The join's write version counts the rank,
+so it ranks an equal-version replacement the way this merge does
+(``framework.state.join``). The merge is associative, commutative and
+idempotent, so a table fed with duplicates, replays and reorderings of its
+entry events ends with the same entry per key (``merge``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,16 +22,23 @@ from typing import Any
 
 from framework.core.events import Event
 
-__all__ = ["Lookup", "Entry", "merge", "entry_of", "entry_text", "canonical"]
+__all__ = ["Lookup", "Entry", "merge", "entry_of", "entry_text", "canonical", "value_bytes"]
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 _JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))  # one encoder: half the cost of dumps
+_UTF8 = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def canonical(value: Mapping[str, Any]) -> str:
     """The canonical JSON text of an entry value (sorted keys, no spaces)."""
     return _CANONICAL.encode(value)
+
+
+def value_bytes(value: Mapping[str, Any]) -> bytes:
+    """An entry value as the merge compares it: canonical JSON (sorted keys, no spaces, no
+    ``\\u`` escapes) in UTF-8."""
+    return _UTF8.encode(dict(value)).encode("utf-8", "surrogatepass")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +47,29 @@ class Entry:
 
     value: Mapping[str, Any]
     version: int
+    _order: tuple[int, bytes] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "value", MappingProxyType(dict(self.value)))
+
+    @property
+    def order(self) -> tuple[int, int, bytes]:
+        """``(version, rank, value bytes)``: the merge keeps the larger."""
+        if self._order is None:
+            data = value_bytes(self.value)
+            object.__setattr__(self, "_order", (hashlib.blake2b(data, digest_size=1).digest()[0], data))
+        assert self._order is not None
+        return (self.version, *self._order)
+
+    @property
+    def rank(self) -> int:
+        """0-255, a digest byte of the value: orders two values of one version before their bytes."""
+        return self.order[1]
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of the value (hex), to tell two values of one version apart."""
+        return hashlib.blake2b(self.order[2], digest_size=8).hexdigest()
 
     def to_json(self) -> str:
         return _JSON.encode({"v": self.version, "value": dict(self.value)})
@@ -49,10 +81,11 @@ class Entry:
 
 
 def merge(old: Entry | None, new: Entry) -> Entry:
-    """The entry that wins of ``old`` and ``new``: the higher version, on a tie the larger value."""
+    """The entry that wins of ``old`` and ``new``: the larger ``Entry.order`` (version, rank,
+    value bytes); ``old`` when they are equal."""
     if old is None or new.version > old.version:
         return new
-    if new.version == old.version and canonical(new.value) > canonical(old.value):
+    if new.version == old.version and new.order > old.order:
         return new
     return old
 

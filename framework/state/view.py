@@ -27,16 +27,18 @@ class StateView:
 
     ``get(lookup, key)`` returns the ``Entry`` (``value``, ``version``) or
     raises ``Missing``. Every key read is recorded in ``reads``
-    (``{(lookup, key): version}``), so the runtime knows which entries the
-    mapping depends on. Nothing can be written through it.
+    (``{(lookup, key): version}``) and the entries found in ``found``, so the
+    runtime knows which entries the mapping depends on. Nothing can be
+    written through it.
     """
 
-    __slots__ = ("_read", "_names", "reads")
+    __slots__ = ("_read", "_names", "reads", "found")
 
     def __init__(self, read: Callable[[str, str], Entry | None], names: frozenset[str]) -> None:
         self._read = read
         self._names = names
         self.reads: dict[tuple[str, str], int | None] = {}
+        self.found: dict[tuple[str, str], Entry] = {}
 
     def get(self, lookup: str, key: str) -> Entry:
         """The entry ``key`` of ``lookup``; ``Missing`` when it has not arrived."""
@@ -46,6 +48,7 @@ class StateView:
         self.reads[(lookup, key)] = None if entry is None else entry.version
         if entry is None:
             raise Missing(lookup, key)
+        self.found[(lookup, key)] = entry
         return entry
 
     def value(self, lookup: str, key: str) -> Mapping[str, Any]:

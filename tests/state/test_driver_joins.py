@@ -5,6 +5,17 @@ from __future__ import annotations
 from framework.state import JoinConfig
 from framework.testing import Driver
 from tests.state.join_app import child, join_app, parent_set
+from tests.state.join_model import join_version
+
+
+def at(event_version: int, entry_version: int, parent: str, label: str) -> int:
+    """The model's write version of a child mapped with the entry ``(parent, label)``."""
+    return join_version(event_version, [(entry_version, {"parent": parent, "label": label})])
+
+
+def hello(label: str) -> dict[str, str]:
+    """The cells of the child ``m1`` (body ``hello``, conversation ``c1``) under ``label``."""
+    return {"body": "hello", "conv": "c1", "label": label}
 
 
 def msgs(d: Driver) -> dict[tuple[str, str], tuple[dict, int]]:
@@ -17,7 +28,7 @@ def test_an_event_waits_for_its_entry_then_is_mapped() -> None:
         assert msgs(d) == {}
         assert d.pending() == {"children": [("c-m1", "parent", "c1")]}
         d.send(parent_set("c1", "A", "alpha", 50))
-        assert msgs(d) == {("A", "m1"): ({"body": "hello", "conv": "c1", "label": "alpha"}, 100)}
+        assert msgs(d) == {("A", "m1"): (hello("alpha"), at(100, 50, "A", "alpha"))}
         assert d.pending() == {"children": []}
 
 
@@ -25,27 +36,29 @@ def test_a_changed_entry_moves_the_row_and_writes_at_the_higher_version() -> Non
     with Driver(join_app()) as d:
         d.send([parent_set("c1", "A", "alpha", 50), child("m1", "c1", "hello", 100)])
         d.send(parent_set("c1", "B", "beta", 200))
-        assert msgs(d) == {("B", "m1"): ({"body": "hello", "conv": "c1", "label": "beta"}, 200)}
+        expected = {("B", "m1"): (hello("beta"), at(100, 200, "B", "beta"))}
+        assert msgs(d) == expected
         # the old entry arriving late changes nothing
         d.send(parent_set("c1", "A", "alpha", 50))
         d.send(child("m1", "c1", "hello", 100))  # a replay
-        assert msgs(d) == {("B", "m1"): ({"body": "hello", "conv": "c1", "label": "beta"}, 200)}
+        assert msgs(d) == expected
 
 
-def test_a_newer_entry_that_arrives_after_the_event_still_moves_it_at_the_event_version() -> None:
+def test_an_entry_change_older_than_the_event_arriving_after_it_still_outranks_the_first_mapping() -> None:
     with Driver(join_app()) as d:
         d.send([parent_set("c1", "A", "alpha", 10), child("m1", "c1", "hello", 100)])
-        d.send(parent_set("c1", "B", "beta", 20))  # older than the event: both mappings write at 100
-        assert msgs(d) == {("B", "m1"): ({"body": "hello", "conv": "c1", "label": "beta"}, 100)}
+        d.send(parent_set("c1", "A", "beta", 20))  # older than the event, the row does not move
+        assert at(100, 20, "A", "beta") > at(100, 10, "A", "alpha")
+        assert msgs(d) == {("A", "m1"): (hello("beta"), at(100, 20, "A", "beta"))}
 
 
-def test_the_documented_limit_a_row_moved_back_at_the_same_version_stays_deleted() -> None:
-    """A -> B -> A with every entry older than the event: all three mappings write at the
-    event's version, and the tombstone of the move away from A wins the tie (README)."""
+def test_a_row_moved_away_and_back_below_the_event_version_is_live() -> None:
+    """A -> B -> A with every entry older than the event (the README's former limit: all three
+    mappings wrote at the event's version and the move's tombstone won the tie)."""
     with Driver(join_app()) as d:
         d.send([parent_set("c1", "A", "alpha", 10), child("m1", "c1", "hello", 100)])
         d.send([parent_set("c1", "B", "beta", 20), parent_set("c1", "A", "alpha", 30)])
-        assert msgs(d) == {}
+        assert msgs(d) == {("A", "m1"): (hello("alpha"), at(100, 30, "A", "alpha"))}
 
 
 def test_a_bad_event_is_parked_and_a_full_pending_store_parks_with_a_clear_error() -> None:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from framework.testing import Driver
 from tests.state.join_app import app, child, parent_set
+from tests.state.join_model import join_version
 
 
 @st.composite
@@ -44,7 +45,8 @@ def histories(draw: st.DrawFn) -> tuple[list, dict]:
         if conv in final:
             parent, label, v = final[conv]
             cells = {"body": c.payload["body"], "conv": conv, "label": label}
-            oracle[(parent, c.payload["msg_id"])] = (cells, max(c.version, v))
+            w = join_version(c.version, [(v, {"parent": parent, "label": label})])
+            oracle[(parent, c.payload["msg_id"])] = (cells, w)
     return list(order) + replay, oracle
 
 

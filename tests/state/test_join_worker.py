@@ -16,6 +16,7 @@ from framework.local_stack import LocalStack
 from framework.worker_process import kill_worker, start_worker, stop_worker
 from stores.open import open_wide_store
 from tests.state.join_app import child, parent_set
+from tests.state.join_model import join_version
 
 pytestmark = pytest.mark.slow
 
@@ -74,7 +75,8 @@ def test_sigkill_then_fresh_data_dir_restores_pending_and_converges(
         for c in children:
             parent, label, v = final[c.payload["conv"]]
             cells = {"body": c.payload["body"], "conv": c.payload["conv"], "label": label}
-            oracle[(parent, c.payload["msg_id"])] = (cells, max(c.version, v))
+            w = join_version(c.version, [(v, {"parent": parent, "label": label})])
+            oracle[(parent, c.payload["msg_id"])] = (cells, w)
         _wait(lambda: asyncio.run(_rows(store)) == oracle, 90, "the oracle's rows")
     finally:
         assert stop_worker(w2) == 0
