@@ -88,5 +88,5 @@ def test_a_lookup_topic_no_agent_consumes_feeds_the_backfill(spark: SparkSession
     assert report.rejected == {} and report.samples == []
     assert report.entries == sum(e.type == "owner.set" for e in archive_events)
     assert report.applied == sum(e.type == "note.posted" for e in archive_events)
-    got = {(k[0], k[1]): v for k, v in run(_rows(url, "dir_note")).items()}
+    got = {(k[0], k[1]): values for k, (values, _) in run(_rows(url, "dir_note")).items()}
     assert got == expected
