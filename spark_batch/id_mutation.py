@@ -11,7 +11,10 @@ Spark:
   see BENCHMARKS.md for why not networkx, scipy or GraphFrames);
 - the moves: the batch's changed entries are split into ``shards`` tasks,
   each opening the store from its URL and calling ``apply_id_map`` on its
-  share with the same notification and re-projection writes. A retried task
+  share with the same notification and re-projection writes, in two Spark
+  jobs: first every share's recorded cells routed again (phase ``routes``),
+  then every share's partitions moved (phase ``cells``), so no task reads a
+  partition before the cells routed out of it are gone. A retried task
   writes the same cells again (idempotent: same versions).
 """
 
@@ -26,7 +29,7 @@ import pandas as pd
 from pyspark.sql import SparkSession
 
 from framework.coordination.checkpoints import CheckpointStore
-from framework.idmutation.apply import ApplyReport, apply_id_map
+from framework.idmutation.apply import PHASES, ApplyReport, apply_id_map
 from framework.idmutation.collapse import Interval, collapse
 from framework.idmutation.job import IdMapRun, config_of, run_id_mutation
 from framework.idmutation.requests import IdRequest
@@ -80,8 +83,9 @@ def spark_collapser(spark: SparkSession, partitions: int) -> Collapser:
 
 
 def apply_task(store_url: str, app_spec: str, job: str, batch_json: str,
-               entries: Iterable[tuple[str, str, str]]) -> Iterator[dict[str, Any]]:  # fmt: skip
-    """Executor side: apply one share of a batch's changed entries; its counts (one element)."""
+               entries: Iterable[tuple[str, str, str]],
+               phases: Sequence[str] = PHASES) -> Iterator[dict[str, Any]]:  # fmt: skip
+    """Executor side: apply ``phases`` of one share of a batch's changed entries; its counts."""
     collapsed = {(t, i): decode_intervals(iv) for t, i, iv in entries}
     if not collapsed:
         return iter(())
@@ -94,7 +98,8 @@ def apply_task(store_url: str, app_spec: str, job: str, batch_json: str,
             for schema in app.tables:
                 await store.ensure_table(schema)
             ctx = StepContext(app, config_of(app), store, None)
-            report = await apply_id_map(store, ctx.config, collapsed, extra=writes_extra(ctx, job, batch))
+            extra = writes_extra(ctx, job, batch)
+            report = await apply_id_map(store, ctx.config, collapsed, extra=extra, phases=phases)
             return {**report.to_dict(), "rows_touched": report.rows_touched}
         finally:
             await store.close()
@@ -112,16 +117,21 @@ def spark_applier(spark: SparkSession, store_url: str, app_spec: str, *, shards:
         entries = [(t, i, encode_intervals(v)) for (t, i), v in sorted(collapsed.items())]
         text = batch.to_json()
 
-        def collect() -> list[dict[str, Any]]:
+        def collect(phase: str) -> list[dict[str, Any]]:
             rdd = spark.sparkContext.parallelize(entries, max(1, min(shards, len(entries))))
-            return rdd.mapPartitions(lambda part: apply_task(store_url, app_spec, job, text, part)).collect()
+            return rdd.mapPartitions(
+                lambda part: apply_task(store_url, app_spec, job, text, part, (phase,))
+            ).collect()
 
         report = ApplyReport()
-        for part in await asyncio.to_thread(collect) if entries else []:
-            report.partitions_read += part["partitions_read"]
-            report.cells_moved += part["cells_moved"]
-            report.cells_deleted += part["cells_deleted"]
-            report.touched_elsewhere += part["rows_touched"]
+        for phase in PHASES if entries else ():  # every share's routes before any share's cells
+            for part in await asyncio.to_thread(collect, phase):
+                report.partitions_read += part["partitions_read"]
+                report.cells_moved += part["cells_moved"]
+                report.cells_deleted += part["cells_deleted"]
+                report.rerouted += part["rerouted"]
+                report.unconverged += part["unconverged"]
+                report.touched_elsewhere += part["rows_touched"]
         report.seconds = time.perf_counter() - started
         return report
 
