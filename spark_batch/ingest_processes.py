@@ -9,13 +9,16 @@ backfill's mapper), so any one of them can re-run a batch alone:
   rejected alone); rejected events are parked in the dead-letter WAL;
 - ``notifications``: the notification rows of the batch's writes
   (``framework.notifications.notification_mutations`` on the driver, over the
-  mutations the executors mapped), written to the store;
+  mutations the executors mapped), written to the store, stamped when written
+  (a re-run writes them again, later);
 - ``index``: every document the batch touched, per projection, read from
   the store (``framework.runtime.projector.read_documents``) and bulk-written
   at its version.
 
 Each returns a small report; an error stops it before its checkpoint, so the
-next run repeats it. All writes are versioned, so a repeat changes nothing.
+next run repeats it. All writes are versioned, so a repeat changes nothing, but
+for notification entries: a repeat adds entries at a later time (consumers may
+see a batch's keys twice, never miss them).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import asyncio
 import functools
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -169,32 +172,43 @@ def _written_task(cfg: IngestConfig, part: Iterable[Any]) -> Iterator[Mutation]:
         yield from mutations
 
 
-def notification_process(spark: SparkSession, cfg: IngestConfig, batch: Batch) -> dict[str, Any]:
-    """Write the notification rows of the batch's writes: the same rows on every re-run (ingestion
-    time = the batch's recorded start; counted as a blind writer: an upsert counts as updated,
-    a log row as inserted, since the rows' state before the batch is gone once the store
-    process ran)."""
+def notification_process(
+    spark: SparkSession, cfg: IngestConfig, batch: Batch, clock: Callable[[], float] = time.time
+) -> dict[str, Any]:
+    """Write the notification rows of the batch's writes, stamped when they are written (never
+    with the batch's recorded start: a re-run, or a store process slower than the readers'
+    ``settle``, would put them behind consumers' checkpoints) and written again at a fresh
+    stamp after a write slower than ``late_after`` (``framework.notifications.stamping``).
+    Counted as a blind writer: an upsert counts as updated, a log row as inserted, since the
+    rows' state before the batch is gone once the store process ran."""
     from framework.notifications import NotificationConfig, notification_mutations
+    from framework.notifications.stamping import write_stamped
 
     app = app_of(cfg.app)
     conf = getattr(app, "notifications", None) or NotificationConfig()
     rdd = ranges_rdd(spark, cfg, batch)
     written = [] if rdd is None else rdd.mapPartitions(functools.partial(_written_task, cfg)).collect()
-    rows = notification_mutations(
-        app.name, f"{cfg.job}/{batch.batch_id}", written, conf.tenant_of, batch.began_at, conf.max_keys,
-        bucket_width=conf.bucket_width, ttl=conf.ttl,
-    )  # fmt: skip
 
-    async def write() -> None:
+    batch_id = f"{cfg.job}/{batch.batch_id}"
+
+    def rows(at: int) -> list[Mutation]:
+        return notification_mutations(app.name, batch_id, written, conf.tenant_of, at, conf.max_keys,
+                                      bucket_width=conf.bucket_width, ttl=conf.ttl)  # fmt: skip
+
+    async def write() -> int:
         store = await open_wide_store(cfg.store_url)
+
+        async def apply(mutations: Sequence[Mutation]) -> None:
+            for i in range(0, len(mutations), cfg.opts.batch_size):
+                await store.apply(mutations[i : i + cfg.opts.batch_size])
+
         try:
-            for i in range(0, len(rows), cfg.opts.batch_size):
-                await store.apply(rows[i : i + cfg.opts.batch_size])
+            return await write_stamped(apply, rows, clock, conf.late_after)
         finally:
             await store.close()
 
-    asyncio.run(write())
-    return {"written": len(written), "rows": len(rows)}
+    at = asyncio.run(write())
+    return {"written": len(written), "rows": len(rows(at)), "ingested_at": at}
 
 
 # -- index ------------------------------------------------------------------------------------

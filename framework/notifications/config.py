@@ -23,7 +23,10 @@ class NotificationConfig:
     - ``count_inserts``: read which rows exist before each batch, to count inserted
       apart from updated (one ``read_rows`` per table and batch: it costs, see
       BENCHMARKS.md); off (the default): an upsert counts as updated, a new state-log
-      row as inserted, as any blind writer counts.
+      row as inserted, as any blind writer counts;
+    - ``late_after``: seconds within which an entry's write must end after its stamp, or
+      it is written again at a fresh stamp (``framework.notifications.stamping``); readers'
+      ``settle`` must exceed it plus how far a writer's clock may lag a reader's.
     """
 
     tenant_of: TenantOf | None = None
@@ -31,6 +34,7 @@ class NotificationConfig:
     max_keys: int = 1000
     retention: int = DEFAULT_RETENTION
     count_inserts: bool = False
+    late_after: float = 10.0
 
     def __post_init__(self) -> None:
         check_bucket_width(self.bucket_width)
@@ -38,6 +42,12 @@ class NotificationConfig:
             raise ValueError(f"max_keys must be a non-negative int, got {self.max_keys!r}")
         if isinstance(self.retention, bool) or not isinstance(self.retention, int) or self.retention <= 0:
             raise ValueError(f"retention must be a positive int of seconds, got {self.retention!r}")
+        if (
+            isinstance(self.late_after, bool)
+            or not isinstance(self.late_after, int | float)
+            or not (0 < self.late_after < float("inf"))
+        ):
+            raise ValueError(f"late_after must be a positive number of seconds, got {self.late_after!r}")
 
     @property
     def ttl(self) -> int:

@@ -5,7 +5,9 @@ written rows exist already (``count_inserts``: one ``read_rows`` per table),
 then applies the batch's mutations and its notification entries in one
 ``apply``: on SQLite one transaction, so an entry is never without its data.
 The batch id is the agent's name and a digest of the batch's event ids; the
-ingestion time is the writer's clock when the batch is written.
+ingestion time is the writer's clock when the batch is written, and a write that
+ended more than ``late_after`` seconds later is followed by the entries again at a
+fresh time (``framework.notifications.stamping``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from framework.notifications.entries import (
     notification_mutations,
 )
 from framework.notifications.schema import BUCKETS_TABLE, NOTIFICATION_TABLE
+from framework.notifications.stamping import write_stamped
 from framework.runtime.sinks import Sink, WideColumnSink, Written
 from stores.base import WideColumnStore
 
@@ -69,18 +72,22 @@ class NotificationSink:
         rows = changed_rows(m for m in data if m.table not in self.unannounced)
         live = await self._live(rows) if self.config.count_inserts and rows else None
         c = self.config
-        notes = entry_mutations(
-            self.app_name, batch_id_of(self.prefix, (e.event_id for e, _ in batch)), rows, c.tenant_of,
-            int(self.clock() * 1_000_000), c.max_keys, bucket_width=c.bucket_width, live=live, ttl=c.ttl,
-        )  # fmt: skip
-        index = [m for m in notes if m.table == BUCKETS_TABLE.name]
-        fresh = [m for m in index if (m.key["tenant"], m.key["bucket"]) not in self._indexed]
-        entries = [m for m in notes if m.table != BUCKETS_TABLE.name]
-        await self.store.apply([*data, *entries, *fresh])
-        if fresh:  # an index row once per tenant and bucket (its cells never change)
-            current = max(int(m.key["bucket"]) for m in fresh)  # type: ignore[call-overload]
+        batch_id = batch_id_of(self.prefix, (e.event_id for e, _ in batch))
+        written: list[Mutation] = []  # the index rows of every attempt
+
+        def notes(at: int) -> list[Mutation]:
+            made = entry_mutations(self.app_name, batch_id, rows, c.tenant_of, at, c.max_keys,
+                                   bucket_width=c.bucket_width, live=live, ttl=c.ttl)  # fmt: skip
+            index = [m for m in made if m.table == BUCKETS_TABLE.name]
+            fresh = [m for m in index if (m.key["tenant"], m.key["bucket"]) not in self._indexed]
+            written.extend(fresh)
+            return [*(m for m in made if m.table != BUCKETS_TABLE.name), *fresh]
+
+        await write_stamped(self.store.apply, notes, self.clock, c.late_after, data)
+        if written:  # an index row once per tenant and bucket (its cells never change)
+            current = max(int(m.key["bucket"]) for m in written)  # type: ignore[call-overload]
             self._indexed = {k for k in self._indexed if k[1] >= current}
-            self._indexed.update((str(m.key["tenant"]), int(m.key["bucket"])) for m in fresh)  # type: ignore[call-overload]
+            self._indexed.update((str(m.key["tenant"]), int(m.key["bucket"])) for m in written)  # type: ignore[call-overload]
 
     async def _live(self, rows: Mapping[tuple[str, str], RowChange]) -> set[tuple[str, str]]:
         """Which written rows had a live row before the batch: one ``read_rows`` per table."""
@@ -114,16 +121,18 @@ async def write_notifications(
     clock: Callable[[], float] = time.time,
 ) -> int:
     """Apply the notification entries of ``written`` (already durable) as ``app``'s batch
-    ``batch_id``, ingested now, counted blind (no read); the number of entries. For batch
-    writers such as the Spark backfill; nothing when the app has notifications off."""
+    ``batch_id``, ingested now (again later when the write was late: ``write_stamped``),
+    counted blind (no read); the number of entries. For batch writers such as the Spark
+    backfill; nothing when the app has notifications off."""
     c = app.notifications
     if c is None:
         return 0
     marks = {p.version_table.name for p in app.projections}
     changed = [m for m in written if m.table not in marks]
-    notes = notification_mutations(
-        app.name, batch_id, changed, c.tenant_of, int(clock() * 1_000_000), c.max_keys,
-        bucket_width=c.bucket_width, ttl=c.ttl,
-    )  # fmt: skip
-    await store.apply(notes)
-    return sum(1 for m in notes if m.table == NOTIFICATION_TABLE.name)
+
+    def notes(at: int) -> list[Mutation]:
+        return notification_mutations(app.name, batch_id, changed, c.tenant_of, at, c.max_keys,
+                                      bucket_width=c.bucket_width, ttl=c.ttl)  # fmt: skip
+
+    at = await write_stamped(store.apply, notes, clock, c.late_after)
+    return sum(1 for m in notes(at) if m.table == NOTIFICATION_TABLE.name)
