@@ -9,10 +9,15 @@ one consumer never both commit over each other.
 
 Only entries ingested at least ``settle`` seconds ago are read: a writer
 takes its ingestion time before its write lands, so a reader that ran ahead
-of a slow write would skip it. ``settle`` must exceed the writers' sink
-timeout plus their clock skew. A consumer whose checkpoint is older than the
-``retention`` gets ``NotificationGap``: entries after its checkpoint may have
-expired, which would be a silent gap.
+of a slow write would skip it. Writers stamp entries when they write them and
+write them again at a fresh stamp when the write ended more than
+``late_after`` seconds after it (``framework.notifications.stamping``), so
+every entry has a copy visible ``late_after`` after its stamp on the writer's
+clock. The rule: every entry, however late it is written (a redone batch, a
+slow store), reaches every consumer when ``settle`` exceeds ``late_after``
+plus how far a writer's clock lags the reader's. A consumer whose checkpoint
+is older than the ``retention`` gets ``NotificationGap``: entries after its
+checkpoint may have expired, which would be a silent gap.
 """
 
 from __future__ import annotations
