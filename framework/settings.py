@@ -24,6 +24,7 @@ ENV: dict[str, str] = {
     "partitions": "CONVERGE_PARTITIONS",
     "web_port": "CONVERGE_WEB_PORT",
     "dlq_root": "CONVERGE_DLQ_ROOT",
+    "denylist_store": "CONVERGE_DENYLIST_STORE",
 }
 
 
@@ -44,6 +45,8 @@ class Settings:
     - ``partitions``: 4, for the topics the app creates
     - ``web_port``: none (the worker's web server stays off)
     - ``dlq_root``: ``<data_dir>/dlq``, the dead-letter WAL
+    - ``denylist_store``: none; the store holding the erasure deny-list of record, when a
+      backfill or ingestion writes into another store (``framework.erasure.record``)
     """
 
     app_id: str
@@ -55,6 +58,7 @@ class Settings:
     partitions: int
     web_port: int | None
     dlq_root: Path
+    denylist_store: str | None = None
 
     @classmethod
     def resolve(
@@ -92,6 +96,7 @@ class Settings:
             partitions=_int(get("partitions") or 4, "partitions", minimum=1),
             web_port=None if get("web_port") is None else _int(get("web_port"), "web_port", minimum=0),
             dlq_root=Path(get("dlq_root") or data_dir / "dlq"),
+            denylist_store=get("denylist_store"),
         )
 
     def replace(self, **changes: Any) -> Settings:

@@ -48,6 +48,7 @@ from framework.core.projection import Projection
 from framework.core.schema import SchemaError
 from framework.core.sync import run_sync
 from framework.erasure.keyed import erasure_key
+from framework.erasure.record import DenylistMissing, adopt_denylist, screen_of
 from framework.erasure.screen import load_screen
 from framework.idmutation.resolution import resolutions_for
 from framework.notifications.schema import NOTIFICATION_TABLES
@@ -102,14 +103,14 @@ class BackfillReport:
 class _Mapper:
     """Parses, routes and maps raw events of one partition, counting as it goes."""
 
-    def __init__(self, app_spec: str) -> None:
+    def __init__(self, app_spec: str, screen_store: str | None = None) -> None:
         self.app = app_of(app_spec)
         self.stats: Counter[tuple[str, ...]] = Counter()
         self.samples: list[str] = []
         self.rejected: list[tuple[str, ...]] = []
         self._sources: dict[int, tuple[Any, Event]] = {}
-        #: the app's erasure screen (its deny-list when the task started), or None
-        self.screen: Any = None
+        #: the app's erasure screen (the deny-list of ``screen_store`` when the task started), or None
+        self.screen: Any = screen_of(self.app, screen_store) if screen_store is not None else None
         #: the final lookup entries (``spark_batch.lookups``), for agents that declare lookups
         self.entries: Any = None
         #: the ID resolution of each agent writing an owner table (``spark_batch.id_resolution``)
@@ -156,6 +157,8 @@ class _Mapper:
                 if resolve is not None:  # owner ids resolved at the write version, then the marks
                     mutations = resolve(event, mutations)
                     mutations += marks_of(self.app.projections_of(agent), mutations)
+                if self.screen is not None:  # erased subjects' writes out, as map_event does
+                    mutations = self.screen(event, mutations)
             else:
                 mutations = map_event(agent, event, self.app.projections_of(agent), self.screen, resolve)
         except MessageError as exc:
@@ -286,6 +289,7 @@ def backfill(
     opts: WriteOptions | None = None,
     progress: JobProgress | None = None,
     dlq_root: str | os.PathLike[str] | None = None,
+    denylist_store: str | None = None,
 ) -> BackfillReport:
     """Backfill the events in ``paths`` into the store through the app ``app`` (``MODULE:ATTR``).
 
@@ -296,11 +300,13 @@ def backfill(
     Rejected events are parked in the dead-letter WAL at ``dlq_root``
     (pipeline ``backfill:<agent>``) when it is given; they are always
     counted and sampled. ``JobError`` before any Spark job for an app or
-    projection the backfill cannot use.
+    projection the backfill cannot use, or an app with personal data and no
+    deny-list of record (``denylist_store``: the store that holds it).
     """
     started = time.monotonic()
     opts = opts or WriteOptions()
-    chosen = prepare(app, store_url, projection=projection, es_url=es_url, alias=alias, tombstones=tombstones)
+    chosen = prepare(app, store_url, projection=projection, es_url=es_url, alias=alias, tombstones=tombstones,
+                     denylist_store=denylist_store)  # fmt: skip
     if progress is not None:
         progress.phase("applying archived events")
     raw = read_archive(spark, paths, fmt, partitions)
@@ -350,13 +356,19 @@ def prepare(
     es_url: str | None = None,
     alias: str | None = None,
     tombstones: str = "native",
+    denylist_store: str | None = None,
 ) -> tuple[Projection, ...]:
-    """Driver side, before any Spark job: load the app, ensure its tables and, with ``es_url``, the
-    index of every projection to project (returned); ``JobError`` for what the backfill cannot use."""
+    """Driver side, before any Spark job: load the app, settle its erasure deny-list of record
+    (``framework.erasure.record``), ensure its tables and, with ``es_url``, the index of every
+    projection to project (returned); ``JobError`` for what the backfill cannot use."""
     the_app = load_app(app)
     chosen = select(the_app, projection) if es_url is not None else ()
     if alias is not None and len(chosen) != 1:
         raise JobError("--alias names the index of one projection: choose it with --projection")
+    try:
+        adopt_denylist(the_app, store_url, denylist_store)
+    except DenylistMissing as exc:
+        raise JobError(str(exc)) from None
     notified = NOTIFICATION_TABLES if the_app.notifications is not None else ()
     run_sync(_ensure_tables(store_url, (*the_app.tables, *notified)))
     for p in chosen:

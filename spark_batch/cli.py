@@ -51,7 +51,8 @@ def _backfill(args: argparse.Namespace) -> int:
     job.require_inputs(args.paths)
     es_url = job.es_url() if args.project else None
     opts = _opts(args)
-    kw = dict(projection=args.projection, es_url=es_url, alias=args.alias, tombstones=job.tombstones)
+    kw = dict(projection=args.projection, es_url=es_url, alias=args.alias, tombstones=job.tombstones,
+              denylist_store=args.denylist_store)  # fmt: skip
     prepare(args.app, job.store, **kw)  # type: ignore[arg-type]
     spark = _setup(args, "backfill")
     with JobProgress(spark.sparkContext, "backfill") as progress:
@@ -213,7 +214,7 @@ def _ingest(args: argparse.Namespace) -> int:
     except (CheckpointError, CheckpointUnavailable) as exc:
         raise JobError(f"checkpoint store {url}: {exc}") from None
     try:
-        prepare_ingest(cfg, projection=args.projection, alias=args.alias)
+        prepare_ingest(cfg, projection=args.projection, alias=args.alias, denylist_store=args.denylist_store)
         spark = _setup(args, "ingest")
         run = ingest(
             spark, cfg, checkpoints, topics=args.topic or app_topics(args.app), max_offsets=args.max_offsets,
@@ -382,6 +383,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=None,
         help="dead-letter WAL for rejected events (env CONVERGE_DLQ_ROOT, default var/<app>/dlq)",
     )
+    p.add_argument(
+        "--denylist-store",
+        default=None,
+        help="store holding the erasure deny-list of record, when it is not the target "
+        "(env CONVERGE_DENYLIST_STORE; the target's own URL accepts a fresh store as the record)",
+    )
     p.set_defaults(func=_guarded(_backfill))
 
     p = cmds.add_parser("check", parents=[common], help="compare the store with the projections' documents")
@@ -462,6 +469,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--apply-log", default=None, help="append a JSON line per process run here")
     p.add_argument("--dlq-root", type=Path, default=None, help="dead-letter WAL (env CONVERGE_DLQ_ROOT)")
     p.add_argument("--no-notifications", action="store_true", help="no notifications process")
+    p.add_argument(
+        "--denylist-store",
+        default=None,
+        help="store holding the erasure deny-list of record, when it is not the target "
+        "(env CONVERGE_DENYLIST_STORE; the target's own URL accepts a fresh store as the record)",
+    )
     p.set_defaults(func=_guarded(_ingest))
 
     from spark_batch.changes_cli import add_changes

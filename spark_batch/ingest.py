@@ -78,8 +78,15 @@ def ingest_processes(cfg: IngestConfig, *, notifications: bool | None = None) ->
     return steps
 
 
-def prepare_ingest(cfg: IngestConfig, *, projection: str | None = None, alias: str | None = None) -> None:
-    """Driver side, before Spark: the app's tables, the notification table and every index."""
+def prepare_ingest(
+    cfg: IngestConfig,
+    *,
+    projection: str | None = None,
+    alias: str | None = None,
+    denylist_store: str | None = None,
+) -> None:
+    """Driver side, before Spark: the erasure deny-list of record (``backfill.prepare``), the app's
+    tables, the notification table and every index."""
     prepare(
         cfg.app,
         cfg.store_url,
@@ -87,6 +94,7 @@ def prepare_ingest(cfg: IngestConfig, *, projection: str | None = None, alias: s
         es_url=cfg.es_url,
         alias=alias,
         tombstones=cfg.tombstones,
+        denylist_store=denylist_store,
     )
     if notifications_available():
         from framework.notifications import NOTIFICATION_TABLES

@@ -100,7 +100,7 @@ def ranges_rdd(spark: SparkSession, cfg: IngestConfig, batch: Batch) -> RDD | No
 def _mapped(cfg: IngestConfig, part: Iterable[Any]) -> Iterator[tuple[str, list[Mutation]]]:
     """The (agent, mutations) of every event of the ranges that maps (the others are the store
     process's to park)."""
-    yield from _Mapper(cfg.app).mapped(_values(cfg.broker, part))
+    yield from _Mapper(cfg.app, cfg.store_url).mapped(_values(cfg.broker, part))
 
 
 # -- store ------------------------------------------------------------------------------------
@@ -108,7 +108,7 @@ def _store_task(cfg: IngestConfig, part: Iterable[Any]) -> Iterator[tuple[Any, .
     """Executor: map and apply the ranges' events (one event's mutations succeed or fail together);
     yields ``("stat", key, n)`` and ``("parked", ...)`` records, as a backfill task does."""
     values = list(_values(cfg.broker, part))  # read first: the apply runs its own event loop
-    mapper = _Mapper(cfg.app)
+    mapper = _Mapper(cfg.app, cfg.store_url)
 
     def done(unit: Unit, error: BaseException | None) -> None:
         if error is not None:

@@ -13,6 +13,9 @@ from framework.local_stack import LocalStack, StackInfo
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# each store a test backfills or ingests into is its own erasure store of record (framework.erasure.record;
+# tests/erasure/test_denylist_of_record.py unsets it to check the refusal)
+os.environ.setdefault("CONVERGE_DENYLIST_STORE", "target")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
