@@ -338,16 +338,29 @@ async def sweep(
     extra: ExtraWrites | None = None,
 ) -> ApplyReport:
     """Apply the map to the partitions named by ``keys`` (``(table, row or partition key)``, e.g.
-    from notifications) whose ``(tenant, id)`` has intervals; keys of other tables are ignored."""
+    from notifications) whose ``(tenant, id)`` has intervals: a key of ``converge_id_routes``
+    routes that origin's recorded cells again (a worker wrote them with an older map), a key of
+    an owner table moves that partition's cells; keys of other tables are ignored."""
     targets: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    origins: set[tuple[str, str]] = set()
     for table, key in keys:
+        if table == ROUTES_TABLE.name:
+            tenant, origin = key.get("tenant"), key.get("origin")
+            if tenant is not None and origin is not None:
+                origins.add((str(tenant), str(origin)))
+            continue
         owner = config.column(table)
         if owner is not None and (pair := _pair_of(owner, key)) is not None:
             targets[table].add(pair)
-    wanted = sorted({p for pairs in targets.values() for p in pairs})
+    wanted = sorted({p for pairs in targets.values() for p in pairs} | origins)
     if not wanted:
         return ApplyReport()
     found = await lookup_intervals(wanted)
     collapsed = {p: found[p] for p in wanted if p in found}
+    report = ApplyReport()
+    routed = {p: collapsed[p] for p in sorted(origins) if p in collapsed}
+    if routed:
+        report.add(await reroute_recorded(store, config, routed, chunk=chunk, clock=clock, extra=extra))
     chosen = {t: sorted(p for p in pairs if p in collapsed) for t, pairs in targets.items()}
-    return await _apply_pairs(store, config, collapsed, chosen, chunk=chunk, clock=clock, extra=extra)
+    report.add(await _apply_pairs(store, config, collapsed, chosen, chunk=chunk, clock=clock, extra=extra))
+    return report

@@ -13,7 +13,9 @@ name order, all or none), then runs two jobs on the job checkpoints:
 - ``id_mutation.<app>.sweep`` with ``sweep`` and ``index``: the partitions of
   owner tables that notifications written since the sweep's checkpoint name
   (a worker that had not seen the map wrote under an old id) and whose id has
-  intervals are applied again. Entries this job wrote (batch ids
+  intervals are applied again, and the recorded cells of the origins that
+  entries of ``converge_id_routes`` name are routed again (a worker resolved
+  them with an older map). Entries this job wrote (batch ids
   ``id_mutation...``) are skipped; an entry that says re-read sweeps every
   mapped id of its tenant.
 
@@ -34,6 +36,7 @@ from framework.coordination.checkpoints import CheckpointStore
 from framework.idmutation.apply import ApplyReport, sweep
 from framework.idmutation.collapse import Interval
 from framework.idmutation.declare import IdMutation
+from framework.idmutation.routes import ROUTES_TABLE
 from framework.idmutation.steps import (
     Applier,
     Collapser,
@@ -120,7 +123,7 @@ async def _lookup(
 async def _sweep_process(
     ctx: StepContext, reader: NotificationReader, job: str, batch: Batch
 ) -> dict[str, Any]:
-    owners = {c.table for c in ctx.config.columns}
+    owners = {c.table for c in ctx.config.columns} | {ROUTES_TABLE.name}  # records a worker wrote
     keys: list[tuple[str, Any]] = []
     reread: set[str] = set()
     entries, after = 0, None
@@ -142,6 +145,7 @@ async def _sweep_process(
         ids = {r.old_id for r in map(request_of_row, rows)}
         for c in ctx.config.columns:
             keys += [(c.table, {c.tenant_column: tenant, c.id_column: i}) for i in ids]
+        keys += [(ROUTES_TABLE.name, {"tenant": tenant, "origin": i}) for i in ids]
     report = await sweep(ctx.store, ctx.config, lambda pairs: _lookup(ctx.store, pairs), keys,
                          chunk=ctx.chunk, clock=ctx.clock, extra=writes_extra(ctx, job, batch))  # fmt: skip
     if after is not None:

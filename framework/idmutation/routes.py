@@ -199,6 +199,7 @@ def reroute(
         final = final_of(intervals, origin, version)
         base = {"tenant": tenant, "origin": origin, "tbl": table, "row": row, "col": col, "version": version}
         tombstone = value.value in (_TOMBSTONE, _NONE)
+        left = False  # a live placement left: the cell changes place (or is dropped)
         for placed, p in sorted(placements.items()):
             if placed == final or "live" not in p.cells:
                 continue
@@ -212,10 +213,10 @@ def reroute(
                 key = _key_of(row, owner, _id(schema_of, owner, table, placed))
                 out.append(Delete(table, key, version, (col,)))
                 report.touched.append((table, key))
-                if not gone:
-                    report.rerouted += 1
+                left |= not gone
             out.append(Upsert(ROUTES_TABLE.name, {**base, "placed": placed}, {"gone": True}, version))
         if final is None:
+            report.rerouted += left
             continue
         at_final = placements.get(final)
         if at_final is not None and "gone" in at_final.cells:
@@ -235,7 +236,7 @@ def reroute(
         else:
             out.append(Upsert(table, key, {col: decode_value(value.value)}, version, ttl))  # type: ignore[arg-type]
         report.touched.append((table, key))
+        report.rerouted += left or at_final is None
         if at_final is None:
-            report.rerouted += 1
             out.append(Upsert(ROUTES_TABLE.name, {**base, "placed": final}, {"live": True}, version, ttl))
     return out

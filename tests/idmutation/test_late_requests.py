@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from framework.idmutation import IdRequest, collapse
-from framework.idmutation.apply import apply_id_map
+from framework.idmutation.apply import apply_id_map, sweep
 from framework.testing import Driver
 from tests.idmutation.stream_app import activity, app
 
@@ -87,3 +87,22 @@ def test_a_final_that_flips_back_to_a_tombstoned_id_is_reported() -> None:
         report = d.run(apply_id_map(d.store, app.id_mutation, collapse(requests)))  # type: ignore[arg-type]
         assert report.unconverged == 1 and report.to_dict()["unconverged"] == 1
         assert rows(d) == {}
+
+
+def test_the_sweep_routes_again_what_a_worker_resolved_with_an_older_map() -> None:
+    """The worker still has the map of 1->2 when 1->5 was already applied: it writes the late
+    event under 2; the notification of its record names origin 1, and the sweep moves it to 5."""
+    first = [IdRequest(10, "r1", "t1", "convert", "1", "2")]
+    both = [*first, IdRequest(50, "r2", "t1", "convert", "1", "5")]
+    with Driver(app) as d:
+        job(d, first)
+        d.run(apply_id_map(d.store, app.id_mutation, collapse(both)))  # type: ignore[arg-type]
+        assert d.send(activity("e1", "t1", "1", "x1", 67, body="late")) == []
+        assert rows(d) == {("t1", "2", "x1"): {"body": ("late", 67)}}
+
+        async def lookup(pairs: object) -> dict:
+            return {p: iv for p, iv in collapse(both).items() if p in pairs}  # type: ignore[operator]
+
+        keys = [("converge_id_routes", {"tenant": "t1", "origin": "1"}), ("other", {"tenant": "t1"})]
+        report = d.run(sweep(d.store, app.id_mutation, lookup, keys))  # type: ignore[arg-type]
+        assert report.rerouted == 1 and rows(d) == {("t1", "5", "x1"): {"body": ("late", 67)}}
