@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
+import threading
 from typing import Any, NoReturn
 
 import faust
@@ -13,7 +15,7 @@ from framework.app import App
 from framework.heap import GC_MODES, freeze_startup_heap
 from framework.settings import Settings
 
-__all__ = ["load_object", "load_converge_app", "load_app", "use_event_loop", "run_worker"]
+__all__ = ["load_object", "load_converge_app", "load_app", "use_event_loop", "run_worker", "stop_bound"]
 
 
 def load_object(spec: str) -> Any:
@@ -73,10 +75,43 @@ def use_event_loop(name: str) -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
+#: Seconds a stop may take beyond the runtimes' drain timeout before the process exits anyway.
+STOP_GRACE_S = 5.0
+
+
+def stop_bound(app: faust.App) -> float:
+    """How long a signalled stop of ``app`` may take: the longest drain timeout of its runtimes
+    (10 s without any) plus ``STOP_GRACE_S``."""
+    wiring = getattr(app, "converge", None)
+    drains = [r.config.drain_timeout for r in getattr(wiring, "runtimes", ())]
+    return max(drains, default=10.0) + STOP_GRACE_S
+
+
+def _exit_now(bound: float, log: logging.Logger) -> None:  # pragma: no cover - ends the process
+    log.warning(
+        "the stop did not finish within %.0f s (the consumer may be waiting on a rebalance): exiting "
+        "without waiting longer; work not committed is redelivered from the last commit", bound,
+    )  # fmt: skip
+    logging.shutdown()
+    os._exit(0)
+
+
 class _Worker(faust.Worker):
-    """A Faust worker that can freeze its start-up heap once the app has started."""
+    """A Faust worker that can freeze its start-up heap once the app has started, and whose stop
+    on a signal is bounded: a stop stuck in a rebalance (aiokafka waits for its JoinGroup answer
+    up to the rebalance timeout) exits the process after ``stop_bound`` seconds, with a warning
+    and no traceback."""
 
     freeze_heap = True
+    _stop_timer: threading.Timer | None = None
+
+    def _schedule_shutdown(self, signal: Any) -> None:
+        if self._stop_timer is None:
+            bound = stop_bound(self.app)
+            self._stop_timer = threading.Timer(bound, _exit_now, (bound, logging.getLogger(__name__)))
+            self._stop_timer.daemon = True
+            self._stop_timer.start()
+        super()._schedule_shutdown(signal)
 
     async def on_startup_finished(self) -> None:
         await super().on_startup_finished()

@@ -26,12 +26,13 @@ def _default_url() -> str:
 def _table(rows: dict[str, RuntimeSummary]) -> Table:
     table = Table(box=None, pad_edge=False)
     for head in ("runtime", "partitions", "lag", "pending", "in flight", "blocked", "skipped", "paused",
-                 "processed", "retried", "parked", "sinks down"):  # fmt: skip
+                 "processed", "retried", "parked", "stalled", "stall s", "sinks down"):  # fmt: skip
         table.add_column(head, justify="left" if head in ("runtime", "sinks down") else "right")
     for r in rows.values():
         table.add_row(escape(r.runtime), *(str(n) for n in (
             r.partitions, r.lag, r.pending, r.in_flight, r.blocked_keys, r.skipped, r.paused,
-            r.processed, r.retried, r.parked)), escape(", ".join(r.sinks_down) or "-"))  # fmt: skip
+            r.processed, r.retried, r.parked, r.stalled, r.stall_s)),
+            escape(", ".join(r.sinks_down) or "-"))  # fmt: skip
     return table
 
 

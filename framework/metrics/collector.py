@@ -34,6 +34,8 @@ _PART_HELP = {
     "paused": "1 while consumption of the partition is paused",
     "blocked": "relation keys held back by a failing event",
     "skipped": "events waiting behind blocked keys (the skipped queue)",
+    "owned": "1 while this worker holds the partition (the broker's group description)",
+    "stall": "seconds the partition's lag has not shrunk by a commit (0 without lag)",
 }
 
 
@@ -53,6 +55,7 @@ class ConvergeCollector(Collector):
         yield from _partition_families(snap)
         yield from _sink_families(snap)
         yield from _lookup_families(snap.runtimes)
+        yield from _group_families(snap.runtimes)
         parked = GaugeMetricFamily(names.PARKED, "parked events not yet replayed or discarded",
                                    labels=["runtime", "stage", "error_class"])  # fmt: skip
         for (runtime, stage, error_class), n in sorted(snap.parked.items()):
@@ -91,11 +94,35 @@ def _lookup_families(runtimes: Mapping[str, Mapping[str, Any]]) -> Iterator[Metr
     yield overdue
 
 
+def _group_families(runtimes: Mapping[str, Mapping[str, Any]]) -> Iterator[Metric]:
+    """The group as the worker's group watch read it (``status()["group"]``), per runtime."""
+    labels = ["runtime"]
+    members = GaugeMetricFamily(names.GROUP_MEMBERS, "members of the consumer group", labels=labels)
+    stalled = GaugeMetricFamily(names.STALLED_PARTITIONS, "partitions with lag and no commit for "
+                                "RuntimeConfig.stall_after seconds or more", labels=labels)  # fmt: skip
+    seconds = GaugeMetricFamily(names.STALL_SECONDS, "seconds of the longest ongoing stall", labels=labels)
+    stalls = CounterMetricFamily(names.GROUP_STALLS, "stalls that started so far", labels=labels)
+    removed = CounterMetricFamily(names.GROUP_MEMBERS_REMOVED, "dead members removed from the group",
+                                  labels=labels)  # fmt: skip
+    for runtime, status in sorted(runtimes.items()):
+        group = status.get("group")
+        if not group:
+            continue
+        members.add_metric([runtime], group.get("members", 0))
+        stalled.add_metric([runtime], len(group.get("stalled", {})))
+        seconds.add_metric([runtime], max(group.get("stalled", {}).values(), default=0))
+        stalls.add_metric([runtime], group.get("stalls", 0))
+        removed.add_metric([runtime], group.get("members_removed", 0))
+    yield from (members, stalled, seconds, stalls, removed)
+
+
 def _partition_families(snap: Snapshot) -> Iterator[Metric]:
     values: dict[tuple[str, str, str], dict[str, float]] = {}
     for o in snap.offsets:
         row = values.setdefault((o.runtime, o.topic, str(o.partition)), {})
-        for what, v in (("consumed", o.consumed), ("committed", o.committed), ("end", o.end), ("lag", o.lag)):
+        stall = o.stalled_s
+        for what, v in (("consumed", o.consumed), ("committed", o.committed), ("end", o.end), ("lag", o.lag),
+                        ("owned", 1 if o.owned else 0), ("stall", stall)):  # fmt: skip
             if v is not None:
                 row[what] = v
     for runtime, status in snap.runtimes.items():

@@ -21,6 +21,11 @@ __all__ = [
     "LOOKUP_PENDING",
     "LOOKUP_OVERDUE",
     "GC_FROZEN",
+    "GROUP_MEMBERS",
+    "STALLED_PARTITIONS",
+    "STALL_SECONDS",
+    "GROUP_STALLS",
+    "GROUP_MEMBERS_REMOVED",
     "ALL",
 ]
 
@@ -44,6 +49,8 @@ PARTITION: dict[str, str] = {
     "paused": "converge_partition_paused",
     "blocked": "converge_partition_blocked_keys",
     "skipped": "converge_partition_skipped",
+    "owned": "converge_partition_owned",
+    "stall": "converge_partition_stall_seconds",
 }
 
 SINK_DOWN = "converge_sink_down"
@@ -58,6 +65,14 @@ LOOKUP_PENDING = "converge_lookup_pending"
 LOOKUP_OVERDUE = "converge_lookup_overdue"
 #: Objects in the garbage collector's permanent generation (``framework.heap``).
 GC_FROZEN = "converge_gc_frozen_objects"
+#: The consumer group as the worker's group watch last read it from the broker (label runtime:
+#: the partitions of that runtime's topic): members, partitions stalled now and the longest
+#: stall's seconds, stalls so far (a counter), dead members removed (a counter, group-wide).
+GROUP_MEMBERS = "converge_group_members"
+STALLED_PARTITIONS = "converge_stalled_partitions"
+STALL_SECONDS = "converge_stall_seconds"
+GROUP_STALLS = "converge_group_stalls"
+GROUP_MEMBERS_REMOVED = "converge_group_members_removed"
 
 
 def counter_name(field: str) -> str:
@@ -68,5 +83,6 @@ def counter_name(field: str) -> str:
 #: Every fixed name (counters of ``Counters`` fields come from ``counter_name``).
 ALL: frozenset[str] = frozenset(
     {*RUNTIME_GAUGES.values(), *PARTITION.values(), SINK_DOWN, SINK_OUTAGES, SINK_RECENT_FAILURES,
-     PARKED, SINK_LATENCY, BATCH_SIZE, LOOKUP_PENDING, LOOKUP_OVERDUE, GC_FROZEN}
+     PARKED, SINK_LATENCY, BATCH_SIZE, LOOKUP_PENDING, LOOKUP_OVERDUE, GC_FROZEN, GROUP_MEMBERS,
+     STALLED_PARTITIONS, STALL_SECONDS, GROUP_STALLS, GROUP_MEMBERS_REMOVED}
 )  # fmt: skip

@@ -1,10 +1,16 @@
 """What a scrape reads from a running worker: runtime status, partition offsets, parked counts.
 
-Everything comes from what the worker already keeps: ``Wiring.status()``
-(each runtime's counters, partition queues and sink health), the Faust
-consumer (assignment, committed offsets, high watermarks), Faust's monitor
-(the last offset read per partition) and the dead-letter WAL's index (records
-parked and not yet replayed or discarded).
+Offsets come from the broker: the worker's group watch
+(``framework.runtime.group_watch``) reads the end offset of every partition
+of the worker's topics, the group's committed offset and the member holding
+it, whoever that is, so lag is the group's whether a partition is owned here,
+by another worker, by a dead member or by nobody; a scrape asks for a fresh
+reading when the last one is older than ``FRESH_S``. Only a worker without a
+watch (or before its first reading) falls back to its consumer's assignment,
+committed offsets and high watermarks. The rest is what the worker keeps:
+``Wiring.status()`` (each runtime's counters, partition queues, sink health and
+group view), Faust's monitor (the last offset read per partition) and the
+dead-letter WAL's index (records parked and not yet replayed or discarded).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from framework.dlq import DeadLetterWAL, SegmentFilter, Status
+from framework.runtime.group_watch import GroupWatch
 from framework.runtime.processor import AgentProcessor
 from framework.runtime.projector import ProjectionProcessor
 
@@ -28,6 +35,8 @@ __all__ = [
     "Snapshot",
     "take_snapshot",
     "partition_offsets",
+    "broker_offsets",
+    "FRESH_S",
     "parked_counts",
     "declared_sinks",
     "split_tp",
@@ -39,10 +48,16 @@ log = logging.getLogger(__name__)
 _TP = re.compile(r"\w*\(topic='(?P<topic>[^']*)', partition=(?P<partition>\d+)\)")
 
 
+#: A scrape reads the broker again when the group watch's last reading is older than this.
+FRESH_S = 1.0
+
+
 @dataclass(frozen=True)
 class PartitionOffsets:
-    """One assigned partition: the next offset to read after the last one read (``consumed``),
-    the committed offset and the end of the log; None where not known yet."""
+    """One partition: the next offset to read after the last one read here (``consumed``), the
+    committed offset and the end of the log (None where not known yet); ``owned``: held by this
+    worker; ``stalled_s``: seconds its lag has not shrunk (None: not watched); ``from_start``:
+    with nothing committed, the group reads it from offset 0, so its lag is the whole log."""
 
     runtime: str
     topic: str
@@ -50,12 +65,15 @@ class PartitionOffsets:
     consumed: int | None
     committed: int | None
     end: int | None
+    owned: bool = True
+    stalled_s: float | None = None
+    from_start: bool = False
 
     @property
     def lag(self) -> int | None:
         """Messages after the committed offset: 0 for an empty partition, None while nothing
-        is committed in a partition that has messages."""
-        if self.end is None or (self.committed is None and self.end > 0):
+        is committed in a partition that has messages (unless ``from_start``)."""
+        if self.end is None or (self.committed is None and self.end > 0 and not self.from_start):
             return None
         return max(0, self.end - (self.committed or 0))
 
@@ -79,8 +97,26 @@ def split_tp(key: str) -> tuple[str, str]:
     return (m["topic"], m["partition"]) if m else (key, "")
 
 
+def broker_offsets(worker: Any, watch: GroupWatch, topics: Mapping[str, str]) -> list[PartitionOffsets]:
+    """Every partition of ``topics`` (topic -> runtime name) as ``watch`` last read it."""
+    read: Mapping[Any, int] = getattr(worker.monitor, "tp_read_offsets", None) or {}
+    consumed = {(tp.topic, tp.partition): off + 1 for tp, off in read.items()}
+    me = str(worker.conf.broker_client_id)
+    out = []
+    for (topic, partition), p in sorted(watch.partitions.items()):
+        runtime = topics.get(topic)
+        if runtime is None:
+            continue
+        owned = p.owner == me
+        mine = consumed.get((topic, partition)) if owned else None
+        out.append(PartitionOffsets(runtime, topic, partition, mine, p.committed, p.end,
+                                    owned=owned, stalled_s=p.stalled_s, from_start=True))  # fmt: skip
+    return out
+
+
 def partition_offsets(worker: Any, topics: Mapping[str, str]) -> list[PartitionOffsets]:
-    """The offsets of every assigned partition of ``topics`` (topic -> runtime name)."""
+    """The offsets of every partition of ``topics`` (topic -> runtime name) assigned to the
+    worker's consumer, as the consumer knows them (no group watch)."""
     consumer = worker.consumer
     try:
         assigned = sorted(consumer.assignment())
@@ -128,8 +164,15 @@ async def take_snapshot(worker: ConvergeFaustApp, last: Snapshot | None = None) 
     """Read ``worker`` (built by ``App.worker``) now; the WAL's index is read off the event loop
     (when it cannot be read, the parked counts of ``last`` are kept)."""
     wiring = worker.converge
+    topics = {r.topic_name: r.name for r in wiring.runtimes}
+    watch = next((r.group_watch for r in wiring.runtimes if r.group_watch is not None), None)
+    if watch is not None:
+        await watch.fresh(FRESH_S)
     runtimes = wiring.status()
-    offsets = partition_offsets(worker, {r.topic_name: r.name for r in wiring.runtimes})
+    if watch is not None and watch.read_at is not None:
+        offsets = broker_offsets(worker, watch, topics)
+    else:
+        offsets = partition_offsets(worker, topics)
     dlq = wiring.resources.dlq
     parked = last.parked if last is not None else {}
     if dlq is not None:

@@ -33,6 +33,9 @@ class RuntimeSummary:
     #: live parked records by ``stage/error_class``
     parked_by: dict[str, int] = field(default_factory=dict)
     sinks_down: list[str] = field(default_factory=list)
+    #: partitions stalled now and the longest stall's seconds (the group watch's)
+    stalled: int = 0
+    stall_s: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -57,7 +60,9 @@ def fetch_metrics(url: str, *, timeout: float = 5.0, token: str | None = None) -
 
 
 def summarize(text: str) -> dict[str, RuntimeSummary]:
-    """Per runtime, by name: what the metrics in ``text`` say."""
+    """Per runtime, by name: what the metrics in ``text`` say. Lag is the sum over every
+    partition reported (the group's, when the worker reads it from the broker); partitions
+    counts those held by this worker."""
     out: dict[str, RuntimeSummary] = {}
 
     def of(labels: dict[str, str]) -> RuntimeSummary:
@@ -65,13 +70,17 @@ def summarize(text: str) -> dict[str, RuntimeSummary]:
         return out.setdefault(name, RuntimeSummary(name))
 
     partitions: dict[str, set[tuple[str, str]]] = {}
+    not_owned: dict[str, set[tuple[str, str]]] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             if "runtime" not in s.labels:
                 continue
             r, v = of(s.labels), int(s.value)
             if s.name in names.PARTITION.values():
-                partitions.setdefault(r.runtime, set()).add((s.labels["topic"], s.labels["partition"]))
+                tp = (s.labels["topic"], s.labels["partition"])
+                partitions.setdefault(r.runtime, set()).add(tp)
+                if s.name == names.PARTITION["owned"] and not v:
+                    not_owned.setdefault(r.runtime, set()).add(tp)
             if s.name == names.PARTITION["lag"]:
                 r.lag += v
             elif s.name == names.PARTITION["pending"]:
@@ -94,6 +103,10 @@ def summarize(text: str) -> dict[str, RuntimeSummary]:
                 r.parked_by[key] = r.parked_by.get(key, 0) + v
             elif s.name == names.SINK_DOWN and v:
                 r.sinks_down.append(s.labels["sink"])
-    for name, seen in partitions.items():
-        out[name].partitions = len(seen)
+            elif s.name == names.STALLED_PARTITIONS:
+                r.stalled = v
+            elif s.name == names.STALL_SECONDS:
+                r.stall_s = round(s.value, 1)
+    for name, seen in partitions.items():  # held here: those the broker does not give another
+        out[name].partitions = len(seen - not_owned.get(name, set()))
     return dict(sorted(out.items()))

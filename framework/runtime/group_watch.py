@@ -114,6 +114,8 @@ class GroupWatch:
         self.read_errors = 0
         self._moved_at: dict[tuple[str, int], float] = {}  # when each partition's lag last shrank or was 0
         self._reported_at: dict[tuple[str, int], float] = {}  # when each ongoing stall was last logged
+        self._stalls_by_topic: dict[str, int] = {}
+        self._lock = asyncio.Lock()
 
     def add_topic(self, topic: str) -> None:
         """Read ``topic`` too from the next reading on."""
@@ -139,10 +141,22 @@ class GroupWatch:
 
     async def step(self) -> None:
         """One reading: update lags and stalls, remove dead members."""
-        reading = await self.reader.read(list(self.topics))
-        self.observe(reading)
-        if self.remove_dead:
-            await self._remove_dead(reading)
+        async with self._lock:
+            reading = await self.reader.read(list(self.topics))
+            self.observe(reading)
+            if self.remove_dead:
+                await self._remove_dead(reading)
+
+    async def fresh(self, max_age: float) -> None:
+        """Read now unless the last reading is younger than ``max_age`` seconds (for a scrape);
+        a failure is logged and the last reading kept."""
+        if self.read_at is not None and self.clock() - self.read_at < max_age:
+            return
+        try:
+            await self.step()
+        except Exception as exc:  # noqa: BLE001 - a scrape must not fail on the broker
+            self.read_errors += 1
+            log.warning("group %r: could not read the group's progress from the broker: %r", self.group, exc)
 
     def observe(self, reading: GroupReading) -> None:
         """Take ``reading`` in: lags, stall start and end (logged), the current view."""
@@ -172,6 +186,7 @@ class GroupWatch:
             return
         if last is None:
             self.stalls += 1
+            self._stalls_by_topic[p.topic] = self._stalls_by_topic.get(p.topic, 0) + 1
         if last is None or now - last >= self.stall_after:
             self._reported_at[tp] = now
             log.error(
@@ -196,8 +211,8 @@ class GroupWatch:
 
     def status(self, topic: str | None = None) -> dict[str, Any]:
         """What the last reading found (for ``topic`` only when given): group state and members,
-        the group's lag, the stalled partitions with their seconds, stalls (of the whole group's
-        partitions) and removed members so far."""
+        the group's lag, the stalled partitions with their seconds, stalls and members removed
+        so far (members of the whole group)."""
         mine = [p for p in self.partitions.values() if topic is None or p.topic == topic]
         stalled = {f"{p.topic}[{p.partition}]": round(p.stalled_s, 1)
                    for p in mine if p.stalled_s >= self.stall_after}  # fmt: skip
@@ -206,7 +221,7 @@ class GroupWatch:
             "members": len(self.members),
             "lag": sum(p.lag for p in mine),
             "stalled": stalled,
-            "stalls": self.stalls,
+            "stalls": self.stalls if topic is None else self._stalls_by_topic.get(topic, 0),
             "members_removed": self.members_removed,
             "read_errors": self.read_errors,
             "age_s": None if self.read_at is None else round(self.clock() - self.read_at, 1),
