@@ -10,6 +10,7 @@ from examples.support_desk.payloads import TOPIC_MAIL
 from framework import Event
 from framework.testing import Driver
 from tests.examples.support_desk.builders import CREATED, REF, event
+from tests.state.join_model import join_version
 
 OTHER = TicketRef("acme", "zendesk", "4712")
 
@@ -18,6 +19,11 @@ def reply(message_id: str, version: int, conversation: str = "thread-1") -> Even
     return Event(f"r-{message_id}", conversation, version, version, "reply.received",
                  {"conversation_id": conversation, "message_id": message_id, "author_kind": "requester",
                   "body": f"body of {message_id}"})  # fmt: skip
+
+
+def at(reply_version: int, ticket_version: int, ref: TicketRef) -> int:
+    """The join's write version of a reply mapped with the ticket's entry (README, version rule)."""
+    return join_version(reply_version, [(ticket_version, dict(ref.cells))])
 
 
 def comments(d: Driver, ref: TicketRef) -> dict[str, tuple[str, int]]:
@@ -30,7 +36,7 @@ def test_a_reply_waits_for_its_ticket_then_lands_in_its_comments() -> None:
         assert d.send(reply("m1", 300), topic=TOPIC_MAIL) == []
         assert d.pending()["mail"] == [("r-m1", "conversations", "thread-1")]
         d.send(event("ticket.created", 100, **CREATED, conversation_id="thread-1"))
-        assert comments(d, REF) == {"m1": ("body of m1", 300)}
+        assert comments(d, REF) == {"m1": ("body of m1", at(300, 100, REF))}
         assert d.pending()["mail"] == []
         doc = d.documents("tickets")
         assert len(doc) == 1
@@ -46,9 +52,10 @@ def test_a_merge_moves_the_replies_to_the_ticket_that_took_the_conversation_over
                  "conversation_id": "thread-1"}  # fmt: skip
         d.send(event("ticket.updated", 500, key=OTHER.ordering_key, **merge))
         assert comments(d, REF) == {}
-        assert comments(d, OTHER) == {"m1": ("body of m1", 500), "m2": ("body of m2", 500)}
+        moved = {"m1": ("body of m1", at(300, 500, OTHER)), "m2": ("body of m2", at(400, 500, OTHER))}
+        assert comments(d, OTHER) == moved
         d.send(event("ticket.created", 100, **CREATED, conversation_id="thread-1"))  # a late replay
-        assert comments(d, OTHER) == {"m1": ("body of m1", 500), "m2": ("body of m2", 500)}
+        assert comments(d, OTHER) == moved
 
 
 def test_a_bad_reply_is_parked() -> None:
