@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import pytest
 
+from agents.identity import ActivityRef
+from examples.activity_platform.app import app as activity_app
+from examples.support_desk.app import app as desk_app
+from framework import Event
 from framework.idmutation import IdRequest, collapse
 from framework.idmutation.apply import apply_id_map, sweep
 from framework.testing import Driver
+from tests.examples.support_desk.builders import CREATED
+from tests.examples.support_desk.builders import event as desk_event
 from tests.idmutation.stream_app import activity, app
 
 
@@ -106,3 +112,50 @@ def test_the_sweep_routes_again_what_a_worker_resolved_with_an_older_map() -> No
         keys = [("converge_id_routes", {"tenant": "t1", "origin": "1"}), ("other", {"tenant": "t1"})]
         report = d.run(sweep(d.store, app.id_mutation, lookup, keys))  # type: ignore[arg-type]
         assert report.rerouted == 1 and rows(d) == {("t1", "5", "x1"): {"body": ("late", 67)}}
+
+
+def _activity_event(owner: str, version: int) -> Event:
+    payload = {"org_id": "o1", "source": "gmail", "external_id": "m1", "subject": "s", "body_preview": "",
+               "participants": ["a@x.example"], "sent_at": 5, "owner_id": owner}  # fmt: skip
+    return Event(
+        f"e{version}", ActivityRef("o1", "gmail", "m1").ordering_key, version, 7, "email.created", payload
+    )
+
+
+def _desk_event(owner: str, version: int) -> Event:
+    return desk_event("ticket.created", version=version, occurred_at=5, requester_id=owner, **CREATED)
+
+
+#: (app, event of an owner at a version, owner table, (tenant column, owner column), tenant)
+EXAMPLES = {
+    "activity platform": (activity_app, _activity_event, "owner_activity", ("org_id", "owner_id"), "o1"),
+    "support desk": (desk_app, _desk_event, "requester_ticket", ("tenant", "requester_id"), "acme"),
+}
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+@pytest.mark.parametrize("write_first", [True, False])
+def test_both_example_apps_follow_requests_learnt_late(example: str, write_first: bool) -> None:
+    """Cases (A) and (B) with the example apps' own agents and owner tables."""
+    the_app, make, table, (tenant_col, owner_col), tenant = EXAMPLES[example]
+
+    def owners(d: Driver) -> list[tuple[str, int]]:
+        return sorted(
+            (str(r.key[owner_col]), r.version) for r in d.rows(table) if r.key[tenant_col] == tenant
+        )
+
+    for first, later, expected in (
+        (IdRequest(26, "r1", tenant, "delete", "lead-5", None), IdRequest(62, "r2", tenant, "merge", "lead-5",
+                                                                          "contact-2"), "contact-2"),
+        (IdRequest(10, "r1", tenant, "convert", "lead-5", "contact-2"),
+         IdRequest(50, "r2", tenant, "convert", "lead-5", "contact-9"), "contact-9"),
+    ):  # fmt: skip
+        with Driver(the_app) as d:
+            if write_first:
+                assert d.send(make("lead-5", 67)) == []
+            d.id_job([first])
+            if not write_first:
+                assert d.send(make("lead-5", 67)) == []
+            assert all(owner != "lead-5" for owner, _ in owners(d))
+            d.id_job([first, later])
+            assert owners(d) == [(expected, 67)]
