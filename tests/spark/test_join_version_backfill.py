@@ -1,0 +1,116 @@
+"""Issue 22, cases 1 and 2 in batch: ``converge spark backfill``'s function over one archive of 320
+two-lookup histories with disjoint keys (entries older and newer than the events, ties,
+equal-version replacements, non-ASCII values; shuffled, duplicated, a replayed tail) stores, per
+history, the cells and write times of the model in ``tests.state.join_model``, as the test
+driver does on the same deliveries."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from framework import Event
+from framework.testing import Driver
+from spark_batch.archive import write_jsonl
+from spark_batch.backfill import backfill
+from stores.open import open_wide_store
+from tests.spark.support import run, sqlite_url
+from tests.state import join_model as model
+from tests.state.two_lookups_app import app, item, owner_set, tag_set
+
+APP = "tests.state.two_lookups_app:app"
+LABELS = ["a", "b", "z", "é", "Ω", "ab", "日本"]
+TAGS = ["a", "b", "z", "ü", "€", "bb"]
+Cells = dict[tuple[str, tuple], dict[str, tuple[str, int]]]
+
+
+def history(rng: random.Random, h: int) -> tuple[list[Event], Cells, set[str]]:
+    """One history under keys of its own (``h<h>-``): its events, the model's cells, the ids of its
+    items that wait for an entry."""
+    owners: dict[str, list[tuple[int, dict, Event]]] = {}
+    for k in (f"h{h}-k0", f"h{h}-k1"):
+        owners[k] = []
+        for _ in range(rng.randint(0, 3)):
+            v, value = rng.randint(1, 24), {"row": rng.choice(["r0", "r1"]), "label": rng.choice(LABELS),
+                                            "note": rng.choice("xy")}  # fmt: skip
+            if all(v != v2 or value == x or model.rank(value) != model.rank(x) for v2, x, _ in owners[k]):
+                owners[k].append((v, value, owner_set(k, value["row"], value["label"], value["note"], v)))
+    tags: dict[str, list[tuple[int, dict, Event]]] = {}
+    for k in (f"h{h}-t0", f"h{h}-t1"):
+        tags[k] = []
+        for _ in range(rng.randint(0, 3)):
+            v, value = rng.randint(1, 24), {"tag": rng.choice(TAGS)}
+            if all(v != v2 or value == x or model.rank(value) != model.rank(x) for v2, x, _ in tags[k]):
+                tags[k].append((v, value, tag_set(k, value["tag"], v)))
+    items = [
+        item(f"h{h}-m{i}", rng.choice(list(owners)), rng.choice(list(tags)), f"h{h}-th{rng.randrange(2)}",
+             rng.choice("pq"), rng.randint(1, 24))
+        for i in range(rng.randint(1, 5))
+    ]  # fmt: skip
+    cells: Cells = {}
+    waiting = set()
+    for it in items:
+        p = it.payload
+        owner = model.final_entry((v, x) for v, x, _ in owners[p["owner"]])
+        tag = model.final_entry((v, x) for v, x, _ in tags[p["tag_key"]])
+        if owner is None or tag is None:
+            waiting.add(it.event_id)
+            continue
+        w = model.join_version(it.version, [owner, tag])
+        o, t = owner[1], tag[1]
+        cells[("item", (o["row"], p["item"]))] = {
+            "body": (p["body"], w), "label": (o["label"], w), "note": (o["note"], w), "tag": (t["tag"], w),
+        }  # fmt: skip
+        thread = cells.setdefault(("thread", (p["thread"],)), {})
+        for column, value in (("label", o["label"]), ("tag", t["tag"])):
+            thread[column] = model.cell_winner(thread[column], (value, w)) if column in thread else (value, w)
+    events = [e for per in (owners, tags) for es in per.values() for _, _, e in es] + items
+    return events, cells, waiting
+
+
+async def _cells(url: str) -> Cells:
+    store = await open_wide_store(url)
+    try:
+        out: Cells = {}
+        for table in ("item", "thread"):
+            async for r in store.scan(table):
+                cells = {c: (x.value, x.writetime) for c, x in r.cells.items()}
+                out[(table, tuple(r.key.values()))] = cells  # type: ignore[assignment]
+        return out
+    finally:
+        await store.close()
+
+
+def test_the_backfill_stores_each_history_mapped_once_with_its_final_entries(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    rng = random.Random(2222)
+    expected: Cells = {}
+    waiting: set[str] = set()
+    archive_events: list[Event] = []
+    for h in range(320):
+        events, cells, pending = history(rng, h)
+        expected.update(cells)
+        waiting |= pending
+        archive_events += [e for e in events for _ in range(rng.randint(1, 2))]
+    rng.shuffle(archive_events)
+    archive_events += archive_events[-rng.randint(1, 50) :]  # a replayed tail
+    assert sum(t == "item" for t, _ in expected) > 400 and waiting
+    with Driver(app) as d:  # the stream on the same deliveries
+        assert d.send(archive_events) == []
+        streamed = {
+            (table, tuple(r.key.values())): {c: (x.value, x.writetime) for c, x in r.cells.items()}
+            for table in ("item", "thread")
+            for r in d.rows(table)
+        }
+        assert {eid for eid, _, _ in d.pending()["items"]} == waiting
+    assert streamed == expected
+    archive = tmp_path / "two_lookups.jsonl"
+    write_jsonl(archive_events, archive)
+    url = sqlite_url(tmp_path / "two_lookups.db")
+    report = backfill(spark, [str(archive)], url, app=APP, partitions=3)
+    # rejected: every delivery of an item whose entry never came, and nothing else
+    assert report.rejected == {"items": {"Missing": sum(e.event_id in waiting for e in archive_events)}}
+    assert run(_cells(url)) == expected
