@@ -4,10 +4,11 @@
 driver), per event that an agent with lookups mapped or parked as pending:
 
 - ``E|p|event_id``: the event's raw JSON, the rows its mappings wrote
-  (``rows``), the entries it read with their versions (``reads``), the entry
-  it waits for (``wait``), a sequence number and whether its last mapping
-  is durable (``done``; presumed by the batch path for events not yet
-  acknowledged, see ``plan``);
+  (``rows``), the entries it read with their versions and value
+  fingerprints (``reads``; so ``settled`` notices a value replaced at the
+  same version), the entry it waits for (``wait``), a sequence number and
+  whether its last mapping is durable (``done``; presumed by the batch path
+  for events not yet acknowledged, see ``plan``);
 - ``I|lookup|key|p|event_id``: an index from each entry to its readers
   (``R``) and its waiting events (``P``), to map them again when it changes;
 - ``P|p|event_id``: the pending events, for bounds and reports.

@@ -9,12 +9,14 @@ import itertools
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from framework import Event
 from framework.runtime.sinks import WideColumnSink
 from framework.runtime.work import Work
 from framework.state.entries import EntryTables
-from framework.state.join import JoinBook
+from framework.state.join import JoinBook, join_version
 from framework.state.kv import MemoryKV
 from framework.state.lookup import Entry, canonical, merge
 from framework.state.processor import JoinProcessor
@@ -215,3 +217,55 @@ def test_the_documented_limit_a_sub_second_change_far_from_the_event_may_not_out
     assert (
         cells[("item", ("r0", "x"))]["tag"][0] == first
     )  # the earlier mapping's cell outranks the final one
+
+
+VALUES = [{"label": x} for x in ("a", "b", "é", "z", "Ω", "日本", "ab", "ba")]
+
+
+@st.composite
+def re_mappings(draw: st.DrawFn) -> tuple[int, list[Entry], list[Entry]]:
+    """An event version, the entries of a mapping and newer entries of the same keys (each kept,
+    replaced at its version by a value that wins, or moved up)."""
+    e = draw(st.integers(0, 2**52))
+    old, new = [], []
+    for _ in range(draw(st.integers(1, 3))):
+        v = max(0, e + draw(st.one_of(st.integers(-2000, 2000), st.integers(-(2**40), 2**40))))
+        a = Entry(draw(st.sampled_from(VALUES)), v)
+        how = draw(st.sampled_from(["same", "replace", "up"]))
+        b = a
+        if how == "replace":
+            b = Entry(draw(st.sampled_from(VALUES)), v)
+        elif how == "up":
+            b = Entry(
+                draw(st.sampled_from(VALUES)), v + draw(st.one_of(st.integers(1, 300), st.integers(1, 2**36)))
+            )
+        old.append(a)
+        new.append(merge(a, b))
+    return e, old, new
+
+
+@settings(max_examples=1000, deadline=None)
+@given(re_mappings())
+def test_the_documented_guarantee_and_bound_of_the_version_rule(
+    case: tuple[int, list[Entry], list[Entry]],
+) -> None:
+    """The join module's claims, checked on ``join_version`` with the model's ranks and sums."""
+    e, old, new = case
+    w0, w1 = join_version(e, old), join_version(e, new)
+    for entries, w in ((old, w0), (new, w1)):
+        top = max(e, *(x.version for x in entries))
+        y = sum(x.version - e for x in entries)
+        assert abs(w - top) <= 2**21 + 255 * len(entries) + abs(y) // 4096 + 256
+    rose = sum(b.version > a.version for a, b in zip(old, new, strict=True))
+    y0, y1 = (sum(x.version - e for x in xs) for xs in (old, new))
+    m0, m1 = (max(e, *(x.version for x in xs)) for xs in (old, new))
+    ranks_rose = any(
+        model.rank(dict(b.value)) > model.rank(dict(a.value)) for a, b in zip(old, new, strict=True)
+    )
+    if rose == 0:
+        if ranks_rose:
+            assert w1 > w0
+        else:
+            assert w1 >= w0
+    elif (abs(y0) <= 4096 and abs(y1) <= 4096) or y1 - y0 >= rose * 2**20 or m1 - m0 >= 256 * rose:
+        assert w1 > w0
