@@ -44,8 +44,9 @@ class History:
 
 
 def make_history(rnd: random.Random, tenants: Sequence[str] = ("t1", "t2"), max_requests: int = 7,
-                 max_rows: int = 6, max_points: int = 4) -> History:  # fmt: skip
-    """A random history (see the module docstring) of ``tenants``."""
+                 max_rows: int = 6, max_points: int = 4, flip_share: float = 0.0) -> History:  # fmt: skip
+    """A random history (see the module docstring) of ``tenants``; with ``flip_share`` of them, a
+    tenant ``<first tenant>-flip`` whose one write the documented limit excludes."""
     requests: list[IdRequest] = []
     events: list[Event] = []
     for tenant in tenants:
@@ -83,6 +84,18 @@ def make_history(rnd: random.Random, tenants: Sequence[str] = ("t1", "t2"), max_
     items += [("request", i) for i in range(len(requests)) if rnd.random() < 0.2]
     items += [(rnd.choice(("map", "apply", "job")),) for _ in range(rnd.randint(1, max_points))]
     rnd.shuffle(items)
+    if rnd.random() < flip_share:  # the documented limit, in a tenant of its own: p->q, p->r, p->q again
+        tenant = f"{tenants[0]}-flip"
+        n = len(requests)
+        requests += [IdRequest(t, f"r{n + k}", tenant, "convert", "p", new)  # type: ignore[arg-type]
+                     for k, (t, new) in enumerate(((50, "q"), (60, "r"), (70, "q")))]  # fmt: skip
+        events.append(activity(f"{tenant}-e{len(events)}", tenant, "p", "p0", 90, body="late"))
+        flip = [("event", len(events) - 1)]
+        for k in range(3):
+            flip += [("request", n + k), ("apply",)]
+        spots = sorted(rnd.randrange(len(items) + 1) for _ in flip)
+        for offset, (spot, item) in enumerate(zip(spots, flip, strict=True)):
+            items.insert(spot + offset, item)
     replays = [i for i in range(len(events)) if rnd.random() < 0.1]
     return History(requests, events, items, held + replays)
 
@@ -123,9 +136,9 @@ def model_rows(history: History) -> tuple[dict, dict]:
     return acts, logs
 
 
-def flips(history: History) -> bool:
-    """Whether some write's final comes back to an id a tombstone at its version was already
-    written under (its cell left that id on an earlier apply), following the delivery."""
+def flips(history: History) -> set[str]:
+    """The tenants where some write's final comes back to an id a tombstone at its version was
+    already written under (its cell left that id on an earlier apply), following the delivery."""
     delivered: list[IdRequest] = []
     published: list[IdRequest] = []
     live: dict[int, set[str]] = {}
@@ -138,8 +151,8 @@ def flips(history: History) -> bool:
         if q is not None and q not in gone.setdefault(i, set()):
             places.add(q)
 
-    def apply(requests: list[IdRequest]) -> bool:
-        flipped = False
+    def apply(requests: list[IdRequest]) -> set[str]:
+        flipped: set[str] = set()
         for i, places in live.items():
             e = history.events[i]
             final = final_owner(requests, e.payload["tenant"], e.payload["owner"], e.version)
@@ -148,12 +161,12 @@ def flips(history: History) -> bool:
             places.intersection_update({final})
             if final is not None:
                 if final in gone.get(i, ()):
-                    flipped = True
+                    flipped.add(e.payload["tenant"])
                 else:
                     places.add(final)
         return flipped
 
-    flipped = False
+    flipped: set[str] = set()
     for item in history.arrival:
         if item[0] == "event":
             arrive(item[1])

@@ -20,7 +20,7 @@ from framework.testing import Driver
 from tests.idmutation.late_histories import History, final_owner, flips, make_history, model_rows, stored
 from tests.idmutation.stream_app import app
 
-histories = st.builds(make_history, st.randoms(use_true_random=False))
+histories = st.builds(make_history, st.randoms(use_true_random=False), flip_share=st.just(0.1))
 ACT_KEY = ("tenant", "owner_id", "activity_id")
 LOG_KEY = ("tenant", "owner_id", "at", "event_id")
 
@@ -55,13 +55,15 @@ def test_late_requests_reroute_everything_to_the_model(history: History) -> None
     acts, logs = model_rows(history)
     with Driver(app) as d:
         report = run_history(d, history)
-        if flips(history):  # the documented limit: reported, not converged
-            assert report.unconverged > 0
-            return
-        assert report.unconverged == 0
-        assert stored(d.rows("owner_activity"), ACT_KEY) == acts
-        assert stored(d.rows("owner_log"), LOG_KEY) == logs
-        assert d.parked == []
+        excluded = flips(history)  # the documented limit: reported, not converged
+        assert (report.unconverged > 0) == bool(excluded)
+
+        def others(rows: dict) -> dict:
+            return {k: v for k, v in rows.items() if k[0] not in excluded}
+
+        assert others(stored(d.rows("owner_activity"), ACT_KEY)) == others(acts)
+        assert others(stored(d.rows("owner_log"), LOG_KEY)) == others(logs)
+        assert acts and d.parked == []
 
 
 def test_the_histories_hold_the_cases_of_the_issue() -> None:
@@ -70,7 +72,7 @@ def test_the_histories_hold_the_cases_of_the_issue() -> None:
     restored = moved_again = excluded = rows = 0
     for seed in range(300):
         h = make_history(random.Random(seed))
-        excluded += flips(h)
+        excluded += bool(flips(h))
         rows += len(model_rows(h)[0])
         for e in h.events:
             tenant, owner, v = e.payload["tenant"], e.payload["owner"], e.version
