@@ -25,8 +25,9 @@ bound; ``final`` None: deleted). A chain ``1->2->3->4`` becomes ``1->4``,
 
 The final id is decided by the cell's version and nothing else, so the rows
 a job moved and the events the stream resolves land in the same place, and a
-moved cell is never moved again. Limit: a cell moved into a re-used id with
-a version from before the re-use follows that id's old chain.
+moved cell is never moved again by the same map (a later map routes it again
+from its origin: ``framework.idmutation.routes``). Limit: a cell moved into a
+re-used id with a version from before the re-use follows that id's old chain.
 """
 
 from __future__ import annotations
