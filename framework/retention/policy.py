@@ -15,8 +15,10 @@ names a value decides:
 A row's tenant: the notifications rule (a key column ``org_id``, ``tenant``
 or ``tenant_id``), then a cell of the row with one of those names; a table
 listed in ``tenant_from`` takes the tenant of the row with the same
-partition key in the named table (a state log takes its hub row's). Without
-any, the row is the default tenant ``-``'s.
+partition key in the named table (a state log takes its hub row's). A
+partition none of whose live rows names a tenant any more (a run expired
+the cell) takes the tenant recorded when it did (``framework.retention.tenants``).
+Without any, the row is the default tenant ``-``'s.
 """
 
 from __future__ import annotations

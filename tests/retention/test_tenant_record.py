@@ -9,42 +9,16 @@ by o1's 10 days, not keep it by the default's 30.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
-from typing import ClassVar
 
-from framework import App, Column, Event, KeyedAgent, TableSchema, Upsert
-from framework.retention import DAY_US, RetentionPolicy
+from framework import Event
+from framework.retention import DAY_US
 from framework.retention.tenants import TENANT_TABLE
 from framework.testing import Driver
+from tests.retention.hubs import app as APP
 from tests.retention.support import coordination, live_cells, retain
 
-HUB = TableSchema("hub", (Column("hub_id", "text"),),
-                  (Column("org_id", "text"), Column("title", "text"), Column("insight", "text")))  # fmt: skip
-LOG = TableSchema("hub_note", (Column("hub_id", "text"),), (Column("note", "text"),))
-POLICY = RetentionPolicy(default_days=30, per_tenant={"o1": {"*": 10}}, tenant_from={"hub_note": "hub"})
 RUN1 = 100 * DAY_US
-
-
-class HubAgent(KeyedAgent):
-    """``hub.record`` writes the tenant and title, ``hub.insight`` an insight, ``hub.note`` a note
-    in a table that takes its tenant from the hub row."""
-
-    name: ClassVar[str] = "hub"
-    topic: ClassVar[str] = "hub"
-    event_types: ClassVar[tuple[str, ...]] = ("hub.record", "hub.insight", "hub.note")
-    tables: ClassVar[tuple[TableSchema, ...]] = (HUB, LOG)
-
-    def handle(self, event: Event) -> Iterable[Upsert]:
-        key, p = {"hub_id": event.ordering_key}, event.payload
-        if event.type == "hub.record":
-            return [Upsert("hub", key, {"org_id": p["org"], "title": p["text"]}, event.version)]
-        if event.type == "hub.insight":
-            return [Upsert("hub", key, {"insight": p["text"]}, event.version)]
-        return [Upsert("hub_note", key, {"note": p["text"]}, event.version)]
-
-
-APP = App("hubs", agents=[HubAgent()], retention=POLICY)
 
 
 def _event(kind: str, hub: str, version: int, **payload: str) -> Event:
