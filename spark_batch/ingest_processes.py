@@ -2,7 +2,9 @@
 
 Every process reads the batch's ranges itself (executors, aiokafka) and maps
 the events itself (parse, ``App.route`` by event type, ``map_event``: the
-backfill's mapper), so any one of them can re-run a batch alone:
+backfill's mapper), so any one of them can re-run a batch alone. A record
+whose Kafka key is not its event's ordering key is parked at stage ``key`` by
+the store process and skipped by the others, as the stream does:
 
 - ``store``: the agents' mutations and version marks into the wide-column
   store (``spark_batch.io.apply_batched``: batches, retries, a bad event
@@ -35,9 +37,11 @@ from typing import Any
 from pyspark import RDD
 from pyspark.sql import SparkSession
 
+from framework.core.events import Event, EventError, parse_event
 from framework.core.mutations import Mutation
 from framework.core.projection import Projection
 from framework.jobs.checkpoint import Batch, OffsetRange
+from framework.runtime.processor import key_mismatch
 from framework.runtime.projector import read_documents
 from spark_batch.apps import JobError, app_of
 from spark_batch.backfill import _Mapper
@@ -69,15 +73,33 @@ class IngestConfig:
     dlq_root: str | None = None
 
 
-def _values(broker: str, part: Iterable[Any]) -> Iterator[bytes | str]:
+#: ``stray(kafka_key, raw, event, error)``: a record whose Kafka key is not its event's ordering key.
+Stray = Callable[[bytes | None, bytes | str, Event, EventError], None]
+
+
+def _values(broker: str, part: Iterable[Any], stray: Stray | None = None) -> Iterator[bytes | str]:
+    """The values of the ranges' records (text when UTF-8), without those whose Kafka key is not
+    the ordering key of the event they hold (``key_mismatch``, the stream's rule): ``stray`` gets
+    them (the store process parks them at stage ``key``), the other processes skip them."""
     for r in part:
-        for _, _, _, _, value in read_range_sync(broker, r):
+        for _, _, _, key, value in read_range_sync(broker, r):
             if value is None:
                 continue
             try:
-                yield value.decode("utf-8")
+                raw: bytes | str = value.decode("utf-8")
             except UnicodeDecodeError:
                 yield value  # parse_event rejects it, the store process parks it
+                continue
+            try:
+                event = parse_event(raw)
+            except Exception:  # noqa: BLE001 - the mapper parses it again and rejects it at parse
+                yield raw
+                continue
+            mismatch = key_mismatch(key, event)
+            if mismatch is None:
+                yield raw
+            elif stray is not None:
+                stray(key, raw, event, mismatch)
 
 
 def ranges_rdd(spark: SparkSession, cfg: IngestConfig, batch: Batch) -> RDD | None:
@@ -107,8 +129,13 @@ def _mapped(cfg: IngestConfig, part: Iterable[Any]) -> Iterator[tuple[str, list[
 def _store_task(cfg: IngestConfig, part: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
     """Executor: map and apply the ranges' events (one event's mutations succeed or fail together);
     yields ``("stat", key, n)`` and ``("parked", ...)`` records, as a backfill task does."""
-    values = list(_values(cfg.broker, part))  # read first: the apply runs its own event loop
     mapper = _Mapper(cfg.app, cfg.store_url)
+
+    def stray(key: bytes | None, raw: bytes | str, event: Event, error: EventError) -> None:
+        mapper.stats[("events",)] += 1
+        mapper.reject("-", error, raw, event, "key")
+
+    values = list(_values(cfg.broker, part, stray))  # read first: the apply runs its own event loop
 
     def done(unit: Unit, error: BaseException | None) -> None:
         if error is not None:
