@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -65,6 +66,8 @@ if TYPE_CHECKING:
     from framework.dlq import DeadLetterWAL
 
 __all__ = ["JOB", "IdMapRun", "IdMutationError", "config_of", "ensure_tables", "run_id_mutation", "status"]
+
+logger = logging.getLogger("framework.idmutation")
 
 #: The job name every ID mutation turn runs under (and the prefix of its notification batch ids).
 JOB = "id_mutation"
@@ -207,6 +210,10 @@ async def run_id_mutation(
             async def apply_process(batch: Batch) -> dict[str, Any]:
                 report = await apply_changes(ctx, name, batch)
                 run.moved.add(report)
+                if report.unconverged:
+                    logger.warning("%s batch %d: %d recorded cells cannot reach their final id "
+                                   "(README: requests learnt late)", name, batch.batch_id,
+                                   report.unconverged)  # fmt: skip
                 return report.to_dict()
 
             processes = [

@@ -265,3 +265,24 @@ def test_a_turn_moves_the_owner_rows_of_both_example_apps(
         for owner, key in written:
             assert d.row(owner.table, key) is None
             assert d.row(owner.table, {**key, owner.id_column: "new-1"}) is not None
+
+
+def test_requests_learnt_in_later_turns_reroute_moved_cells_and_the_turn_reports_what_cannot_follow(
+    rig: Rig,
+) -> None:
+    """Issue 22, case 5, through the job: a cell the first turn moved moves again when a later
+    turn learns a second convert of its id; a third convert that sends it back to an id it left
+    is counted ``unconverged`` in the turn's result (README "Requests learnt late")."""
+    d = rig.driver
+    d.send([activity("set", "t1", "A", "i1", 300)])
+    rig.produce(req(1, "A", "B", 100))
+    assert rig.turn().reports[1]["apply"]["cells_moved"] == 1
+    assert rig.owners() == {"B": {"i1": {"a": "a@300"}}}
+    rig.produce(req(2, "A", "C", 200))
+    second = rig.turn()
+    assert second.reports[2]["apply"]["rerouted"] == 1 and second.moved.unconverged == 0
+    assert rig.owners() == {"C": {"i1": {"a": "a@300"}}}
+    rig.produce(req(3, "A", "B", 250))
+    third = rig.turn()
+    assert third.reports[3]["apply"]["unconverged"] == 1 and third.to_dict()["moved"]["unconverged"] == 1
+    assert rig.owners() == {}  # B holds a tombstone at the cell's version: documented, reported
