@@ -62,3 +62,24 @@ def test_no_worker_there_is_one_error_line(capsys: pytest.CaptureFixture[str]) -
     assert len(err) == 1 and err[0].startswith(f"converge status: error: cannot read http://127.0.0.1:{port}/metrics")
     assert main(["status", "--url", "ftp://example.invalid/"]) == 1
     assert "not an http(s) URL" in capsys.readouterr().err
+
+
+def test_the_group_watch_view_gives_stalls_and_counts_only_the_partitions_held_here() -> None:
+    group = {"state": "Stable", "members": 2, "lag": 70, "stalled": {"orders[1]": 42.5}, "stalls": 3,
+             "members_removed": 1}  # fmt: skip
+    offsets = [
+        PartitionOffsets("orders", "orders", 0, consumed=50, committed=45, end=60, owned=True, stalled_s=0.0,
+                         from_start=True),
+        PartitionOffsets("orders", "orders", 1, consumed=None, committed=None, end=55, owned=False,
+                         stalled_s=42.5, from_start=True),
+    ]  # fmt: skip
+    text = _text(Snapshot({"orders": {"counters": {}, "group": group}}, offsets))
+    o = summarize(text)["orders"]
+    assert (o.partitions, o.lag, o.stalled, o.stall_s) == (1, 15 + 55, 1, 42.5)
+    for line in ('converge_stalled_partitions{runtime="orders"} 1.0',
+                 'converge_group_stalls_total{runtime="orders"} 3.0',
+                 'converge_group_members{runtime="orders"} 2.0',
+                 'converge_group_members_removed_total{runtime="orders"} 1.0',
+                 'converge_partition_stall_seconds{partition="1",runtime="orders",topic="orders"} 42.5',
+                 'converge_partition_owned{partition="1",runtime="orders",topic="orders"} 0.0'):  # fmt: skip
+        assert line in text, line
