@@ -2,8 +2,9 @@
 
 Writers of one real SQLite store, in simulated time: stream workers (the support desk app's
 store sink, ``store_sink``) and batch jobs (the activity platform app's ``write_notifications``,
-the step the Spark jobs run) whose store step lands and whose notification step then crashes
-before or after writing, and is redone later. Every write may land long after it started
+the backfill's step; the ingestion job's step stamps through the same ``write_stamped``) whose
+store step lands and whose notification step then crashes before or after writing, and is
+redone later. Every write may land long after it started
 (``SlowStore``, a test double around the real store: no store can be told to be slow), and every
 writer's clock may be behind the readers' by less than ``settle - late_after``, the rule's bound.
 Several consumers (``NotificationReader``, checkpoints in a real SQLite checkpoint store) read
