@@ -86,12 +86,12 @@ def export_records(store: DeadLetterStore, flt: SegmentFilter, out: str | Path) 
 
 def read_export(path: str | Path) -> Iterator[tuple[dict[str, Any], ParkedRecord]]:
     """``(line object, record)`` of every record line; ``ValueError`` naming the first bad line
-    (not JSON, not a record, or nested too deeply to parse)."""
-    with open(path, encoding="utf-8") as f:
+    (not UTF-8, not JSON, not a record, or nested too deeply to parse)."""
+    with open(path, "rb") as f:
         first = f.readline()
         try:
-            header = json.loads(first)
-        except (ValueError, RecursionError):
+            header = json.loads(first.decode("utf-8"))
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             header = None
         if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
             raise ValueError(f"{path}: not a {EXPORT_FORMAT} file")
@@ -101,7 +101,7 @@ def read_export(path: str | Path) -> Iterator[tuple[dict[str, Any], ParkedRecord
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(line.decode("utf-8"))
                 record = record_from_json(obj)
             except ValueError as exc:  # JSONDecodeError is a ValueError
                 raise ValueError(f"{path}:{n}: {exc}") from None

@@ -11,10 +11,11 @@ from framework.dlq import DeadLetterStore, DeadLetterWAL
 from tests.dlq.support import FakeClock, rec
 
 DEEP = "[" * 100_000 + "]" * 100_000
-BAD_LINES = {
+BAD_LINES: dict[str, str | bytes] = {
     "nested 100,000 deep": DEEP,
     "a 5,000-digit number": '{"offset": ' + "9" * 5000 + "}",
     "a deep object": '{"a": ' * 100_000 + "1" + "}" * 100_000,
+    "not UTF-8": b'{"offset": "\xff\xfe"}',
 }
 
 
@@ -38,7 +39,8 @@ def test_a_bad_line_exits_2_naming_the_line(
     lines = dump.read_text(encoding="utf-8").splitlines()
     assert len(lines) == 3  # header and two records
     bad = tmp_path / "bad.jsonl"
-    bad.write_text("\n".join([lines[0], lines[1], BAD_LINES[what], lines[2]]) + "\n", encoding="utf-8")
+    raw = BAD_LINES[what] if isinstance(BAD_LINES[what], bytes) else BAD_LINES[what].encode()
+    bad.write_bytes(b"\n".join([lines[0].encode(), lines[1].encode(), raw, lines[2].encode()]) + b"\n")
     capsys.readouterr()
     other = tmp_path / "other"
     assert main(["dlq", "import", "--root", str(other), str(bad)]) == 2  # exited 1 (RecursionError) before
