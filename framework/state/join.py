@@ -24,11 +24,12 @@ version ``e`` mapped with entries of versions ``v1..vn`` and ranks
     w = M + 256 * spread(y) + r1 + ... + rn,   M = max(e, v1, ..., vn),
     y = (v1 - e) + ... + (vn - e)
 
-(``w = e`` when it read no entry), where ``spread`` is ``y + 4096`` for
-``|y| <= 4096`` and continues with slope ``2**-20`` beyond (floored, never
-decreasing). ``M`` keeps the primary part on the time axis; ``y`` rises with
-every entry version, also one below ``M`` or below ``e``; the ranks order two
-values of one version as ``lookup.merge`` does. So a re-mapping with newer
+(``w = e`` when it read no entry; kept within ``0..MAX_VERSION``), where
+``spread`` is ``y + 4096`` for ``|y| <= 4096`` and continues with slope
+``2**-20`` beyond (floored, never decreasing). ``M`` keeps the primary part
+on the time axis; ``y`` rises with every entry version, also one below ``M``
+or below ``e``; the ranks order two values of one version as
+``lookup.merge`` does. So a re-mapping with newer
 entries (same keys read) outranks the earlier mapping, and its cells and
 moved-row tombstones shadow the earlier ones, whenever
 
@@ -61,7 +62,7 @@ from typing import Any
 
 from framework.core.errors import BadMessage
 from framework.core.events import Event
-from framework.core.mutations import Delete, LogState, Mutation, Upsert
+from framework.core.mutations import MAX_VERSION, Delete, LogState, Mutation, Upsert
 from framework.core.projection import Projection
 from framework.runtime.errors import MessageError
 from framework.state.kv import KV
@@ -140,7 +141,7 @@ def join_version(event_version: int, entries: Iterable[Entry]) -> int:
         return event_version
     top = max(event_version, *(e.version for e in found))
     y = sum(e.version - event_version for e in found)
-    return top + RANK_SPAN * spread(y) + sum(e.rank for e in found)
+    return min(MAX_VERSION, max(0, top + RANK_SPAN * spread(y) + sum(e.rank for e in found)))
 
 
 def write_version(event: Event, view: StateView) -> int:

@@ -37,7 +37,8 @@ def final_entry(entries: Iterable[tuple[int, Value]]) -> tuple[int, Value] | Non
 
 
 def join_version(event_version: int, entries: Iterable[tuple[int, Value]]) -> int:
-    """``M + 256 * spread(y) + ranks`` (the event's own version when it read nothing)."""
+    """``M + 256 * spread(y) + ranks`` within ``0..2**63-1`` (the event's own version when it
+    read nothing)."""
     read = list(entries)
     if not read:
         return event_version
@@ -49,7 +50,7 @@ def join_version(event_version: int, entries: Iterable[tuple[int, Value]]) -> in
         spread = 8192 + (y - 4096) // 2**20
     else:
         spread = (y + 4096) // 2**20
-    return top + 256 * spread + sum(rank(value) for _, value in read)
+    return min(2**63 - 1, max(0, top + 256 * spread + sum(rank(value) for _, value in read)))
 
 
 def cell_winner(a: tuple[str, int], b: tuple[str, int]) -> tuple[str, int]:
