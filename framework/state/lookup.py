@@ -48,6 +48,7 @@ class Entry:
     value: Mapping[str, Any]
     version: int
     _order: tuple[int, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    _fingerprint: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "value", MappingProxyType(dict(self.value)))
@@ -69,7 +70,11 @@ class Entry:
     @property
     def fingerprint(self) -> str:
         """A digest of the value (hex), to tell two values of one version apart."""
-        return hashlib.blake2b(self.order[2], digest_size=8).hexdigest()
+        if self._fingerprint is None:
+            digest = hashlib.blake2b(self.order[2], digest_size=8).hexdigest()
+            object.__setattr__(self, "_fingerprint", digest)
+        assert self._fingerprint is not None
+        return self._fingerprint
 
     def to_json(self) -> str:
         return _JSON.encode({"v": self.version, "value": dict(self.value)})
