@@ -7,7 +7,9 @@ value (a cell equal to it, or, with ``separator``, a list cell holding it as
 a member; both after ``normalize``) and either deletes each such row
 (``erase=None``, the default) or tombstones the cells ``erase`` names and
 keeps the rest of the row. With ``key_column`` the value is the table's
-partition key: the subject's rows are one partition read, no scan.
+partition key: without ``normalize`` the subject's rows are one partition
+read; with it a key may be stored in any spelling, so the table is scanned
+(``framework.erasure.find``).
 """
 
 from __future__ import annotations
