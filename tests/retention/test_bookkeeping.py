@@ -52,3 +52,40 @@ def test_the_deny_list_outlives_every_retention(tmp_path: Path, monkeypatch: pyt
         d.send(_person(4, "ann@x.io", later))  # the subject again, after the retention: still screened
         assert [r.key["email"] for r in d.rows("person")] == ["cy@x.io"]
         assert d.run(verify(APP, subject, key=KEY, store=d.store)) == []
+
+
+def _support_desk() -> tuple[App, list[Event], str]:
+    from examples.support_desk.app import app
+    from examples.support_desk.generator import generate_history
+
+    events = list(generate_history(5, 30).events)
+    address = next(str(e.payload["requester_email"]) for e in events if "requester_email" in e.payload)
+    return app, events, address
+
+
+def _activity_platform() -> tuple[App, list[Event], str]:
+    from examples.activity_platform.app import app
+    from examples.activity_platform.generator import generate_history
+
+    events = list(generate_history(5, 200).events)
+    address = next(str(e.payload["participants"][0]) for e in events if e.payload.get("participants"))
+    return app, events, address
+
+
+@pytest.mark.parametrize("example", [_support_desk, _activity_platform])
+def test_the_example_apps_deny_lists_outlive_retention(  # type: ignore[no-untyped-def]
+    example, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV_KEY, KEY.decode())
+    app, events, address = example()
+    assert not set(retained_tables(app)) & bookkeeping_tables(app)
+    subject = Subject("email", address.upper())
+    with Driver(app) as d, coordination(tmp_path) as coord:
+        d.send(events)
+        d.run(erase(app, subject, key=KEY, store=d.store, index=d.index))
+        later = max(e.version for e in events) / 1e6 + 3 * 365 * 86_400  # past every tenant's days
+        run = retain(d, coord, later)
+        assert not run.skipped and sum(r.rows_deleted for r in run.tables.values()) > 0
+        assert len(d.rows(DENYLIST_TABLE.name)) == 1 and len(d.rows(AUDIT_TABLE.name)) == 1
+        d.send(events)  # the archive again, after the retention: the subject stays out
+        assert d.run(verify(app, subject, key=KEY, store=d.store, index=d.index)) == []
