@@ -5,8 +5,9 @@ whose id and exact bytes the filter knows as done is skipped on both paths; an e
 recorded once its attempt succeeded, i.e. once its writes (or its wait for an entry) and
 its join record are durable. Skipping it is then what mapping it again would do: the join
 book already holds it, as a reader re-mapped when an entry changes or as a pending event
-mapped when its entry arrives. Everything else (``book``, ``remap``, ``status``...) is the
-wrapped processor's.
+mapped when its entry arrives. An event past ``JoinConfig.max_readers_per_key`` is not a
+remembered reader: a skipped duplicate of it is not mapped again with a newer entry either.
+Everything else (``book``, ``remap``, ``status``...) is the wrapped processor's.
 """
 
 from __future__ import annotations
