@@ -9,6 +9,9 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+from examples.support_desk.agents import MailAgent
+from examples.support_desk.app import app as support_desk
+from examples.support_desk.payloads import TOPIC_TICKETS
 from framework import App, Event, RuntimeConfig, Upsert
 from framework.core.mutations import Mutation
 from framework.local_stack import StackInfo
@@ -21,6 +24,8 @@ from framework.state.entries import EntryTables
 from framework.state.join import JoinBook
 from framework.state.kv import MemoryKV
 from framework.state.processor import JoinProcessor
+from tests.examples.support_desk.builders import CREATED, REF, event
+from tests.examples.support_desk.test_mail import OTHER, reply
 from tests.state.join_app import ChildAgent, ParentAgent, child, join_app, parent_set
 
 
@@ -132,3 +137,34 @@ async def test_the_worker_puts_the_filter_in_front_of_the_join_processor(
     finally:
         for hook in reversed(worker.stopped):
             await hook()
+
+
+def test_the_support_desk_mail_agent_skips_a_redelivered_reply_and_still_moves_it(tmp_path: Path) -> None:
+    """The support desk's ``MailAgent`` (its lookup fed by the ticket events): a redelivered reply
+    is skipped, and a ticket that takes its conversation over still moves it."""
+    entries = EntryTables(support_desk.lookups)
+    sink = RecordingSink()
+    dedupe = DuplicateFilter(tmp_path / "dedupe")
+    book = JoinBook(MailAgent(), MemoryKV(), entries.get, (), support_desk.joins)
+    processor = DedupedJoin(JoinProcessor(MailAgent(), [sink], book), dedupe)
+    entries.feed(TOPIC_TICKETS, event("ticket.created", 100, **CREATED, conversation_id="thread-1"))
+    m1 = reply("m1", 300)
+    other = {
+        "tenant": "acme",
+        "source": "zendesk",
+        "external_id": OTHER.external_id,
+        "conversation_id": "thread-1",
+    }
+
+    async def main() -> None:
+        for work in _works(processor, m1, m1, m1):
+            await processor(work)
+        await processor.remap(
+            entries.feed(TOPIC_TICKETS, event("ticket.updated", 500, key=OTHER.ordering_key, **other))
+        )
+
+    asyncio.run(main())
+    assert dedupe.skipped == 2
+    tickets = [m.key["ticket_id"] for _, ms in sink.written for m in ms if isinstance(m, Upsert)]
+    assert tickets == [REF.ticket_id, OTHER.ticket_id]
+    dedupe.close()
