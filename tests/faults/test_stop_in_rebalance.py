@@ -11,8 +11,6 @@ rebalance timeout (60 s) and mode then logs a traceback.
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -20,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from examples.support_desk.app import app
-from framework.kafka_admin import ensure_topics, group_assignments, wait_group_settled
-from framework.local_stack import LocalStack, die_with_parent
+from framework.kafka_admin import ensure_topics, group_assignments
+from framework.local_stack import LocalStack
 from framework.worker_process import kill_worker, start_worker, stop_worker
+from tests.support.outsider_member import leave_a_dead_outsider
 
 pytestmark = pytest.mark.faults
 
@@ -30,17 +29,6 @@ pytestmark = pytest.mark.faults
 STOP_BOUND = 10.0 + 5.0
 MARGIN = 6.0  # a loaded machine
 
-_OUTSIDER = """
-import asyncio, sys
-from aiokafka import AIOKafkaConsumer
-async def main():
-    c = AIOKafkaConsumer(*sys.argv[3:], bootstrap_servers=sys.argv[1], group_id=sys.argv[2],
-                         client_id="outsider", rebalance_timeout_ms=600000, session_timeout_ms=300000)
-    await c.start()
-    while True:
-        await c.getmany(timeout_ms=200)
-asyncio.run(main())
-"""
 
 
 def _wait_state(broker: str, group: str, state: str, timeout: float) -> None:
@@ -60,12 +48,7 @@ def test_sigint_while_the_join_is_held_exits_in_bound_without_a_traceback(
     broker, group = f"kafka://{boot}", f"desk-{uuid.uuid4().hex[:8]}"
     topics = list(app.topics())
     asyncio.run(ensure_topics(broker, dict.fromkeys(topics, 2)))
-    outsider = subprocess.Popen([sys.executable, "-c", _OUTSIDER, boot, group, *topics],
-                                preexec_fn=die_with_parent)  # noqa: PLW1509 # fmt: skip
-    try:
-        asyncio.run(wait_group_settled(broker, group, 1, 30))
-    finally:
-        kill_worker(outsider)  # the broker keeps it: a member that will never rejoin
+    leave_a_dead_outsider(boot, group, topics)  # the broker keeps it: a member that will never rejoin
     env = {
         "CONVERGE_ES_URL": fresh_stack.info.es_url,
         "CONVERGE_APP_ID": group,
