@@ -14,11 +14,12 @@ keeps, per partition:
 It also removes dead members. The embedded broker never evicts a member that
 stopped heartbeating, so a worker killed with SIGKILL (or stopped in the
 middle of a join) holds its partitions, or a rebalance, for ever. A worker's
-consumer is named ``converge-<host>-<pid>`` (``member_client_id``); a member
-whose client id names this host and a process that no longer exists is dead
-for certain and is removed with LeaveGroup, which is logged and counted
-(``members_removed``). A member of another host is left to the broker's
-session timeout.
+consumer is named ``converge-<host>-<pid namespace>-<pid>``
+(``member_client_id``); a member whose client id names this host, this pid
+namespace (containers sharing a host name do not share one) and a process that
+no longer exists is dead for certain and is removed with LeaveGroup, which is
+logged and counted (``members_removed``). Any other member is left to the
+broker's session timeout.
 """
 
 from __future__ import annotations
@@ -41,9 +42,20 @@ log = logging.getLogger(__name__)
 _PREFIX = "converge-"
 
 
+def _pid_namespace() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:  # no /proc: one namespace
+        return "0"
+
+
+def _here(host: str | None) -> str:
+    return f"{_PREFIX}{host or socket.gethostname()}-{_pid_namespace()}-"
+
+
 def member_client_id(host: str | None = None, pid: int | None = None) -> str:
-    """The client id a worker's consumer uses: ``converge-<host>-<pid>``."""
-    return f"{_PREFIX}{host or socket.gethostname()}-{pid or os.getpid()}"
+    """The client id a worker's consumer uses: ``converge-<host>-<pid namespace>-<pid>``."""
+    return f"{_here(host)}{pid or os.getpid()}"
 
 
 def _alive(pid: int) -> bool:
@@ -57,9 +69,9 @@ def _alive(pid: int) -> bool:
 
 
 def dead_here(client_id: str, host: str | None = None, alive: Callable[[int], bool] = _alive) -> bool:
-    """True when ``client_id`` names a worker of ``host`` (default this one) whose process is gone."""
-    host = host or socket.gethostname()
-    head = f"{_PREFIX}{host}-"
+    """True when ``client_id`` names a worker of ``host`` (default this one) and of this pid
+    namespace whose process is gone."""
+    head = _here(host)
     if not client_id.startswith(head):
         return False
     pid = client_id[len(head):]

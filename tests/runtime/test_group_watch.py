@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import subprocess
 import uuid
@@ -67,14 +68,15 @@ def test_lag_that_keeps_shrinking_is_no_stall_and_nothing_committed_counts_the_w
     assert watch.partitions[("t", 0)].stalled_s < 5 and watch.status()["lag"] == 1000 - 90 + 30
 
 
-def test_only_a_worker_of_this_host_whose_process_is_gone_is_dead() -> None:
-    host = socket.gethostname()
-    assert member_client_id() == f"converge-{host}-{__import__('os').getpid()}"
-    assert dead_here(f"converge-{host}-123", alive=lambda pid: pid != 123)
-    assert not dead_here(f"converge-{host}-124", alive=lambda pid: pid != 123)
-    assert not dead_here("converge-elsewhere-123", alive=lambda pid: False)
+def test_only_a_worker_of_this_host_and_pid_namespace_whose_process_is_gone_is_dead() -> None:
+    host, ns = socket.gethostname(), os.stat("/proc/self/ns/pid").st_ino
+    assert member_client_id() == f"converge-{host}-{ns}-{os.getpid()}"
+    assert dead_here(f"converge-{host}-{ns}-123", alive=lambda pid: pid != 123)
+    assert not dead_here(f"converge-{host}-{ns}-124", alive=lambda pid: pid != 123)
+    assert not dead_here(f"converge-{host}-{ns + 1}-123", alive=lambda pid: False)  # another container
+    assert not dead_here(f"converge-elsewhere-{ns}-123", alive=lambda pid: False)
     assert not dead_here("faust-0.15.3", alive=lambda pid: False)
-    assert not dead_here(f"converge-{host}-x1", alive=lambda pid: False)
+    assert not dead_here(f"converge-{host}-{ns}-x1", alive=lambda pid: False)
 
 
 def _gone_pid() -> int:
