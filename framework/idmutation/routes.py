@@ -37,6 +37,7 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from framework.core.mutations import CellValue, Delete, LogState, Mutation, Upsert
 from framework.core.rows import Row
@@ -70,8 +71,8 @@ ROUTES_TABLE = TableSchema(
     columns=(Column("value", "text"), Column("live", "boolean"), Column("gone", "boolean")),
 )
 #: The encoded value of a recorded tombstone (a ``Delete``: ``col`` '' for a row or partition).
-_TOMBSTONE = '["d"]'
-_NONE = '["n"]'
+_TOMBSTONE = "d"
+_NONE = "n"
 
 
 @dataclass
@@ -86,32 +87,50 @@ class RouteReport:
 
 
 def encode_value(value: CellValue) -> str:
-    """A cell value as typed JSON (``None``: a cell tombstone)."""
+    """A cell value as text: its kind (one letter) then its value (``n``: None, a cell tombstone);
+    text is kept as it is, so a record is about the size of its cell."""
     if value is None:
         return _NONE
     if isinstance(value, bool):
-        return json.dumps(["b", value])
+        return "b1" if value else "b0"
     if isinstance(value, int):
-        return json.dumps(["i", value])
+        return f"i{value}"
     if isinstance(value, float):
-        return json.dumps(["f", repr(value)])
+        return f"f{value!r}"
     if isinstance(value, bytes):
-        return json.dumps(["x", base64.b64encode(value).decode("ascii")])
-    return json.dumps(["s", value])
+        return "x" + base64.b64encode(value).decode("ascii")
+    return "s" + value
 
 
 def decode_value(text: str) -> CellValue:
     """``encode_value`` inverted (ValueError for a recorded tombstone)."""
-    kind, *rest = json.loads(text)
+    kind, rest = text[:1], text[1:]
+    if kind == "s":
+        return rest
+    if kind == "i":
+        return int(rest)
     if kind == "n":
         return None
-    if kind == "b" or kind == "i" or kind == "s":
-        return rest[0]
+    if kind == "b":
+        return rest == "1"
     if kind == "f":
-        return float(rest[0])
+        return float(rest)
     if kind == "x":
-        return base64.b64decode(rest[0])
-    raise ValueError(f"not a recorded cell value: {text!r}")
+        return base64.b64decode(rest)
+    raise ValueError(f"not a recorded cell value: {text[:40]!r}")
+
+
+def _record(key: dict[str, CellValue], cells: dict[str, CellValue], version: int, ttl: int | None) -> Upsert:
+    """A record row, built without validating again what the mutation or the cell it describes
+    already passed (ids, version, TTL; its texts are JSON of checked values): the stream builds
+    these per resolved write."""
+    out = object.__new__(Upsert)
+    object.__setattr__(out, "table", ROUTES_TABLE.name)
+    object.__setattr__(out, "key", MappingProxyType(key))
+    object.__setattr__(out, "cells", MappingProxyType(cells))
+    object.__setattr__(out, "version", version)
+    object.__setattr__(out, "ttl", ttl)
+    return out
 
 
 def row_text(key: Mapping[str, CellValue], id_column: str) -> str:
@@ -139,12 +158,11 @@ def cell_records(
     """The records of one cell taken from ``origin``: its value, its placement (None: dropped)
     and, when the cell was tombstoned under its origin, the origin's placement as gone."""
     base = {"tenant": tenant, "origin": origin, "tbl": table, "row": row, "col": col, "version": version}
-    out = [Upsert(ROUTES_TABLE.name, {**base, "placed": ""}, {"value": value}, version, ttl)]
+    out = [_record({**base, "placed": ""}, {"value": value}, version, ttl)]
     if placed is not None:
-        out.append(Upsert(ROUTES_TABLE.name, {**base, "placed": placed}, {"live": True}, version, ttl))
+        out.append(_record({**base, "placed": placed}, {"live": True}, version, ttl))
     if origin_gone:
-        out.append(Upsert(ROUTES_TABLE.name, {**base, "placed": origin}, {"live": True, "gone": True},
-                          version, ttl))  # fmt: skip
+        out.append(_record({**base, "placed": origin}, {"live": True, "gone": True}, version, ttl))
     return out
 
 
