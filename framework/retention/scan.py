@@ -3,8 +3,10 @@
 Per chunk of partitions (``chunk`` partitions) one ``apply`` writes, together
 (one transaction on SQLite): the partitions' cutoff tombstones, the tenant
 records of partitions whose tenant cell expires (``framework.retention.tenants``),
-the version marks of the projections that read the table (so the re-projected document
-is never older than the one indexed), the notification entries of the rows
+the version marks of the projections that read the table (the higher of the
+cutoff - 1 and one above the document's current version: a changed document
+is never at or below the version indexed; one read of the changed documents
+per chunk), the notification entries of the rows
 that lost data, and the partitions the index must re-project
 (``converge_retention_pending``, read by the index process).
 """
@@ -17,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from framework.core.mutations import CellValue, Mutation, Upsert
+from framework.core.mutations import CellValue, Delete, Mutation, Upsert
 from framework.core.projection import Projection
 from framework.core.rows import Row
 from framework.core.schema import Column, TableSchema
@@ -26,6 +28,7 @@ from framework.notifications.entries import batch_id_of, key_ident, notification
 from framework.retention.plan import Key, PartitionPlan, partition_key_of, plan_partition
 from framework.retention.policy import PolicyOverrides, RetentionPolicy, default_tenant
 from framework.retention.tenants import CellTenant, partition_tenant, recorded_tenants, tenant_record
+from framework.runtime.projector import read_documents
 from stores.base import WideColumnStore
 
 __all__ = ["PENDING_TABLE", "PENDING_BUCKETS", "PENDING_TTL", "TableReport", "retain_table", "partitions"]
@@ -140,6 +143,23 @@ class _Tenants:
         return [(default_tenant(t), o) for t, o in zip(found, own, strict=True)]
 
 
+async def _marks(store: WideColumnStore, p: Projection, tombstones: Sequence[Delete]) -> list[Upsert]:
+    """The version marks of ``p`` for the partitions the tombstones change: at the cutoff - 1, or
+    above the document's current version when that is not below it (a changed document never
+    keeps its version: a writer that remembers what it indexed at that version must not take the
+    new content for the old)."""
+    if not tombstones:
+        return []
+    touched = p.touched(tombstones)
+    current = {doc_id: version for doc_id, _, version in
+               await read_documents(store, p, [key for key, _ in touched.values()])}  # fmt: skip
+    out = []
+    for doc_id, (key, below) in touched.items():
+        version = max(below, current.get(doc_id, 0) + 1)
+        out.append(Upsert(p.version_table.name, dict(key), {"version": version}, version))
+    return out
+
+
 def _records(table: str, plans: Sequence[tuple[CellTenant | None, PartitionPlan]]) -> list[Upsert]:
     """Tenant records of the changed partitions whose tenant cell the plan expires."""
     return [tenant_record(table, plan.partition, own[0], own[1]) for own, plan in plans
@@ -208,8 +228,9 @@ async def retain_table(
             return
         tombstones = {id(plan): plan.tombstone() for plan in sealed}
         writes: list[Mutation] = [t for t in tombstones.values() if t is not None]
+        marked = [t for plan in changed if (t := tombstones[id(plan)]) is not None]
         for p in readers:
-            writes += p.version_marks([t for plan in changed if (t := tombstones[id(plan)]) is not None])
+            writes += await _marks(store, p, marked)
         by_tenant: dict[str, list[Mutation]] = {}
         for tenant, plan in plans:
             if plan.changes:
