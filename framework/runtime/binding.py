@@ -307,16 +307,23 @@ _WATCH = "_converge_group_watch"
 def watch_group(app: faust.App, topic: str, config: RuntimeConfig) -> GroupWatch | None:
     """The worker's ``GroupWatch`` (one per Faust app, started with it), now also reading
     ``topic``; None when the period is 0 or the app has no Kafka broker. The first call names
-    the app's consumer ``converge-<host>-<pid>``, so that the watch of any worker of this host
-    can tell a dead member of the group from a live one."""
+    the app's consumer (``group_watch.member_client_id``), so that the watch of any worker of
+    this host can tell a dead member of the group from a live one."""
     watch: GroupWatch | None = getattr(app, _WATCH, None)
     if watch is None:
         urls = [u for u in app.conf.broker if u.scheme == "kafka"]
         if config.group_watch_period <= 0 or not urls:
             return None
-        app.conf.broker_client_id = member_client_id()
+        client = app.conf.broker_client_id = member_client_id()
+
+        def own() -> tuple[str, str | None]:
+            coordinator = getattr(getattr(getattr(app.consumer, "_thread", None), "_consumer", None),
+                                  "_coordinator", None)  # fmt: skip
+            return client, getattr(coordinator, "member_id", None) or None
+
         watch = GroupWatch(",".join(f"{u.host}:{u.port or 9092}" for u in urls), app.conf.id,
-                           period=config.group_watch_period, stall_after=config.stall_after)  # fmt: skip
+                           period=config.group_watch_period, stall_after=config.stall_after,
+                           own=own)  # fmt: skip
         setattr(app, _WATCH, watch)
         app.task(watch.run)
     watch.add_topic(topic)

@@ -18,8 +18,11 @@ consumer is named ``converge-<host>-<pid namespace>-<pid>``
 (``member_client_id``); a member whose client id names this host, this pid
 namespace (containers sharing a host name do not share one) and a process that
 no longer exists is dead for certain and is removed with LeaveGroup, which is
-logged and counted (``members_removed``). Any other member is left to the
-broker's session timeout.
+logged and counted (``members_removed``). So is a member under this worker's
+own client id other than the one its consumer is now, while that one is in
+the group too: an id its consumer gave up (``group_rejoin`` removes those it
+sees; this catches any other path). Any other member is left to the broker's
+session timeout.
 """
 
 from __future__ import annotations
@@ -110,11 +113,14 @@ class GroupWatch:
         period: float = 5.0,
         stall_after: float = 30.0,
         remove_dead: bool = True,
+        own: Callable[[], tuple[str, str | None]] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.group, self.period, self.stall_after = group, period, stall_after
         self.topics: list[str] = list(topics)
         self.remove_dead = remove_dead
+        #: this worker's client id and its consumer's member id now (None: not known)
+        self.own = own
         self.reader = GroupReader(broker, group)
         self.clock = clock
         self.state: str | None = None
@@ -208,18 +214,22 @@ class GroupWatch:
             )  # fmt: skip
 
     async def _remove_dead(self, reading: GroupReading) -> None:
+        client, current = self.own() if self.own is not None else ("", None)
+        ids = {m.member_id for m in reading.members}
         for member in reading.members:
-            if not dead_here(member.client_id):
+            if dead_here(member.client_id):
+                why = "its process is gone and the broker kept it"
+            elif member.client_id == client and current in ids and member.member_id != current:
+                why = f"this worker is member {current} now and the broker kept the id it gave up"
+            else:
                 continue
             answer = await self.reader.remove_member(member.member_id)
             if answer == "NoError":
                 self.members_removed += 1
                 held = sum(map(len, member.holds.values()))
-                log.warning(
-                    "group %r: removed member %s (%s): its process is gone and the broker kept it "
-                    "(holding %d partitions, group %s)", self.group, member.member_id, member.client_id,
-                    held, reading.state,
-                )  # fmt: skip
+                log.warning("group %r: removed member %s (%s): %s (holding %d partitions, group %s)",
+                            self.group, member.member_id, member.client_id, why, held,
+                            reading.state)  # fmt: skip
 
     def status(self, topic: str | None = None) -> dict[str, Any]:
         """What the last reading found (for ``topic`` only when given): group state and members,

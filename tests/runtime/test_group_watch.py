@@ -123,3 +123,46 @@ def test_lag_of_every_partition_from_the_broker_and_a_dead_member_removed(
     assert all(x.owner is not None and x.owner.startswith("converge-") for x in by_partition.values())
     assert watch.members_removed == 1
     assert any("its process is gone" in r.getMessage() for r in caplog.records)
+
+
+async def _leftover_scenario(boot: str) -> tuple[GroupWatch, str, str, set[str]]:
+    """Two consumers under one client id: the first stands for a member id the worker gave up
+    (a leftover), the second for its consumer now."""
+    topic, group = f"own-{uuid.uuid4().hex[:8]}", f"own-{uuid.uuid4().hex[:8]}"
+    broker = f"kafka://{boot}"
+    await ensure_topics(broker, {topic: 2})
+    client = member_client_id()
+
+    def consumer() -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(topic, bootstrap_servers=boot, group_id=group, client_id=client,
+                                enable_auto_commit=False)  # no commit meets a rebalance here # fmt: skip
+
+    old, now = consumer(), consumer()
+    await old.start()
+    await wait_group_settled(broker, group, 1, 20)
+    await now.start()
+    tasks = [asyncio.ensure_future(c.getmany(timeout_ms=8000)) for c in (old, now)]
+    try:
+        await wait_group_settled(broker, group, 2, 20)
+        current = now._coordinator.member_id  # noqa: SLF001
+        leftover = old._coordinator.member_id  # noqa: SLF001
+        watch = GroupWatch(boot, group, [topic], own=lambda: (client, current))
+        try:
+            await watch.step()
+            await asyncio.sleep(0.5)
+            left = {m.member_id for m in (await watch.reader.read([topic])).members}
+        finally:
+            await watch.reader.close()
+        return watch, leftover, current, left
+    finally:
+        for t in tasks:
+            t.cancel()
+        for c in (old, now):
+            await asyncio.wait_for(c.stop(), 15)
+
+
+@pytest.mark.timeout(120)
+def test_a_member_id_the_worker_gave_up_is_removed_and_its_current_one_kept(stack: StackInfo) -> None:
+    watch, leftover, current, left = asyncio.run(_leftover_scenario(stack.kafka_bootstrap))
+    assert watch.members_removed == 1
+    assert leftover not in left and current in left
