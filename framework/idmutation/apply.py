@@ -62,9 +62,9 @@ from typing import Any
 
 from framework.core.mutations import CellValue, Delete, Mutation, Upsert
 from framework.core.rows import Row
-from framework.core.schema import SchemaError, TableSchema
+from framework.core.schema import TableSchema
 from framework.idmutation.collapse import Interval, final_of
-from framework.idmutation.declare import IdMutation, OwnerColumn
+from framework.idmutation.declare import IdMutation, OwnerColumn, id_value
 from framework.idmutation.routes import (
     ROUTES_TABLE,
     RouteReport,
@@ -139,19 +139,6 @@ class ApplyReport:
             "rows_touched": self.rows_touched,
             "seconds": round(self.seconds, 3),
         }
-
-
-def id_value(schema: TableSchema, column: str, ident: str) -> CellValue:
-    """An id (text in requests) as a value of ``column`` (text, or an integer column)."""
-    kind = schema.column(column).type
-    if kind == "text":
-        return ident
-    if kind in ("bigint", "int"):
-        try:
-            return int(ident)
-        except ValueError:
-            raise SchemaError(column, f"{schema.name}: id {ident!r} is not an integer") from None
-    raise SchemaError(column, f"{schema.name}: an owner id column must be text or an integer, is {kind}")
 
 
 def moves_of_partition(

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from framework.core.mutations import check_identifier
+from framework.core.mutations import CellValue, check_identifier
 from framework.core.schema import SchemaError, TableSchema
 
-__all__ = ["OwnerColumn", "IdMutation", "check_id_mutation", "map_topic_of"]
+__all__ = ["OwnerColumn", "IdMutation", "check_id_mutation", "id_value", "map_topic_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,3 +82,16 @@ def check_id_mutation(config: IdMutation, tables: Sequence[TableSchema]) -> None
                 f"owner table {c.table!r}: partition key must be exactly ({c.tenant_column}, {c.id_column}), "
                 f"is {sorted(names)}",
             )
+
+
+def id_value(schema: TableSchema, column: str, ident: str) -> CellValue:
+    """An id (text in requests) as a value of ``column`` (text, or an integer column)."""
+    kind = schema.column(column).type
+    if kind == "text":
+        return ident
+    if kind in ("bigint", "int"):
+        try:
+            return int(ident)
+        except ValueError:
+            raise SchemaError(column, f"{schema.name}: id {ident!r} is not an integer") from None
+    raise SchemaError(column, f"{schema.name}: an owner id column must be text or an integer, is {kind}")

@@ -43,7 +43,7 @@ from framework.core.mutations import CellValue, Delete, LogState, Mutation, Upse
 from framework.core.rows import Row
 from framework.core.schema import Column, TableSchema
 from framework.idmutation.collapse import Interval, final_of
-from framework.idmutation.declare import OwnerColumn
+from framework.idmutation.declare import OwnerColumn, id_value
 
 __all__ = [
     "ROUTES_TABLE",
@@ -186,8 +186,6 @@ def mutation_records(owner: OwnerColumn, origin: str, m: Mutation, placed: str |
 
 
 def _id(schema_of: Callable[[str], TableSchema], owner: OwnerColumn, table: str, ident: str) -> CellValue:
-    from framework.idmutation.apply import id_value
-
     return id_value(schema_of(table), owner.id_column, ident)
 
 

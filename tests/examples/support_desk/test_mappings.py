@@ -35,6 +35,7 @@ def test_app_wires_four_agents_and_the_tickets_projection_in_a_few_lines() -> No
         "ticket_status_log",
         "ticket_comment",
         "requester_ticket",  # the owner table of ID mutation (requester ids)
+        "converge_id_routes",  # ID mutation's record of cells it moved or dropped
         "tickets_version",
         "converge_erasure_denylist",  # personal data declared: erasure keeps a deny-list and audit
         "converge_erasure_audit",
