@@ -6,7 +6,7 @@ their order (``Entry.order``): the higher version wins; on a tie the higher
 then the larger canonical UTF-8 JSON, compared as bytes as the cell rule
 compares text (no ``\\u`` escapes). The join's write version counts the rank,
 so it ranks an equal-version replacement the way this merge does
-(``framework.state.join``). The merge is associative, commutative and
+(``framework.state.version_rule``). The merge is associative, commutative and
 idempotent, so a table fed with duplicates, replays and reorderings of its
 entry events ends with the same entry per key (``merge``).
 """

@@ -249,7 +249,7 @@ def re_mappings(draw: st.DrawFn) -> tuple[int, list[Entry], list[Entry]]:
 def test_the_documented_guarantee_and_bound_of_the_version_rule(
     case: tuple[int, list[Entry], list[Entry]],
 ) -> None:
-    """The join module's claims, checked on ``join_version`` with the model's ranks and sums."""
+    """The version rule module's claims, checked on ``join_version`` with the model's ranks and sums."""
     e, old, new = case
     w0, w1 = join_version(e, old), join_version(e, new)
     for entries, w in ((old, w0), (new, w1)):
