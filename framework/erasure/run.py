@@ -9,7 +9,8 @@ The steps, in this order (each idempotent, so an interrupted erasure is run agai
    projection over the table gets a version mark at the erasure time, all
    in one apply (with the erasure's own notification entry, when the app
    writes notifications: the erased keys, or "re-read" for rows keyed by
-   the subject);
+   the subject; stamped when written, again when the write was late:
+   ``framework.notifications.stamping``);
 3. the index: every touched partition is projected again, so its document is
    rebuilt without the erased cells or deleted, at the new mark;
 4. notification entries listing the erased rows' keys are rewritten without them;
@@ -34,7 +35,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from framework.erasure.declare import Subject
 from framework.erasure.find import declared_for, find_rows, finder, record_finder, spellings
 from framework.erasure.keyed import subject_hash
 from framework.erasure.tables import AUDIT_TABLE, DENYLIST_TABLE, ERASURE_TABLES
+from framework.notifications.stamping import write_stamped
 
 __all__ = ["ErasureReport", "erase", "ERASURE_BATCH"]
 
@@ -99,23 +101,28 @@ def _marks(app: Any, deletes: Sequence[Delete], at: int) -> dict[str, dict[str, 
 
 def _notification_entry(
     app: Any, deletes: Sequence[Delete], hashed: str, at: int, find: Any
-) -> list[Mutation]:
-    """The erasure's own entries: the erased rows' keys, except keys that hold the subject (a table
-    keyed by it): those rows' entries say re-read (``max_keys`` 0), so no entry keeps the value."""
+) -> Callable[[int], list[Mutation]]:
+    """The erasure's own entries, by ingestion time: the erased rows' keys (deleted at ``at``),
+    except keys that hold the subject (a table keyed by it): those rows' entries say re-read
+    (``max_keys`` 0), so no entry keeps the value."""
     from framework.notifications.entries import notification_mutations
 
     config = app.notifications
     timed = [Delete(d.table, d.key, at, d.columns) for d in deletes]
     spelled = [d for d in timed if any(isinstance(v, str) and find(v) for v in d.key.values())]
     listed = [d for d in timed if d not in spelled]
-    out: list[Mutation] = []
-    for suffix, part, max_keys in (("", listed, config.max_keys), (":reread", spelled, 0)):
-        if part:
-            out += notification_mutations(
-                app.name, f"{ERASURE_BATCH}{hashed[:24]}{suffix}", part, config.tenant_of, at, max_keys,
-                bucket_width=config.bucket_width, ttl=config.ttl,
-            )  # fmt: skip
-    return out
+
+    def entries(ingested_at: int) -> list[Mutation]:
+        out: list[Mutation] = []
+        for suffix, part, max_keys in (("", listed, config.max_keys), (":reread", spelled, 0)):
+            if part:
+                out += notification_mutations(
+                    app.name, f"{ERASURE_BATCH}{hashed[:24]}{suffix}", part, config.tenant_of, ingested_at,
+                    max_keys, bucket_width=config.bucket_width, ttl=config.ttl,
+                )  # fmt: skip
+        return out
+
+    return entries
 
 
 async def erase(
@@ -158,9 +165,10 @@ async def erase(
         for p in app.projections:
             name = p.version_table.name
             writes += [Upsert(name, k, {"version": at}, at) for k in touched.get(p.name, {}).values()]
-        if app.notifications is not None and deletes:
-            writes += _notification_entry(app, deletes, hashed, at, finder(*spellings(app, subject)))
-        if writes:
+        if app.notifications is not None and deletes:  # entries stamped when written (write_stamped)
+            entries = _notification_entry(app, deletes, hashed, at, finder(*spellings(app, subject)))
+            await write_stamped(store.apply, entries, clock, app.notifications.late_after, writes)
+        elif writes:
             await store.apply(writes)
     if index is not None:
         from framework.runtime.projector import project_partition

@@ -76,7 +76,9 @@ from framework.idmutation.routes import (
 from stores.base import WideColumnStore
 
 __all__ = [
+    "Apply",
     "ApplyReport",
+    "ExtraWrites",
     "apply_id_map",
     "reroute_recorded",
     "sweep",
@@ -93,8 +95,11 @@ PHASES = ("routes", "cells")
 LookupIntervals = Callable[
     [Sequence[tuple[str, str]]], Awaitable[Mapping[tuple[str, str], Sequence[Interval]]]
 ]
-#: Extra writes to apply with one chunk's moves (notifications, re-projection marks).
-ExtraWrites = Callable[[Sequence[Mutation]], Sequence[Mutation]]
+#: ``apply(writes)``: a store's ``apply``.
+Apply = Callable[[Sequence[Mutation]], Awaitable[None]]
+#: ``extra(apply, writes, moves)``: applies one chunk's ``writes`` (``moves``: its owner-table
+#: writes) through ``apply`` with what goes with them (notifications, re-projection marks).
+ExtraWrites = Callable[[Apply, Sequence[Mutation], Sequence[Mutation]], Awaitable[None]]
 
 
 @dataclass
@@ -190,6 +195,14 @@ def moves_of_partition(
     return out + records
 
 
+def _write(store: WideColumnStore, writes: Sequence[Mutation], extra: ExtraWrites | None) -> Awaitable[None]:
+    """Apply ``writes``, through ``extra`` with its writes for their moves (owner-table writes)."""
+    moves = [w for w in writes if w.table != ROUTES_TABLE.name]
+    if extra is None or not moves:
+        return store.apply(writes)
+    return extra(store.apply, writes, moves)
+
+
 async def _apply_pairs(
     store: WideColumnStore,
     config: IdMutation,
@@ -228,11 +241,9 @@ async def _apply_pairs(
                             schema, owner, ident, collapsed[(tenant, ident)], rows, now_s, report
                         )
                 if writes:
-                    if extra is not None:
-                        writes = [*writes, *extra([w for w in writes if w.table != ROUTES_TABLE.name])]
                     if writing is not None:
                         await writing
-                    writing = asyncio.ensure_future(store.apply(writes))
+                    writing = asyncio.ensure_future(_write(store, writes, extra))
         if writing is not None:
             await writing
             writing = None
@@ -272,11 +283,8 @@ async def reroute_recorded(
         report.rerouted += routed.rerouted
         report.unconverged += routed.unconverged
         report.touched += routed.touched
-        owned = [w for w in writes if w.table != ROUTES_TABLE.name]
-        if extra is not None and owned:
-            writes = [*writes, *extra(owned)]
         if writes:
-            await store.apply(writes)
+            await _write(store, writes, extra)
     report.seconds = time.perf_counter() - started
     return report
 

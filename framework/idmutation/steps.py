@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from framework.core.mutations import Mutation, Upsert
 from framework.core.schema import SchemaError, TableSchema
 from framework.dlq.record import ParkedRecord
-from framework.idmutation.apply import ApplyReport, ExtraWrites, apply_id_map, id_value
+from framework.idmutation.apply import Apply, ApplyReport, ExtraWrites, apply_id_map, id_value
 from framework.idmutation.collapse import Interval, collapse, components
 from framework.idmutation.declare import IdMutation, map_topic_of
 from framework.idmutation.requests import IdRequest, IdRequestError, parse_request
@@ -43,6 +43,7 @@ from framework.idmutation.topic import KafkaLog
 from framework.jobs.checkpoint import Batch
 from framework.notifications.config import NotificationConfig
 from framework.notifications.entries import batch_id_of, key_ident, notification_mutations
+from framework.notifications.stamping import write_stamped
 from framework.retention.scan import PENDING_BUCKETS, PENDING_TABLE, PENDING_TTL
 from stores.base import WideColumnStore
 
@@ -194,13 +195,15 @@ async def remap(ctx: StepContext, job: str, batch: Batch, *, tenants_per_read: i
 
 
 def writes_extra(ctx: StepContext, job: str, batch: Batch) -> ExtraWrites:
-    """The writes that go with a chunk of moves: version marks of the projections reading the
-    moved tables, notification entries of the rows changed, pending re-projections."""
+    """What a chunk of moves is applied with: version marks of the projections reading the moved
+    tables, pending re-projections, and notification entries of the rows changed, stamped when
+    written (``framework.notifications.stamping.write_stamped``: written again when late)."""
     notes = ctx.app.notifications or NotificationConfig()
     projections = ctx.app.projections
     tenant_of = {c.table: c.tenant_column for c in ctx.config.columns}
+    cols = {c.table: (c.tenant_column, c.id_column) for c in ctx.config.columns}
 
-    def extra(moves: Sequence[Mutation]) -> list[Mutation]:
+    def marks(moves: Sequence[Mutation]) -> list[Mutation]:
         out: list[Mutation] = []
         for p in projections:
             mine = [m for m in moves if m.table in p.source_names]
@@ -214,20 +217,29 @@ def writes_extra(ctx: StepContext, job: str, batch: Batch) -> ExtraWrites:
                 out.append(
                     Upsert(PENDING_TABLE.name, row_key, {"key": key_ident(key)}, batch.began_at, PENDING_TTL)
                 )
+        return out
+
+    def entries(moves: Sequence[Mutation]) -> Callable[[int], list[Mutation]]:
         by_tenant: dict[str, list[Mutation]] = {}
         for m in moves:
             by_tenant.setdefault(str(m.key[tenant_of[m.table]]), []).append(m)
         # one id per chunk: a digest of the partitions it moved (the same chunk gives the same id)
-        cols = {c.table: (c.tenant_column, c.id_column) for c in ctx.config.columns}
         partitions = {(m.table, str(m.key[cols[m.table][0]]), str(m.key[cols[m.table][1]])) for m in moves}
         batch_id = batch_id_of(f"{job}-{batch.batch_id}", ("\x00".join(p) for p in partitions))
-        ingested_at = int(ctx.clock() * 1_000_000)  # now, not the batch start: readers may be past it
-        for tenant, mine in sorted(by_tenant.items()):
-            out += notification_mutations(
-                ctx.app.name, batch_id, mine, lambda _t, _k, tenant=tenant: tenant, ingested_at,
-                notes.max_keys, bucket_width=notes.bucket_width, ttl=notes.ttl,
-            )  # fmt: skip
-        return out
+
+        def at(ingested_at: int) -> list[Mutation]:
+            out: list[Mutation] = []
+            for tenant, mine in sorted(by_tenant.items()):
+                out += notification_mutations(
+                    ctx.app.name, batch_id, mine, lambda _t, _k, tenant=tenant: tenant, ingested_at,
+                    notes.max_keys, bucket_width=notes.bucket_width, ttl=notes.ttl,
+                )  # fmt: skip
+            return out
+
+        return at
+
+    async def extra(apply: Apply, writes: Sequence[Mutation], moves: Sequence[Mutation]) -> None:
+        await write_stamped(apply, entries(moves), ctx.clock, notes.late_after, [*writes, *marks(moves)])
 
     return extra
 

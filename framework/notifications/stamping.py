@@ -36,11 +36,13 @@ async def write_stamped(
 ) -> int:
     """Apply ``data`` with ``notes(now)`` (the entries stamped now, in microseconds) in one
     ``apply``; while an apply ended more than ``late_after`` seconds after its stamp, apply
-    ``notes(now)`` again (without ``data``). The stamp of the write that landed in time."""
+    ``notes(now)`` again (without ``data``). The stamp of the write that landed in time (or of
+    the only write, when ``notes`` gives no entries: nothing to write again)."""
     first = list(data)
     while True:
         at = micros(clock())
-        await apply([*first, *notes(at)])
-        if micros(clock()) - at <= micros(late_after):
+        entries = list(notes(at))
+        await apply([*first, *entries])
+        if not entries or micros(clock()) - at <= micros(late_after):
             return at
         first = []

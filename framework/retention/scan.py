@@ -6,9 +6,10 @@ records of partitions whose tenant cell expires (``framework.retention.tenants``
 the version marks of the projections that read the table (the higher of the
 cutoff - 1 and one above the document's current version: a changed document
 is never at or below the version indexed; one read of the changed documents
-per chunk), the notification entries of the rows
-that lost data, and the partitions the index must re-project
-(``converge_retention_pending``, read by the index process).
+per chunk), the notification entries of the rows that lost data (stamped when
+written, again when the write was late: ``write_stamped``), and the partitions
+the index must re-project (``converge_retention_pending``, read by the index
+process).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from framework.core.rows import Row
 from framework.core.schema import Column, TableSchema
 from framework.notifications.config import NotificationConfig
 from framework.notifications.entries import batch_id_of, key_ident, notification_mutations
+from framework.notifications.stamping import write_stamped
 from framework.retention.plan import Key, PartitionPlan, partition_key_of, plan_partition
 from framework.retention.policy import PolicyOverrides, RetentionPolicy, default_tenant
 from framework.retention.tenants import CellTenant, partition_tenant, recorded_tenants, tenant_record
@@ -235,26 +237,21 @@ async def retain_table(
         for tenant, plan in plans:
             if plan.changes:
                 by_tenant.setdefault(tenant, []).extend(plan.announced())
-        if by_tenant:
-            # one id per chunk: the partitions it changed (the same chunk gives the same id)
-            batch_id = batch_id_of(
-                f"{job}-{batch}", (f"{table}:{key_ident(plan.partition)}" for plan in changed)
-            )
-            ingested_at = int(clock() * 1_000_000)
+        # one id per chunk: the partitions it changed (the same chunk gives the same id)
+        batch_id = batch_id_of(f"{job}-{batch}", (f"{table}:{key_ident(plan.partition)}" for plan in changed))
+
+        def entries(ingested_at: int) -> list[Mutation]:
+            out: list[Mutation] = []
             for tenant, announced in sorted(by_tenant.items()):
-                writes += notification_mutations(
-                    app_name,
-                    batch_id,
-                    announced,
-                    lambda _table, _key, tenant=tenant: tenant,
-                    ingested_at,
-                    notes.max_keys,
-                    bucket_width=notes.bucket_width,
-                    ttl=notes.ttl,
-                )
+                out += notification_mutations(
+                    app_name, batch_id, announced, lambda _table, _key, tenant=tenant: tenant,
+                    ingested_at, notes.max_keys, bucket_width=notes.bucket_width, ttl=notes.ttl,
+                )  # fmt: skip
+            return out
+
         writes += pending_rows(job, batch, now_us, readers, changed)
         writes += _records(table, named)
-        await store.apply(writes)
+        await write_stamped(store.apply, entries, clock, notes.late_after, writes)
 
     async for rows in partitions(store, table, shard=shard, shards=shards):
         buffer.append(rows)
