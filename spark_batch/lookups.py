@@ -4,7 +4,7 @@
 archive being backfilled (an event carries entries for the lookups on its
 topic, ``App.topic_of``: the topic of the agent declaring its type, or a
 topic only lookups read, declared in ``App(lookup_topics=...)``), merges them per key with the stream's
-rule (``framework.state.lookup.merge``: higher version, then larger value)
+rule (``framework.state.lookup.merge``: higher version, then higher rank, then larger value)
 in a Spark reduce, and broadcasts the final table to the executors (a
 broadcast join: the table is collected on the driver). ``map_joined`` maps
 one event with those final entries and the stream's version rule
