@@ -102,6 +102,7 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
             if joins is not None and agent.lookups:
                 joined = joins.processor(agent, sinks, timeout, projections, runtime)
                 joined.book.resolve = resolve
+                joined.book.screen = screens  # the erasure screen, after the resolution (map_event's order)
                 processor = joined if dedupe is None else DedupedJoin(joined, dedupe)
             runtime.attach(processor, dlq)
         for runtime, projection in projectors:

@@ -21,8 +21,11 @@ through ``map_with_state`` by the stream, the test driver and the Spark
 backfill) writes a re-mapping above the mapping it replaces within the
 bounds stated there. The rows an earlier mapping wrote and the new one does
 not (the entry moved the row, e.g. to another parent's key) get cell
-tombstones over the columns written there, at the new write version. Limits
-are in the README ("Lookups and joins").
+tombstones over the columns written there, at the new write version. Like
+``map_event``, ``plan`` passes a mapping through the ID resolution, then the
+erasure screen (``screen``), then adds the version marks, so a first mapping
+and every re-mapping drop an erased subject's writes. Limits are in the
+README ("Lookups and joins").
 
 Every method is synchronous: in the worker's event loop a plan and its
 bookkeeping happen at once, so an entry that arrives while an event's
@@ -159,6 +162,9 @@ class JoinBook:
         self.readers_over_bound = 0
         #: the ID mutation resolution (``framework.idmutation.IdResolution``), set by the wiring
         self.resolve: Callable[[Event, list[Mutation]], list[Mutation]] | None = None
+        #: the current erasure screen (``framework.erasure.ScreenHolder``: called for the screen, or
+        #: None), set by the wiring and the test driver; applied after ``resolve``, as ``map_event`` does
+        self.screen: Callable[[], Callable[[Event, list[Mutation]], list[Mutation]] | None] | None = None
         self._reader_counts: dict[tuple[str, str], int] = {}
 
     # -- keys -----------------------------------------------------------------
@@ -196,6 +202,9 @@ class JoinBook:
             return self._wait(p, event, raw, prev, view, (miss.lookup, miss.key))
         if self.resolve is not None:  # owner ids to their final ids, at the write version
             mutations = self.resolve(event, mutations)
+        screen = self.screen() if self.screen is not None else None
+        if screen is not None:  # erased subjects' writes out, before rows and version marks
+            mutations = screen(event, mutations)
         new_rows = _rows(mutations)
         w = write_version(event, view)
         prev_rows = {} if prev is None else {r[0] + SEP + canonical(r[1]): r for r in prev["rows"]}

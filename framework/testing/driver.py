@@ -125,6 +125,7 @@ class Driver:
             if agent.lookups:
                 book = JoinBook(agent, MemoryKV(), self.entries.get, projections, app.joins)
                 book.resolve = resolve
+                book.screen = self.screen
                 self._agents[agent.name] = JoinProcessor(agent, sinks, book, timeout, park=self._park_join)
             else:
                 self._agents[agent.name] = AgentProcessor(
