@@ -200,17 +200,23 @@ class Driver:
         config = self.app.id_mutation
         if config is None or self.id_map is None:
             raise RuntimeError(f"app {self.app.name} declares no id_mutation")
-        from framework.idmutation.apply import apply_id_map
+        from framework.idmutation.apply import Apply, apply_id_map
 
         collapsed = collapse(requests)
         if apply:
             owners = {c.table for c in config.columns}
             marks = [p for p in self.app.projections if p.source_names & owners]
 
-            def extra(moves: Sequence[Mutation]) -> list[Mutation]:
-                return [mark for p in marks for mark in p.version_marks(moves)]
+            async def extra(apply: Apply, writes: Sequence[Mutation], moves: Sequence[Mutation]) -> None:
+                await apply([*writes, *(mark for p in marks for mark in p.version_marks(moves))])
 
-            applied = apply_id_map(self.store, config, collapsed, clock=lambda: self.now, extra=extra)
+            erased = None
+            if self.screen is not None:  # an erased subject's recorded cells are not routed again
+                self.run(self.screen.refresh(self.store))
+                erased = self.screen.current.verdict if self.screen.current is not None else None
+            applied = apply_id_map(
+                self.store, config, collapsed, clock=lambda: self.now, extra=extra, erased=erased
+            )
             report = self.run(applied)
             for p in marks:  # the documents of the partitions the moves touched, old and final ids
                 keys = [{c.name: key[c.name] for c in p.partition_key} for table, key in report.touched
