@@ -12,6 +12,12 @@ stored under any spelling that normalises to it). A scan reads every live row
 "Erasure"), so an app with a large table and a frequent need should declare
 a table keyed by the subject's normalised value, without ``normalize``,
 and write its keys normalised.
+
+An app with ID mutation also keeps the values of the cells it moved or
+dropped in ``converge_id_routes``: ``find_records`` reads that table and
+returns a row delete at ``MAX_VERSION`` for every record of a cell the
+declarations withhold (``framework.idmutation.routes.erased_records``): one
+scan of that table, then one read of each partition holding the value.
 """
 
 from __future__ import annotations
@@ -26,8 +32,9 @@ from framework.core.mutations import MAX_VERSION, CellValue, Delete
 from framework.core.rows import Row
 from framework.dlq.record import ParkedRecord
 from framework.erasure.declare import _AFTER, _BEFORE, PersonalData, Subject
+from framework.idmutation.routes import ROUTES_TABLE, erased_records
 
-__all__ = ["Found", "find_rows", "declared_for", "spellings", "finder", "record_finder"]
+__all__ = ["Found", "find_rows", "find_records", "declared_for", "spellings", "finder", "record_finder"]
 
 Key = dict[str, CellValue]
 
@@ -93,6 +100,42 @@ async def find_rows(store: Any, app: Any, subject: Subject) -> Found:
                 if _keyed(d, row.key, value) or d.holds(cells, value):
                     found.add(d, row)
     return found
+
+
+async def find_records(store: Any, app: Any, subject: Subject) -> list[Delete]:
+    """Row deletes (at ``MAX_VERSION``) of every ``converge_id_routes`` record of a cell holding
+    ``subject`` under the app's declarations (a whole row's records for a row declaration); none
+    when the app has no ID mutation or declares no owner table."""
+    config = getattr(app, "id_mutation", None)
+    decls = declared_for(app, subject.kind)
+    if config is None or not any(config.column(d.table) is not None for d in decls):
+        return []
+    by_table: dict[str, list[PersonalData]] = {}
+    for d in decls:
+        by_table.setdefault(d.table, []).append(d)
+
+    def verdict(table: str, cells: Any) -> tuple[bool, frozenset[str]] | None:
+        found: tuple[bool, frozenset[str]] | None = None
+        for d in by_table.get(table, ()):
+            if d.holds(cells, d.norm(subject.value)):
+                whole, columns = found or (False, frozenset())
+                found = (whole or d.erase is None, columns | set(d.erase or ()) | set(d.columns))
+        return found
+
+    await store.ensure_table(ROUTES_TABLE)
+    origins: set[tuple[Any, Any]] = set()  # partitions holding a record of the subject's value
+    async for row in store.scan(ROUTES_TABLE.name):
+        value = row.cells["value"].value if "value" in row.cells else None
+        if row.key["tbl"] in by_table and isinstance(value, str) and value[:1] == "s":
+            if verdict(str(row.key["tbl"]), {str(row.key["col"]): value[1:]}) is not None:
+                origins.add((row.key["tenant"], row.key["origin"]))
+    out: list[Delete] = []
+    for tenant, origin in sorted(origins):
+        rows = await store.read_partition(ROUTES_TABLE.name, {"tenant": tenant, "origin": origin})
+        records = [(r.key, r.cells["value"].value if "value" in r.cells else None) for r in rows]
+        withheld = erased_records(records, verdict)
+        out += [Delete(ROUTES_TABLE.name, dict(r.key), MAX_VERSION) for r in rows if withheld(r.key)]
+    return out
 
 
 def spellings(app: Any, subject: Subject) -> tuple[str, ...]:

@@ -5,7 +5,9 @@ The steps, in this order (each idempotent, so an interrupted erasure is run agai
 1. the subject's keyed hash goes on the app's deny-list, so mappings
    (stream and backfill) drop its writes from then on (``screen``);
 2. the store: each row found (``find``) gets a row tombstone, or cell
-   tombstones over the declared columns, at ``MAX_VERSION``, and every
+   tombstones over the declared columns, at ``MAX_VERSION`` (ID mutation's
+   records of the subject's cells in ``converge_id_routes`` get row
+   deletes at ``MAX_VERSION``: no request routes them back), and every
    projection over the table gets a version mark at the erasure time, all
    in one apply (with the erasure's own notification entry, when the app
    writes notifications: the erased keys, or "re-read" for rows keyed by
@@ -42,7 +44,7 @@ from typing import Any
 
 from framework.core.mutations import Delete, Mutation, Upsert
 from framework.erasure.declare import Subject
-from framework.erasure.find import declared_for, find_rows, finder, record_finder, spellings
+from framework.erasure.find import declared_for, find_records, find_rows, finder, record_finder, spellings
 from framework.erasure.keyed import subject_hash
 from framework.erasure.tables import AUDIT_TABLE, DENYLIST_TABLE, ERASURE_TABLES
 from framework.notifications.stamping import write_stamped
@@ -153,6 +155,9 @@ async def erase(
         await store.ensure_table(schema)
     found = await find_rows(store, app, subject)
     deletes = list(found.deletes.values())
+    records = await find_records(store, app, subject)  # ID mutation's records of the subject's cells
+    if records:
+        report.rows[records[0].table] = len(records)
     report.scanned = found.scanned
     for d in deletes:
         counts = report.rows if d.columns is None else report.cells
@@ -161,7 +166,7 @@ async def erase(
     if not dry_run:
         await store.apply([Upsert(DENYLIST_TABLE.name, {"app": app.name, "subject": hashed},
                                   {"kind": subject.kind, "erased_at": at}, at)])  # fmt: skip
-        writes: list[Mutation] = list(deletes)
+        writes: list[Mutation] = [*deletes, *records]
         for p in app.projections:
             name = p.version_table.name
             writes += [Upsert(name, k, {"version": at}, at) for k in touched.get(p.name, {}).values()]

@@ -10,6 +10,12 @@ keyed hash; the snapshot never holds a value):
 - one that tombstones cells removes those cells (and the matched ones) from
   the write, dropping it when nothing is left.
 
+The route records that ID mutation's resolution adds for the writes it moved
+or dropped (``converge_id_routes``, holding those cells' values) are screened
+with them: a record of a cell the screen withholds is dropped, so no later
+request can route the subject back (``verdict`` is the same test, for
+``framework.idmutation.routes``).
+
 The event is not parked: a parked event keeps its bytes in the dead-letter
 WAL, which is exactly the residue the erasure removed. Each drop is logged
 (event id, agent table, subject hash prefix; never the value) and counted in
@@ -30,6 +36,7 @@ from framework.core.mutations import CellValue, Delete, LogState, Mutation, Upse
 from framework.erasure.declare import PersonalData
 from framework.erasure.keyed import ErasureKeyError, subject_hash
 from framework.erasure.tables import DENYLIST_TABLE
+from framework.idmutation.routes import ROUTES_TABLE, erased_records
 
 __all__ = ["SubjectScreen", "ScreenHolder", "load_screen"]
 
@@ -79,12 +86,36 @@ class SubjectScreen:
             return LogState(m.table, m.key, m.state, m.at, m.event_id, m.version, kept), h
         return m, None
 
+    def verdict(self, table: str, cells: Mapping[str, CellValue]) -> tuple[bool, frozenset[str]] | None:
+        """What of a row of ``table`` holding ``cells`` must go: None when no erased subject is in
+        its declared cells, else ``(whole row, columns)`` (``framework.idmutation.routes.Verdict``)."""
+        found: tuple[bool, frozenset[str]] | None = None
+        for d in self._by_table.get(table, ()):
+            if self._erased(d, cells, {}) is None:
+                continue
+            whole, columns = found or (False, frozenset())
+            found = (whole or d.erase is None, columns | set(d.erase or ()) | set(d.columns))
+        return found
+
+    def _records(self, mutations: list[Mutation]) -> list[Mutation]:
+        """``mutations`` without the route records of cells ``verdict`` withholds."""
+        records = [(m.key, m.cells.get("value")) for m in mutations
+                   if m.table == ROUTES_TABLE.name and isinstance(m, Upsert)]  # fmt: skip
+        if not records:
+            return mutations
+        withheld = erased_records(records, self.verdict)
+        return [m for m in mutations if m.table != ROUTES_TABLE.name or not withheld(m.key)]
+
     def __call__(self, event: Event, mutations: list[Mutation]) -> list[Mutation]:
         """``mutations`` without the erased subjects' writes (the same list when none)."""
         if not self.hashes:
             return mutations
         out: list[Mutation] = []
         changed = False
+        if any(m.table == ROUTES_TABLE.name for m in mutations):
+            kept_records = self._records(mutations)
+            changed = len(kept_records) != len(mutations)
+            mutations = kept_records
         for m in mutations:
             kept, h = self._screen(m)
             if h is not None:

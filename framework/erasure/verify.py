@@ -3,7 +3,8 @@
 It searches, for the subject's value as given and as its kind normalises
 it, each as a whole token (case-insensitive, ``declare.mentions``): every
 text cell and text key of every table of the app (also undeclared
-columns: a residue there means a declaration is missing), every document
+columns: a residue there means a declaration is missing; the values ID
+mutation recorded in ``converge_id_routes`` decoded), every document
 of every projection, every record of the dead-letter WAL (all statuses,
 and unindexed segment files; a damaged segment cannot be proven clean and
 counts as residue), the named export files, the delivery ledger and the
@@ -24,6 +25,7 @@ from framework.erasure.declare import Subject
 from framework.erasure.find import declared_for, finder, record_finder, spellings
 from framework.erasure.keyed import subject_hash
 from framework.erasure.tables import DENYLIST_TABLE, ERASURE_TABLES
+from framework.idmutation.routes import ROUTES_TABLE, record_texts
 
 __all__ = ["Residue", "verify"]
 
@@ -57,6 +59,8 @@ async def _store(app: Any, store: Any, find: Any, out: list[Residue]) -> None:
         async for row in store.scan(table):
             texts = [str(v) for v in row.key.values() if isinstance(v, str)]
             texts += [c.value for c in row.cells.values() if isinstance(c.value, str)]
+            if table == ROUTES_TABLE.name:  # values stored behind a kind letter
+                texts += record_texts(row.key, row.cells["value"].value if "value" in row.cells else None)
             if any(find(t) for t in texts):
                 redacted = {k: _redact(str(v), find) for k, v in row.key.items()}
                 key = json.dumps(redacted, sort_keys=True)

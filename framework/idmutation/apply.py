@@ -68,6 +68,7 @@ from framework.idmutation.declare import IdMutation, OwnerColumn, id_value
 from framework.idmutation.routes import (
     ROUTES_TABLE,
     RouteReport,
+    Verdict,
     cell_records,
     encode_value,
     reroute,
@@ -262,9 +263,11 @@ async def reroute_recorded(
     chunk: int = 500,
     clock: Callable[[], float] = time.time,
     extra: ExtraWrites | None = None,
+    erased: Verdict | None = None,
 ) -> ApplyReport:
     """Route the recorded cells of every ``(tenant, id)`` of ``collapsed`` where its intervals now
-    send them (``framework.idmutation.routes.reroute``); one read and one ``apply`` per ``chunk``."""
+    send them (``framework.idmutation.routes.reroute``; ``erased``: the erasure screen's verdict,
+    whose erased subjects' cells are not routed); one read and one ``apply`` per ``chunk``."""
     started = time.perf_counter()
     report = ApplyReport()
     await store.ensure_table(ROUTES_TABLE)
@@ -279,7 +282,7 @@ async def reroute_recorded(
         for (tenant, ident), rows in zip(part, found, strict=True):
             if rows:
                 intervals = collapsed[(tenant, ident)]
-                writes += reroute(owners, store.schema, tenant, ident, intervals, rows, now_s, routed)
+                writes += reroute(owners, store.schema, tenant, ident, intervals, rows, now_s, routed, erased)
         report.rerouted += routed.rerouted
         report.unconverged += routed.unconverged
         report.touched += routed.touched
@@ -298,15 +301,21 @@ async def apply_id_map(
     clock: Callable[[], float] = time.time,
     extra: ExtraWrites | None = None,
     phases: Sequence[str] = PHASES,
+    erased: Verdict | None = None,
 ) -> ApplyReport:
     """Move the cells of every ``(tenant, id)`` of ``collapsed`` in every owner table (see the
     module docstring): first its recorded cells routed again (phase ``routes``), then its
     partitions read and moved (phase ``cells``); one read and one ``apply`` per ``chunk``
     partitions, with ``extra``'s writes for that chunk's moves. A caller that splits the pairs
-    over tasks runs the ``routes`` phase of all of them before any ``cells`` phase."""
+    over tasks runs the ``routes`` phase of all of them before any ``cells`` phase. ``erased``: the
+    erasure screen's verdict (``SubjectScreen.verdict``): an erased subject's recorded cells are
+    not routed again (their records are deleted)."""
     report = ApplyReport()
     if "routes" in phases:
-        report.add(await reroute_recorded(store, config, collapsed, chunk=chunk, clock=clock, extra=extra))
+        routes = reroute_recorded(
+            store, config, collapsed, chunk=chunk, clock=clock, extra=extra, erased=erased
+        )
+        report.add(await routes)
     if "cells" in phases:
         pairs = sorted(collapsed)
         targets = {owner.table: pairs for owner in config.columns}
@@ -331,6 +340,7 @@ async def sweep(
     chunk: int = 500,
     clock: Callable[[], float] = time.time,
     extra: ExtraWrites | None = None,
+    erased: Verdict | None = None,
 ) -> ApplyReport:
     """Apply the map to the partitions named by ``keys`` (``(table, row or partition key)``, e.g.
     from notifications) whose ``(tenant, id)`` has intervals: a key of ``converge_id_routes``
@@ -355,7 +365,8 @@ async def sweep(
     report = ApplyReport()
     routed = {p: collapsed[p] for p in sorted(origins) if p in collapsed}
     if routed:
-        report.add(await reroute_recorded(store, config, routed, chunk=chunk, clock=clock, extra=extra))
+        routes = reroute_recorded(store, config, routed, chunk=chunk, clock=clock, extra=extra, erased=erased)
+        report.add(await routes)
     chosen = {t: sorted(p for p in pairs if p in collapsed) for t, pairs in targets.items()}
     report.add(await _apply_pairs(store, config, collapsed, chosen, chunk=chunk, clock=clock, extra=extra))
     return report

@@ -19,6 +19,13 @@ tombstone under every other placement and the value under the final id.
 Records are written at the cell's version, with the same content by every
 writer, so replays and repeated runs write the same rows.
 
+Erasure (``framework.erasure``) reaches the records: ``erased_records`` tells,
+from a verdict on each recorded row's cells, which records belong to an
+erased subject's cells; the erasure deletes them, the stream's screen drops
+them with the write they record, and ``reroute`` given the screen's verdict
+skips them and deletes them, so no request routes an erased subject back.
+``record_texts`` gives the values a record holds, for ``erase verify``.
+
 What cannot converge (counted as ``unconverged`` and logged):
 
 - a cell whose final id becomes an id where a tombstone at the cell's own
@@ -39,7 +46,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from framework.core.mutations import CellValue, Delete, LogState, Mutation, Upsert
+from framework.core.mutations import MAX_VERSION, CellValue, Delete, LogState, Mutation, Upsert
 from framework.core.rows import Row
 from framework.core.schema import Column, TableSchema
 from framework.idmutation.collapse import Interval, final_of
@@ -54,6 +61,9 @@ __all__ = [
     "reroute",
     "encode_value",
     "decode_value",
+    "Verdict",
+    "erased_records",
+    "record_texts",
 ]
 
 log = logging.getLogger("framework.idmutation")
@@ -73,6 +83,13 @@ ROUTES_TABLE = TableSchema(
 #: The encoded value of a recorded tombstone (a ``Delete``: ``col`` '' for a row or partition).
 _TOMBSTONE = "d"
 _NONE = "n"
+
+
+#: ``verdict(table, cells)``: None when the cells of one row of ``table`` hold no erased subject,
+#: else ``(whole row, columns)``: what of that row must go (``SubjectScreen.verdict``).
+Verdict = Callable[[str, Mapping[str, CellValue]], tuple[bool, frozenset[str]] | None]
+#: A record as ``erased_records`` reads it: its key and its ``value`` cell (None for a placement).
+Record = tuple[Mapping[str, CellValue], CellValue]
 
 
 @dataclass
@@ -118,6 +135,51 @@ def decode_value(text: str) -> CellValue:
     if kind == "x":
         return base64.b64decode(rest)
     raise ValueError(f"not a recorded cell value: {text[:40]!r}")
+
+
+def _row_of(key: Mapping[str, CellValue]) -> tuple[CellValue, ...]:
+    return (key["tenant"], key["origin"], key["tbl"], key["row"])
+
+
+def erased_records(records: Iterable[Record], verdict: Verdict) -> Callable[[Mapping[str, CellValue]], bool]:
+    """A test of record keys: True for a record of a cell that ``verdict`` withholds. Every recorded
+    value of one row (one origin, any version) is judged with the other cells of its version, and a
+    row's verdicts add up, so a cell is withheld when any version of its row held the subject."""
+    versions: dict[tuple[CellValue, ...], dict[CellValue, dict[str, CellValue]]] = {}
+    for key, value in records:
+        if key.get("placed") != "" or not isinstance(value, str) or value[:1] in (_TOMBSTONE, _NONE):
+            continue
+        cells = versions.setdefault(_row_of(key), {}).setdefault(key["version"], {})
+        cells[str(key["col"])] = decode_value(value)
+    withheld: dict[tuple[CellValue, ...], tuple[bool, frozenset[str]]] = {}
+    for row, by_version in versions.items():
+        for cells in by_version.values():
+            found = verdict(str(row[2]), cells)
+            if found is not None:
+                whole, columns = withheld.get(row, (False, frozenset()))
+                withheld[row] = (whole or found[0], columns | found[1])
+
+    def test(key: Mapping[str, CellValue]) -> bool:
+        found = withheld.get(_row_of(key))
+        return found is not None and (found[0] or key["col"] in found[1])
+
+    return test
+
+
+def record_texts(key: Mapping[str, CellValue], value: CellValue) -> list[str]:
+    """The texts a record holds, decoded (its row's key values and its cell value): what
+    ``erase verify`` searches, since the stored forms carry a kind letter before each value."""
+    out: list[str] = []
+    row = key.get("row")
+    if isinstance(row, str):
+        try:
+            decoded = [decode_value(encoded) for _, encoded in json.loads(row)]
+        except (ValueError, TypeError):
+            decoded = [row]
+        out += [v for v in decoded if isinstance(v, str)]
+    if isinstance(value, str) and value[:1] == "s":
+        out.append(value[1:])
+    return out
 
 
 def _record(key: dict[str, CellValue], cells: dict[str, CellValue], version: int, ttl: int | None) -> Upsert:
@@ -198,15 +260,26 @@ def reroute(
     rows: Iterable[Row],
     now_s: float,
     report: RouteReport,
+    erased: Verdict | None = None,
 ) -> list[Mutation]:
     """The writes that put the recorded cells of ``(tenant, origin)`` (its ``converge_id_routes``
-    partition as read) where ``intervals`` now send them (see the module docstring)."""
+    partition as read) where ``intervals`` now send them (see the module docstring). With
+    ``erased`` (the erasure screen's verdict) an erased subject's recorded cells are not routed:
+    their records are deleted at ``MAX_VERSION``, as the erasure deletes them."""
+    rows = list(rows)
+    withheld = None
+    if erased is not None:
+        withheld = erased_records(((r.key, r.cells["value"].value if "value" in r.cells else None)
+                                   for r in rows), erased)  # fmt: skip
     cells: dict[tuple[str, str, str, int], dict[str, Row]] = {}
+    out: list[Mutation] = []
     for r in rows:
         k = r.key
+        if withheld is not None and withheld(k):
+            out.append(Delete(ROUTES_TABLE.name, dict(k), MAX_VERSION))
+            continue
         cell = (str(k["tbl"]), str(k["row"]), str(k["col"]), int(k["version"]))  # type: ignore[arg-type]
         cells.setdefault(cell, {})[str(k["placed"])] = r
-    out: list[Mutation] = []
     for (table, row, col, version), placements in sorted(cells.items()):
         owner, found = owners.get(table), placements.pop("", None)
         if owner is None or found is None or "value" not in found.cells:
