@@ -26,7 +26,7 @@ from framework.core.events import Event, parse_event
 from framework.core.mutations import Mutation
 from framework.core.projection import Projection
 from framework.runtime.errors import MessageError
-from framework.state.join import map_with_state
+from framework.state.join import join_marks, map_with_state
 from framework.state.lookup import Entry, entry_of, merge
 from framework.state.view import Missing, StateView
 from spark_batch.apps import app_of, load_app
@@ -99,6 +99,6 @@ def map_joined(
     except Missing as miss:
         raise MessageError("lookup", miss) from miss
     try:
-        return mutations + [mark for p in projections for mark in p.version_marks(mutations)]
+        return mutations + join_marks(projections, mutations)
     except Exception as exc:  # noqa: BLE001 - as map_event
         raise MessageError("map", exc) from exc

@@ -135,7 +135,7 @@ _Documenter = Callable[[PartitionKey, dict[str, list[Row]], "Row | None", int, b
 
 def _documenter(p: Projection) -> _Documenter:
     """``p.document`` given the live rows' highest write time, which the decoder already took: the same
-    rules (the mark's version when higher; no document without a live row), or ``p.document`` itself
+    rules (the mark's version when there is one; no document without a live row), or ``p.document`` itself
     when the app overrides it."""
     if type(p).document is not Projection.document:
         return lambda key, held, mark, version, live: p.document(key, held, mark)
@@ -145,7 +145,7 @@ def _documenter(p: Projection) -> _Documenter:
     def document(
         key: PartitionKey, held: dict[str, list[Row]], mark: Row | None, version: int, live: bool
     ) -> Document:
-        if mark is not None and (cell := mark.cells.get(column)) is not None and cell.writetime > version:
+        if mark is not None and (cell := mark.cells.get(column)) is not None:
             version = cell.writetime
         return doc_id(key), build(key, held) if live else None, version
 

@@ -17,6 +17,13 @@ never goes down, so a later projection of the same partition is never
 older than an earlier one and ``external_gte`` accepts it. A partition
 whose rows have no live cell (or whose ``build`` returns None) has no
 document and is deleted at the mark.
+
+A join's mutations mark their partitions at version 0 (``version_marks(...,
+at=0)``, ``framework.state.join``): which partitions a join writes depends on
+the order its entries arrived in (a re-mapping moves rows away from where an
+earlier mapping put them), so a mark above 0 would leave a partition's
+version depending on that order. Their rows change the document at the
+version its other writers gave it, which ``external_gte`` accepts.
 """
 
 from __future__ import annotations
@@ -119,21 +126,22 @@ class Projection(abc.ABC):
                 out[doc_id] = (key, m.version)
         return out
 
-    def version_marks(self, mutations: Iterable[Mutation]) -> list[Upsert]:
-        """One version-table write per partition ``mutations`` change, at its highest version."""
+    def version_marks(self, mutations: Iterable[Mutation], at: int | None = None) -> list[Upsert]:
+        """One version-table write per partition ``mutations`` change, at its highest version,
+        or at ``at`` for all of them (a join's, 0: the partition has a mark, not raised)."""
         name = self.version_table.name
-        return [
-            Upsert(name, dict(key), {_VERSION_COLUMN: version}, version)
-            for key, version in self.touched(mutations).values()
-        ]
+        marks = [(key, version if at is None else at) for key, version in self.touched(mutations).values()]
+        return [Upsert(name, dict(key), {_VERSION_COLUMN: v}, v) for key, v in marks]
 
     def document(self, key: PartitionKey, rows: Mapping[str, Sequence[Row]], mark: Row | None) -> Document:
-        """The document of a partition at its version: the mark, or, for partitions written
-        before marks existed, the highest live cell; ``None`` document when there is none."""
+        """The document of a partition at its version: the mark when there is one (a join's
+        cells, written above it, do not count), else, for partitions written before marks
+        existed, the highest live cell; ``None`` document when there is none."""
         complete = {t.name: list(rows.get(t.name, ())) for t in self.tables}
         live = [r for rs in complete.values() for r in rs if r.cells]
-        version = max((r.version for r in live), default=0)
         if mark is not None and (cell := mark.cells.get(_VERSION_COLUMN)) is not None:
-            version = max(version, cell.writetime)
+            version = cell.writetime
+        else:
+            version = max((r.version for r in live), default=0)
         doc = self.build(key, complete) if live else None
         return self.document_id(key), doc, version

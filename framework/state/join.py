@@ -24,7 +24,10 @@ not (the entry moved the row, e.g. to another parent's key) get cell
 tombstones over the columns written there, at the new write version. Like
 ``map_event``, ``plan`` passes a mapping through the ID resolution, then the
 erasure screen (``screen``), then adds the version marks, so a first mapping
-and every re-mapping drop an erased subject's writes. Limits are in the
+and every re-mapping drop an erased subject's writes. The marks are at
+version 0 (``join_marks``): the partitions a join touches on its way depend
+on the arrival order (the ones it moved rows away from), so they record that
+the partition has a mark and raise no document version. Limits are in the
 README ("Lookups and joins").
 
 Every method is synchronous: in the worker's event loop a plan and its
@@ -52,7 +55,16 @@ from framework.state.lookup import Entry, canonical
 from framework.state.version_rule import join_version, write_version
 from framework.state.view import Missing, StateView
 
-__all__ = ["JoinConfig", "JoinBook", "Plan", "PendingFull", "map_with_state", "write_version", "join_version"]
+__all__ = [
+    "JoinConfig",
+    "JoinBook",
+    "Plan",
+    "PendingFull",
+    "map_with_state",
+    "join_marks",
+    "write_version",
+    "join_version",
+]
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +136,13 @@ def map_with_state(
         raise MessageError("map", exc) from exc
     w = write_version(event, view)
     return [_at(m, w) for m in mutations]
+
+
+def join_marks(projections: Sequence[Projection], mutations: Sequence[Mutation]) -> list[Mutation]:
+    """The version marks of a join's ``mutations``: at version 0 (``Projection.version_marks``), so
+    the partitions an earlier mapping wrote and a later one moved away from keep the version
+    their other writers gave them, as when the event was mapped once with the final entries."""
+    return [mark for p in projections for mark in p.version_marks(mutations, at=0)]
 
 
 def _rows(mutations: Iterable[Mutation]) -> dict[str, list[Any]]:
@@ -212,7 +231,7 @@ class JoinBook:
                  if rid not in new_rows]  # fmt: skip
         mutations += moved
         try:
-            mutations += [mark for proj in self.projections for mark in proj.version_marks(mutations)]
+            mutations += join_marks(self.projections, mutations)
         except Exception as exc:  # noqa: BLE001 - as map_event: the message's
             raise MessageError("map", exc) from exc
         seq = 1 if prev is None else prev["seq"] + 1
