@@ -29,6 +29,7 @@ import pandas as pd
 from pyspark.sql import SparkSession
 
 from framework.coordination.checkpoints import CheckpointStore
+from framework.erasure.screen import screen_verdict
 from framework.idmutation.apply import PHASES, ApplyReport, apply_id_map
 from framework.idmutation.collapse import Interval, collapse
 from framework.idmutation.job import IdMapRun, config_of, run_id_mutation
@@ -99,7 +100,10 @@ def apply_task(store_url: str, app_spec: str, job: str, batch_json: str,
                 await store.ensure_table(schema)
             ctx = StepContext(app, config_of(app), store, None)
             extra = writes_extra(ctx, job, batch)
-            report = await apply_id_map(store, ctx.config, collapsed, extra=extra, phases=phases)
+            erased = await screen_verdict(store, app)  # erased subjects' records are not routed
+            report = await apply_id_map(
+                store, ctx.config, collapsed, extra=extra, phases=phases, erased=erased
+            )
             return {**report.to_dict(), "rows_touched": report.rows_touched}
         finally:
             await store.close()

@@ -36,9 +36,9 @@ from framework.core.mutations import CellValue, Delete, LogState, Mutation, Upse
 from framework.erasure.declare import PersonalData
 from framework.erasure.keyed import ErasureKeyError, subject_hash
 from framework.erasure.tables import DENYLIST_TABLE
-from framework.idmutation.routes import ROUTES_TABLE, erased_records
+from framework.idmutation.routes import ROUTES_TABLE, Verdict, erased_records
 
-__all__ = ["SubjectScreen", "ScreenHolder", "load_screen"]
+__all__ = ["SubjectScreen", "ScreenHolder", "load_screen", "screen_verdict"]
 
 log = logging.getLogger("framework.erasure")
 
@@ -143,6 +143,15 @@ async def load_screen(store: Any, app: Any, key: bytes | None) -> SubjectScreen 
     if key is None:
         raise ErasureKeyError(f"app {app.name} has erased subjects: set CONVERGE_ERASURE_KEY to screen them")
     return SubjectScreen(declared, key, hashes)
+
+
+async def screen_verdict(store: Any, app: Any) -> Verdict | None:
+    """The ``verdict`` of ``app``'s deny-list in ``store`` now, for ID mutation's re-routing (None:
+    nobody erased); the key from ``CONVERGE_ERASURE_KEY``, required once subjects are erased."""
+    from framework.erasure.keyed import erasure_key
+
+    screen = await load_screen(store, app, erasure_key(required=False))
+    return None if screen is None else screen.verdict
 
 
 class ScreenHolder:

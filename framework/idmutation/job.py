@@ -149,8 +149,11 @@ async def _sweep_process(
         for c in ctx.config.columns:
             keys += [(c.table, {c.tenant_column: tenant, c.id_column: i}) for i in ids]
         keys += [(ROUTES_TABLE.name, {"tenant": tenant, "origin": i}) for i in ids]
+    from framework.erasure.screen import screen_verdict  # erased subjects' records are not routed
+
     report = await sweep(ctx.store, ctx.config, lambda pairs: _lookup(ctx.store, pairs), keys,
-                         chunk=ctx.chunk, clock=ctx.clock, extra=writes_extra(ctx, job, batch))  # fmt: skip
+                         chunk=ctx.chunk, clock=ctx.clock, extra=writes_extra(ctx, job, batch),
+                         erased=await screen_verdict(ctx.store, ctx.app))  # fmt: skip
     if after is not None:
         await reader.commit_position(after, reader.seen)
     return {"entries": entries, "reread_tenants": len(reread), **report.to_dict()}

@@ -254,6 +254,8 @@ async def apply_changes(ctx: StepContext, job: str, batch: Batch) -> ApplyReport
     collapsed = {(t, i): decode_intervals(iv) for t, i, iv in work}
     if ctx.applier is not None:
         return await ctx.applier(job, batch, collapsed)
+    from framework.erasure.screen import screen_verdict  # erased subjects' records are not routed
+
     return await apply_id_map(
         ctx.store,
         ctx.config,
@@ -261,4 +263,5 @@ async def apply_changes(ctx: StepContext, job: str, batch: Batch) -> ApplyReport
         chunk=ctx.chunk,
         clock=ctx.clock,
         extra=writes_extra(ctx, job, batch),
+        erased=await screen_verdict(ctx.store, ctx.app),
     )

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from framework import App, PersonalData
+from framework import App, PersonalData, Upsert
+from framework.core.mutations import Mutation
 from framework.erasure.declare import Subject
 from framework.erasure.run import erase
 from framework.erasure.verify import verify
 from framework.idmutation import IdRequest
-from framework.idmutation.routes import ROUTES_TABLE
+from framework.idmutation.routes import ROUTES_TABLE, mutation_records
 from framework.testing import Driver
 from tests.idmutation.stream_app import NoteAgent, OwnerAgent, activity, linked, note
 from tests.idmutation.stream_app import app as stream_app
@@ -110,6 +111,33 @@ def test_writes_after_the_erasure_leave_no_record_to_route(kind: str, erasure_ke
         assert d.parked == [] and rows(d) == {}
         recorded = d.rows(ROUTES_TABLE.name)
         assert recorded if kind == "cells" else not recorded  # the kind cell is still recorded
+        requests.append(IdRequest(62, "r2", "t1", "merge", "5", "2"))
+        d.id_job(requests)
+        assert rows(d) == ({} if kind == "row" else {("2", "x1"): {"kind": "call"}})
+        assert _residue(d, app, erasure_key) == []
+
+
+def stale_records(tenant: str, origin: str, act: str, version: int, **cells: str) -> list[Mutation]:
+    """The records a worker whose deny-list is not reloaded yet writes for a write under ``origin``
+    that it dropped (its owner deleted): what the erasure never saw."""
+    owner = stream_app.id_mutation.column("owner_activity")  # type: ignore[union-attr]
+    key = {"tenant": tenant, "owner_id": origin, "activity_id": act}
+    return list(mutation_records(owner, origin, Upsert("owner_activity", key, cells, version), None))
+
+
+@pytest.mark.parametrize("kind", ["row", "cells"])
+def test_records_written_after_the_erasure_are_not_routed_by_a_late_request(
+    kind: str, erasure_key: bytes
+) -> None:
+    """Re-routing screens against the deny-list: records of the subject written after the erasure
+    (a worker's stale screen) are deleted, not routed, when a late merge re-routes their id."""
+    app = _app(kind)
+    requests = [IdRequest(26, "r1", "t1", "delete", "5", None)]
+    with Driver(app) as d:
+        d.run(erase(app, SUBJECT, key=erasure_key, store=d.store))
+        d.id_job(requests)
+        d.run(d.store.apply(stale_records("t1", "5", "x1", 67, body="ann@x.io", kind="call")))
+        assert _residue(d, app, erasure_key) == [ROUTES_TABLE.name]
         requests.append(IdRequest(62, "r2", "t1", "merge", "5", "2"))
         d.id_job(requests)
         assert rows(d) == ({} if kind == "row" else {("2", "x1"): {"kind": "call"}})
