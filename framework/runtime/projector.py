@@ -6,7 +6,7 @@ the same functions for backfill, repair and reindex.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Literal
 
 from framework.core.projection import Document, PartitionKey, Projection
@@ -14,7 +14,7 @@ from framework.runtime.change_feed import changed_partitions
 from framework.runtime.errors import MessageError
 from framework.runtime.processor import bounded, parse_work
 from framework.runtime.work import Work
-from framework.runtime.written import WrittenDocuments
+from framework.runtime.written import Position, WrittenDocuments
 from stores.base import IndexOp, SearchIndex, WideColumnStore
 from stores.errors import PermanentStoreError, TransientStoreError
 
@@ -82,10 +82,15 @@ class ProjectionProcessor:
     one bulk request, and a record that cannot be projected is parked whole (its
     replay re-projects every partition it names, which is idempotent). A document
     identical, version and content, to the one last written for it is not sent
-    again (``framework.runtime.written``).
+    again when the read behind that write already covered every record naming it
+    now (``framework.runtime.written``). The records in the change topic before a
+    read are those ``prepare`` has seen and, when the runtime sets ``highwater``
+    (the consumer's: the offset the next record of a partition will get, or None),
+    everything below it.
     """
 
     batchable = True
+    highwater: Callable[[Hashable], int | None] | None = None
 
     def __init__(
         self,
@@ -98,12 +103,16 @@ class ProjectionProcessor:
         self.name = f"project.{projection.name}"
         self.store, self.index, self.sink_timeout = store, index, sink_timeout
         self.written = WrittenDocuments()
+        self._seen: dict[Hashable, int] = {}  # per partition, the last offset taken from the topic
 
     def on_rebalance(self) -> None:
         """Partitions moved: documents may have been written by another worker since."""
         self.written.forget()
+        self._seen.clear()
 
     def prepare(self, work: Work) -> None:
+        if work.offset > self._seen.get(work.tp, -1):
+            self._seen[work.tp] = work.offset
         try:
             work.event = parse_work(work)
         except Exception:  # noqa: BLE001 - reported by __call__ when the work runs
@@ -117,7 +126,8 @@ class ProjectionProcessor:
             raise MessageError("map", exc) from exc
 
     async def __call__(self, work: Work) -> None:
-        await self._project(self._keys(work))
+        keys = self._keys(work)
+        await self._project(keys, {self.projection.document_id(k): (work.tp, work.offset) for k in keys})
 
     def map_batch(self, works: Sequence[Work]) -> tuple[list[Any], list[tuple[Work, MessageError]]]:
         items: list[tuple[Work, list[PartitionKey]]] = []
@@ -130,19 +140,43 @@ class ProjectionProcessor:
         return items, bad
 
     async def write_batch(self, items: Sequence[Any]) -> None:
-        await self._project([key for _, keys in items for key in keys])
+        heard: dict[str, Position | None] = {}
+        for work, keys in items:
+            for key in keys:
+                doc_id = self.projection.document_id(key)
+                at = heard.get(doc_id, (work.tp, work.offset))
+                # one document's records share a partition; if not, its last write covers none
+                heard[doc_id] = None if at is None or at[0] != work.tp else (work.tp, max(at[1], work.offset))
+        positions = {doc_id: at for doc_id, at in heard.items() if at is not None}
+        await self._project([key for _, keys in items for key in keys], positions)
 
-    async def _project(self, keys: Sequence[PartitionKey]) -> None:
-        """Each partition once: one multi-partition read, then one bulk request."""
+    async def _project(self, keys: Sequence[PartitionKey], heard: dict[str, Position] | None = None) -> None:
+        """Each partition once: one multi-partition read, then one bulk request. ``heard``: per
+        document, the latest record naming it (a document without one is always written)."""
         unique = list({self.projection.document_id(key): key for key in keys}.values())
+        read_after = self._in_topic({at[0] for at in (heard or {}).values()})
         read = read_documents(self.store, self.projection, unique)
         documents = await bounded("wide_column", self.sink_timeout, read)
-        ops, fingerprints = self.written.new_writes(
-            [IndexOp(doc_id, version, doc) for doc_id, doc, version in documents]
+        ops, records = self.written.new_writes(
+            [IndexOp(doc_id, version, doc) for doc_id, doc, version in documents], heard, read_after
         )
         if ops:
             await bounded("index", self.sink_timeout, self._bulk(ops))
-            self.written.record(fingerprints)
+            self.written.record(records)
+
+    def _in_topic(self, partitions: set[Hashable]) -> dict[Hashable, int]:
+        """Per partition, the last offset known to be in the topic now (taken, or below the
+        consumer's high watermark)."""
+        out = {tp: self._seen[tp] for tp in partitions if tp in self._seen}
+        if self.highwater is not None:
+            for tp in partitions:
+                try:
+                    end = self.highwater(tp)
+                except Exception:  # noqa: BLE001 - not assigned (any more): only what was taken counts
+                    continue
+                if end is not None and end - 1 > out.get(tp, -1):
+                    out[tp] = end - 1
+        return out
 
     async def _bulk(self, ops: Sequence[IndexOp]) -> None:
         result = await self.index.bulk(self.projection.alias, ops)
