@@ -22,6 +22,7 @@ from framework.runtime.fetch_pacing import pace_empty_fetches
 from framework.runtime.group_rejoin import leave_before_rejoin
 from framework.runtime.group_watch import GroupWatch, member_client_id
 from framework.runtime.processor import Processor
+from framework.runtime.projector import ProjectionProcessor
 from framework.runtime.scheduler import KeyedScheduler, SchedulerConfig
 from framework.runtime.work import Work
 
@@ -225,6 +226,8 @@ class AgentRuntime:
             counters=self.counters,
         )
         consumer = self.app.consumer
+        if isinstance(processor, ProjectionProcessor):  # its skip of identical rewrites reads it
+            processor.highwater = consumer.highwater
         watch = asyncio.ensure_future(self._watch_group_join())
         # One micro-batch is written while the next one is taken from the stream (never two
         # written at once, so the per-key path sees the fallbacks of the previous one).
@@ -256,7 +259,6 @@ class AgentRuntime:
             if not finished:
                 log.warning("stopping with unfinished work; it is redelivered from the last commit")
             await sched.close()
-
 
     async def _watch_group_join(self) -> None:
         """Log an error, every ``group_join_timeout``, while no assignment ever arrived: the
