@@ -47,7 +47,7 @@ from aiokafka.errors import KafkaError
 
 from agents.event_types import topic_of
 from benchmarks.agent_throughput import make_records, raw_consume
-from benchmarks.demo_cpu import _sample, _tree
+from benchmarks.demo_cpu import _sample
 from examples.activity_platform.app import app
 from examples.activity_platform.generator import generate_history
 from examples.activity_platform.history import History
@@ -74,8 +74,9 @@ STEP_TIMEOUT_S = 120.0
 
 
 def cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system) used so far by ``pid`` and its child processes."""
-    return sum(got[1] for p in _tree(pid) if (got := _sample(p)) is not None)
+    """CPU seconds (user + system, all threads) used so far by process ``pid``, not its children."""
+    got = _sample(pid)
+    return 0.0 if got is None else got[1]
 
 
 def _env(work: Path, stack: LocalStack, partitions: int) -> dict[str, str]:
