@@ -30,22 +30,24 @@ ADDRESSES = ("ann@x.io", "bo.li@y.org", "cy@z.net")
 app = join_app()
 
 
-def _history(rng: random.Random) -> tuple[list[Event], list[str]]:
-    """The events (entries, then messages: any order is delivered anyway) and the erased addresses."""
+def history(rng: random.Random, h: str = "") -> tuple[list[Event], list[str]]:
+    """The events (entries, then messages: any order is delivered anyway) and the erased addresses;
+    every key, id and address of history ``h`` starts with ``h`` (disjoint histories)."""
     events: list[Event] = []
-    convs = [f"c{i}" for i in range(rng.randint(1, 3))]
+    addresses = [f"{h}{a}" for a in ADDRESSES]
+    convs = [f"{h}c{i}" for i in range(rng.randint(1, 3))]
     for conv in convs:
         for version in rng.sample(range(1, 400), rng.randint(1, 3)):
-            parent = rng.choice(("P0", "P1", "P2"))
+            parent = h + rng.choice(("P0", "P1", "P2"))
             events.append(parent_set(conv, parent, f"label-{parent}-{version}", version))
     for m in range(rng.randint(1, 6)):
-        body = respell(rng, rng.choice(ADDRESSES)) if m and rng.random() < 0.6 else f"plain {m}"
-        events.append(child(f"m{m}", rng.choice(convs), body, rng.randint(1, 400)))
-    erased = rng.sample(ADDRESSES, rng.randint(1, 2))
+        body = respell(rng, rng.choice(addresses)) if m and rng.random() < 0.6 else f"plain {m}"
+        events.append(child(f"{h}m{m}", rng.choice(convs), body, rng.randint(1, 400)))
+    erased = rng.sample(addresses, rng.randint(1, 2))
     return events, [respell(rng, a) for a in erased]
 
 
-def _model(events: list[Event], erased: list[str]) -> dict[tuple[str, str], dict[str, object]]:
+def model(events: list[Event], erased: list[str]) -> dict[tuple[str, str], dict[str, object]]:
     final = {}
     for e in sorted((e for e in events if e.type == "parent.set"), key=lambda e: e.version):
         final[e.payload["conv"]] = e.payload
@@ -66,7 +68,7 @@ def _model(events: list[Event], erased: list[str]) -> dict[tuple[str, str], dict
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.randoms(use_true_random=False), st.integers(0, 1000))
 def test_join_rows_keep_erased_subjects_out_for_any_delivery(rng: random.Random, cut: int) -> None:
-    events, erased = _history(rng)
+    events, erased = history(rng)
     sent = delivery(rng, events)
     at = cut % (len(sent) + 1)
     with Driver(app) as d:
@@ -77,7 +79,7 @@ def test_join_rows_keep_erased_subjects_out_for_any_delivery(rng: random.Random,
         d.send(delivery(rng, events))  # replays, then the whole archive again
         d.send(list(events))
         rows = {(str(r.key["parent"]), str(r.key["msg_id"])): r.values() for r in d.rows("msg")}
-        assert rows and rows == _model(events, erased)  # a plain message always has a row
+        assert rows and rows == model(events, erased)  # a plain message always has a row
         assert d.parked == [] and d.pending()["children"] == []
         for value in erased:
             assert d.run(verify(app, Subject("email", value.swapcase()), key=_KEY, store=d.store)) == []
