@@ -34,7 +34,7 @@ from typing import Any
 from framework.core.events import Event
 from framework.core.mutations import CellValue, Delete, LogState, Mutation, Upsert
 from framework.erasure.declare import PersonalData
-from framework.erasure.keyed import ErasureKeyError, subject_hash
+from framework.erasure.keyed import ErasureKeyError, erasure_key, subject_hash
 from framework.erasure.tables import DENYLIST_TABLE
 from framework.idmutation.routes import ROUTES_TABLE, Verdict, erased_records
 
@@ -148,8 +148,6 @@ async def load_screen(store: Any, app: Any, key: bytes | None) -> SubjectScreen 
 async def screen_verdict(store: Any, app: Any) -> Verdict | None:
     """The ``verdict`` of ``app``'s deny-list in ``store`` now, for ID mutation's re-routing (None:
     nobody erased); the key from ``CONVERGE_ERASURE_KEY``, required once subjects are erased."""
-    from framework.erasure.keyed import erasure_key
-
     screen = await load_screen(store, app, erasure_key(required=False))
     return None if screen is None else screen.verdict
 
