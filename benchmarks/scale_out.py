@@ -260,9 +260,10 @@ async def _watch_step(
 
 def rebalance_sequence(
     history: History, partitions: int, work: Path, rounds: int, rate: float, dwell: float
-) -> tuple[list[Step], int, int, int]:  # fmt: skip
+) -> tuple[list[Step], tuple[int, float], int, int]:  # fmt: skip
     """Scale 1 -> 2 -> 3 -> 2 -> 1 ``rounds`` times with data flowing; the steps, the events
-    the feeder sent during the sequence, divergent entities and parked events at the end."""
+    the feeder sent during the sequence and in how many seconds, divergent entities and parked
+    events at the end."""
     steps: list[Step] = []
     with LocalStack(work / "stack") as stack:
         assert stack.info is not None
@@ -309,6 +310,7 @@ def rebalance_sequence(
 
         try:
             ok = act("start w1 (1 worker)", "start", "w1")
+            fed_from = time.monotonic()
             feeder.thread.start()
             time.sleep(dwell)
             for r in range(rounds):
@@ -321,7 +323,7 @@ def rebalance_sequence(
                     ok = ok and act(f"round {r + 1}: {what}", action, name)
                     if ok:
                         time.sleep(dwell)
-            sent = feeder.sent
+            sent, fed_s = feeder.sent, time.monotonic() - fed_from
             if sent >= len(history.events):
                 print("the feeder ran dry before the end: raise --feed-events or lower --rate", flush=True)
             feeder.finish()
@@ -331,7 +333,7 @@ def rebalance_sequence(
             feeder.finish()
             stop_workers(list(live.values()))
         divergent, parked = _outcome(history, work, stack, names)
-    return steps, sent, divergent, parked
+    return steps, (sent, fed_s), divergent, parked
 
 
 def _step_line(s: Step) -> str:
@@ -392,10 +394,11 @@ def main() -> None:
             history = generate_history(11, args.feed_events)
             print(f"rebalances: 1-2-3-2-1 x{args.rounds}, {args.partitions} partitions, fed {args.rate:,.0f} "
                   f"events/s, {args.dwell:g} s between steps", flush=True)  # fmt: skip
-            steps, sent, divergent, parked = rebalance_sequence(
+            steps, (sent, fed_s), divergent, parked = rebalance_sequence(
                 history, args.partitions, work / "rebalance", args.rounds, args.rate, args.dwell
             )
-            print(f"fed {sent:,} events during the sequence, {len(history.events):,} in all; "
+            print(f"fed {sent:,} events in the {fed_s:.0f} s of the sequence ({sent / fed_s:,.0f}/s), "
+                  f"{len(history.events):,} in all; "
                   f"divergent {divergent}, parked {parked}", flush=True)  # fmt: skip
             print("\n".join(summarize_steps(steps)), flush=True)
         print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), f"load {os.getloadavg()}", flush=True)
