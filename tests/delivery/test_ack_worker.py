@@ -81,7 +81,7 @@ def test_worker_acks_through_sink_topic_and_http(stack: StackInfo, tmp_path: Pat
         await ledger.ensure()
         publisher = RecordPublisher(broker)
         for n, mid in enumerate(IDS):
-            await TrackedProducer(ledger, publisher).send(topic, f"org:{n}".encode(), event_bytes(mid, n),
+            await TrackedProducer(ledger, publisher).send(topic, f"org:{n % 3}".encode(), event_bytes(mid, n),
                                                           message_id=mid, source="exchange")  # fmt: skip
         await publisher.close()
         await store.close()
