@@ -16,6 +16,7 @@ Values are raw bytes (rocksdict raw mode): nothing read back is unpickled.
 from __future__ import annotations
 
 import hashlib
+import logging
 import struct
 import time
 from collections import deque
@@ -25,8 +26,12 @@ from pathlib import Path
 
 from rocksdict import Options, Rdict, WriteBatch
 
+from framework.core.events import Event
+from framework.runtime.work import Work
+
 __all__ = ["DedupeConfig", "DuplicateFilter", "digest"]
 
+log = logging.getLogger(__name__)
 _STAMP = struct.Struct(">d")
 
 
@@ -92,6 +97,25 @@ class DuplicateFilter:
                 _, old = order.popleft()
                 batch.delete(old)
         self._db.write(batch)
+
+    def skips(self, work: Work, event: Event) -> bool:
+        """True (and counted) when ``event``, read from ``work``, is known as applied: skip it.
+        An unreadable filter answers False: it only saves work, so the event runs."""
+        try:
+            if not self.seen(work.tp, event.event_id, digest(work.value)):
+                return False
+        except Exception as exc:  # noqa: BLE001 - the filter only saves work: run the event
+            log.warning("duplicate filter unreadable (%r): running the event", exc)
+            return False
+        self.skipped += 1
+        return True
+
+    def remember(self, done: Iterable[tuple[Work, Event]]) -> None:
+        """``record`` the events durably done; a failure only loses a later skip (logged)."""
+        try:
+            self.record((w.tp, e.event_id, digest(w.value)) for w, e in done)
+        except Exception as exc:  # noqa: BLE001 - the events are done; only a later skip is lost
+            log.warning("duplicate filter not updated (%r)", exc)
 
     def _ids(self, prefix: bytes) -> deque[tuple[float, bytes]]:
         """The partition's ids oldest first, loaded from disk on first use."""

@@ -11,7 +11,7 @@ from typing import Any, Protocol, TypeVar
 from framework.core.events import Event, EventError, parse_event
 from framework.core.projection import Projection
 from framework.runtime.agent import KeyedAgent
-from framework.runtime.dedupe import DuplicateFilter, digest
+from framework.runtime.dedupe import DuplicateFilter
 from framework.runtime.errors import MessageError, SinkFailure, is_io_failure
 from framework.runtime.mapping import Screen, map_event
 from framework.runtime.sinks import BatchSink, Sink, Written
@@ -156,24 +156,11 @@ class AgentProcessor:
 
     def _applied_before(self, work: Work, event: Event) -> bool:
         """True when the duplicate filter knows this very event (id and bytes) as applied."""
-        if self.dedupe is None:
-            return False
-        try:
-            if not self.dedupe.seen(work.tp, event.event_id, digest(work.value)):
-                return False
-        except Exception as exc:  # noqa: BLE001 - the filter only saves writes: apply the event
-            log.warning("duplicate filter unreadable (%r): applying the event", exc)
-            return False
-        self.dedupe.skipped += 1
-        return True
+        return self.dedupe is not None and self.dedupe.skips(work, event)
 
     def _remember(self, applied: Sequence[tuple[Work, Event]]) -> None:
-        if self.dedupe is None or not applied:
-            return
-        try:
-            self.dedupe.record((w.tp, e.event_id, digest(w.value)) for w, e in applied)
-        except Exception as exc:  # noqa: BLE001 - the events are applied; only a later skip is lost
-            log.warning("duplicate filter not updated (%r)", exc)
+        if self.dedupe is not None and applied:
+            self.dedupe.remember(applied)
 
     async def __call__(self, work: Work) -> None:
         event = work.event if work.event is not None else parse_work(work)

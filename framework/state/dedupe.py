@@ -12,19 +12,16 @@ Everything else (``book``, ``remap``, ``status``...) is the wrapped processor's.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
-from framework.runtime.dedupe import DuplicateFilter, digest
+from framework.runtime.dedupe import DuplicateFilter
 from framework.runtime.errors import MessageError
 from framework.runtime.processor import parse_work
 from framework.runtime.work import Work
 from framework.state.processor import JoinProcessor
 
 __all__ = ["DedupedJoin"]
-
-log = logging.getLogger(__name__)
 
 
 class DedupedJoin:
@@ -40,23 +37,10 @@ class DedupedJoin:
         return getattr(self.processor, name)
 
     def _done_before(self, work: Work) -> bool:
-        event = work.event
-        if event is None:
-            return False
-        try:
-            if not self.dedupe.seen(work.tp, event.event_id, digest(work.value)):
-                return False
-        except Exception as exc:  # noqa: BLE001 - the filter only saves work: run the event
-            log.warning("duplicate filter unreadable (%r): running the event", exc)
-            return False
-        self.dedupe.skipped += 1
-        return True
+        return work.event is not None and self.dedupe.skips(work, work.event)
 
     def _remember(self, done: Sequence[Work]) -> None:
-        try:
-            self.dedupe.record((w.tp, w.event.event_id, digest(w.value)) for w in done if w.event is not None)
-        except Exception as exc:  # noqa: BLE001 - the events are done; only a later skip is lost
-            log.warning("duplicate filter not updated (%r)", exc)
+        self.dedupe.remember((w, w.event) for w in done if w.event is not None)
 
     def prepare(self, work: Work) -> None:
         self.processor.prepare(work)
