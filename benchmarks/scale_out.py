@@ -190,8 +190,8 @@ def summarize(runs: Sequence[Run]) -> list[str]:
 
 
 class Feeder:
-    """Produces ``encoded`` records (interleaved across topics, in history order) at ``rate`` a second
-    from a thread until stopped; ``finish`` produces the rest."""
+    """Produces ``events`` in their order, each to its topic, about ``rate`` a second from a thread
+    until stopped; ``finish`` produces the rest."""
 
     def __init__(self, broker: str, events: Sequence, rate: float) -> None:  # type: ignore[type-arg]
         self.broker, self.events, self.rate, self.sent = broker, events, rate, 0
