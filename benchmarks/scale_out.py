@@ -99,6 +99,8 @@ def _outcome(history: History, work: Path, stack: LocalStack, names: Sequence[st
     assert stack.info is not None
     store = f"sqlite:///{work / 'wide.db'}"
     divergences, _, _ = asyncio.run(check_convergence(history, store, stack.info.es_url))
+    for d in divergences[:5]:
+        print(f"  divergent: {d}", flush=True)
     parked = sum(1 for n in names for _ in DeadLetterStore(work / n / "dlq").ordered())
     return len({d.key for d in divergences}), parked
 
