@@ -243,7 +243,9 @@ class AgentRuntime:
                     if not self._fresh(msg, sched):
                         self.counters.stale_dropped += 1  # never acked: redelivered after the rebalance
                         continue
-                    work = Work(msg.tp, msg.offset, msg.key, msg.value, ack=event.ack)
+                    work = Work(
+                        msg.tp, msg.offset, msg.key, msg.value, ack=event.ack, epoch=sched.epoch(msg.tp)
+                    )
                     processor.prepare(work)
                     works.append(work)
                     last[msg.tp] = msg.offset

@@ -111,18 +111,27 @@ class KeyedScheduler:
         before the revocation must be dropped, not tracked."""
         return tp not in self._unowned
 
+    def epoch(self, tp: Hashable) -> int:
+        """The partition's epoch: it moves at every revocation and assignment, so work stamped
+        with an older one was taken under an earlier ownership of ``tp``."""
+        return self._revoked_epoch.get(tp, 0)
+
     def track(self, work: Work) -> int | None:
         """Register a received message for ordered acknowledgement (without running it);
         returns its partition's generation, to hand back to ``enqueue`` or ``finish``.
 
-        None when the message is not taken: its partition is revoked (``owns``), or its
-        offset is not above every offset tracked so far (a record delivered again: the
+        None when the message is not taken: its partition is revoked (``owns``), it was taken
+        under an earlier ownership of the partition (``work.epoch``: a batch taken before a
+        rebalance that gave the partition back to this worker; its records are redelivered
+        from the committed offset, and tracking it would drop that redelivery as a repeat),
+        or its offset is not above every offset tracked so far (a record delivered again: the
         earlier delivery is pending or done, so dropping this one loses nothing). It is
         neither run nor acknowledged.
         """
         tracker = self._trackers.get(work.tp)
         last = None if tracker is None else tracker.last
-        if not self.owns(work.tp) or (last is not None and work.offset <= last):
+        stale = work.epoch is not None and work.epoch != self.epoch(work.tp)
+        if stale or not self.owns(work.tp) or (last is not None and work.offset <= last):
             self.counters.stale_dropped += 1
             return None
         if tracker is None:

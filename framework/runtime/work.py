@@ -21,6 +21,9 @@ class Work:
     attempts: int = 0
     relation: Hashable = None
     event: Any = field(default=None, repr=False)
+    #: the scheduler's epoch of ``tp`` when the record was taken (``KeyedScheduler.epoch``);
+    #: work of an earlier epoch is never tracked. None: not stamped (taken as current).
+    epoch: int | None = None
 
     def __post_init__(self) -> None:
         if self.relation is None:
