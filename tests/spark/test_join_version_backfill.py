@@ -18,12 +18,11 @@ from spark_batch.backfill import backfill
 from stores.open import open_wide_store
 from tests.spark.support import run, sqlite_url
 from tests.state import join_model as model
-from tests.state.two_lookups_app import app, item, owner_set, tag_set
+from tests.state.two_lookups_app import Cells, app, expected_cells, item, owner_set, tag_set
 
 APP = "tests.state.two_lookups_app:app"
 LABELS = ["a", "b", "z", "é", "Ω", "ab", "日本"]
 TAGS = ["a", "b", "z", "ü", "€", "bb"]
-Cells = dict[tuple[str, tuple], dict[str, tuple[str, int]]]
 
 
 def history(rng: random.Random, h: int) -> tuple[list[Event], Cells, set[str]]:
@@ -49,23 +48,9 @@ def history(rng: random.Random, h: int) -> tuple[list[Event], Cells, set[str]]:
              rng.choice("pq"), rng.randint(1, 24))
         for i in range(rng.randint(1, 5))
     ]  # fmt: skip
-    cells: Cells = {}
-    waiting = set()
-    for it in items:
-        p = it.payload
-        owner = model.final_entry((v, x) for v, x, _ in owners[p["owner"]])
-        tag = model.final_entry((v, x) for v, x, _ in tags[p["tag_key"]])
-        if owner is None or tag is None:
-            waiting.add(it.event_id)
-            continue
-        w = model.join_version(it.version, [owner, tag])
-        o, t = owner[1], tag[1]
-        cells[("item", (o["row"], p["item"]))] = {
-            "body": (p["body"], w), "label": (o["label"], w), "note": (o["note"], w), "tag": (t["tag"], w),
-        }  # fmt: skip
-        thread = cells.setdefault(("thread", (p["thread"],)), {})
-        for column, value in (("label", o["label"]), ("tag", t["tag"])):
-            thread[column] = model.cell_winner(thread[column], (value, w)) if column in thread else (value, w)
+    final_owner = {k: model.final_entry((v, x) for v, x, _ in es) for k, es in owners.items()}
+    final_tag = {k: model.final_entry((v, x) for v, x, _ in es) for k, es in tags.items()}
+    cells, waiting = expected_cells(items, final_owner, final_tag)
     events = [e for per in (owners, tags) for es in per.values() for _, _, e in es] + items
     return events, cells, waiting
 

@@ -21,11 +21,10 @@ from hypothesis import strategies as st
 from framework import Event
 from framework.testing import Driver
 from tests.state import join_model as model
-from tests.state.two_lookups_app import app, item, owner_set, tag_set
+from tests.state.two_lookups_app import Cells, app, expected_cells, item, owner_set, tag_set
 
 LABELS = ["a", "b", "z", "é", "Ω", "ab", "日本"]
 TAGS = ["a", "b", "z", "ü", "€", "bb"]
-Cells = dict[tuple[str, tuple], dict[str, tuple[str, int]]]
 
 
 def _no_rank_ties(
@@ -75,22 +74,7 @@ def histories(draw: st.DrawFn) -> tuple[list[Event], Cells, set[str]]:
     # the model: every item mapped once with the final entries
     final_owner = {k: model.final_entry((v, value) for v, value, _ in es) for k, es in owners.items()}
     final_tag = {k: model.final_entry((v, value) for v, value, _ in es) for k, es in tags.items()}
-    cells: Cells = {}
-    waiting = set()
-    for it in items:
-        p = it.payload
-        owner, tag = final_owner[p["owner"]], final_tag[p["tag_key"]]
-        if owner is None or tag is None:
-            waiting.add(it.event_id)
-            continue
-        w = model.join_version(it.version, [owner, tag])
-        o, t = owner[1], tag[1]
-        cells[("item", (o["row"], p["item"]))] = {
-            "body": (p["body"], w), "label": (o["label"], w), "note": (o["note"], w), "tag": (t["tag"], w),
-        }  # fmt: skip
-        thread = cells.setdefault(("thread", (p["thread"],)), {})
-        for column, value in (("label", o["label"]), ("tag", t["tag"])):
-            thread[column] = model.cell_winner(thread[column], (value, w)) if column in thread else (value, w)
+    cells, waiting = expected_cells(items, final_owner, final_tag)
     return list(order) + replay, cells, waiting
 
 

@@ -13,8 +13,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import ClassVar
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
 
 from framework import App, Column, Event, KeyedAgent, TableSchema, Upsert
 from framework.state import Lookup, StateView
@@ -97,3 +97,34 @@ def tag_set(tag_key: str, tag: str, version: int) -> Event:
 def item(item_id: str, owner: str, tag_key: str, thread: str, body: str, version: int) -> Event:
     payload = {"item": item_id, "owner": owner, "tag_key": tag_key, "thread": thread, "body": body}
     return Event(f"i-{item_id}", f"item/{item_id}", version, version, "item.posted", payload)
+
+
+#: The model's cells: ``{(table, key): {column: (value, write version)}}``.
+Cells = dict[tuple[str, tuple], dict[str, tuple[str, int]]]
+
+
+def expected_cells(
+    items: Iterable[Event], final_owner: Mapping[str, Any], final_tag: Mapping[str, Any]
+) -> tuple[Cells, set[str]]:
+    """The model: each item mapped once with the final entries (``(version, value)`` or None),
+    written at the join rule's version, thread cells merged by the cell rule; and the ids of the
+    items that wait for an entry."""
+    from tests.state import join_model as model
+
+    cells: Cells = {}
+    waiting = set()
+    for it in items:
+        p = it.payload
+        owner, tag = final_owner[p["owner"]], final_tag[p["tag_key"]]
+        if owner is None or tag is None:
+            waiting.add(it.event_id)
+            continue
+        w = model.join_version(it.version, [owner, tag])
+        o, t = owner[1], tag[1]
+        cells[("item", (o["row"], p["item"]))] = {
+            "body": (p["body"], w), "label": (o["label"], w), "note": (o["note"], w), "tag": (t["tag"], w),
+        }  # fmt: skip
+        thread = cells.setdefault(("thread", (p["thread"],)), {})
+        for column, value in (("label", o["label"]), ("tag", t["tag"])):
+            thread[column] = model.cell_winner(thread[column], (value, w)) if column in thread else (value, w)
+    return cells, waiting
