@@ -15,6 +15,7 @@ from aiokafka import TopicPartition
 
 from framework.dlq import DeadLetterWAL, ParkedRecord
 from framework.runtime.batch import run_batch
+from framework.runtime.committed_seek import seek_committed_everywhere
 from framework.runtime.counters import Counters
 from framework.runtime.dedupe import DedupeConfig
 from framework.runtime.errors import error_class, stage_of
@@ -196,6 +197,8 @@ class AgentRuntime:
         if self.scheduler is not None:
             self.scheduler.assign({tp for tp in assigned if tp.topic == self.topic_name})
         thread = getattr(self.app.consumer, "_thread", None)
+        if thread is not None:
+            seek_committed_everywhere(thread)
         consumer = getattr(thread, "_consumer", None)
         if consumer is not None and self.config.idle_fetch_backoff > 0:
             pace_empty_fetches(consumer, self.config.idle_fetch_backoff)
