@@ -1,0 +1,188 @@
+"""mkdocs hook: the reference pages generated from the code at build time.
+
+- ``reference/cli.md``: the help of every command and subcommand, from the parser that
+  ``framework.cli.build_parser()`` returns (built-in commands and ``converge.commands`` plugins).
+- ``reference/settings.md``: the fields of ``framework.settings.Settings``, each with its
+  environment variable (``framework.settings.ENV``) and the default its docstring states.
+- ``reference/api/*.md``: one mkdocstrings directive per name that ``framework``,
+  ``framework.state`` and ``framework.testing`` export, resolved to its defining module.
+- ``benchmarks.md``: the repository's BENCHMARKS.md.
+
+Anything that does not match (a plugin that failed to load, a setting without a description)
+is logged as a warning, which ``mkdocs build --strict`` turns into a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import logging
+import os
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.structure.files import File, Files
+
+log = logging.getLogger("mkdocs.hooks.converge")
+ROOT = Path(__file__).resolve().parents[1]
+HELP_WIDTH = "100"
+
+#: API pages: (page, title, public packages whose ``__all__`` it documents, plain modules).
+API_PAGES: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("framework", "The app API (framework)", ("framework",), ()),
+    ("state", "Lookups and joins (framework.state)", ("framework.state",), ()),
+    ("testing", "The test kit (framework.testing)", ("framework.testing",), ()),
+    ("stores", "Stores", (), ("stores.base", "stores.open", "stores.errors")),
+)
+
+
+def on_files(files: Files, config: MkDocsConfig) -> Files:
+    """Add the generated pages to the site."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    pages = {
+        "reference/cli.md": cli_page(),
+        "reference/settings.md": settings_page(),
+        "benchmarks.md": (ROOT / "BENCHMARKS.md").read_text(),
+    }
+    for name, title, packages, modules in API_PAGES:
+        pages[f"reference/api/{name}.md"] = api_page(title, packages, modules)
+    for uri, content in pages.items():
+        files.append(File.generated(config, uri, content=content))
+    return files
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def cli_page() -> str:
+    """Every command's ``--help``, in registration order, one section per (sub)command."""
+    from importlib.metadata import entry_points
+
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = HELP_WIDTH  # argparse wraps help at the terminal width
+    try:
+        cli = importlib.import_module("framework.cli")
+        parser = cli.build_parser()
+        sections = list(_commands(parser, 1))
+    finally:
+        if old is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = old
+    names = {prog.split()[1] for prog, _, _ in sections if len(prog.split()) > 1}
+    for ep in entry_points(group="converge.commands"):
+        if ep.name not in names:
+            log.warning("reference/cli.md: plugin command %r (%s) is not in the parser", ep.name, ep.value)
+    out = [
+        "# Command line",
+        "",
+        "Generated from `framework.cli.build_parser()` when the site is built: the help of every",
+        "command, built-in or registered as a `converge.commands` entry point. Every command also",
+        "answers `--help` itself.",
+        "",
+    ]
+    for prog, depth, text in sections:
+        out += [f"{'#' * min(depth + 1, 6)} `{prog}`", "", "```text", text.rstrip(), "```", ""]
+    return "\n".join(out)
+
+
+def _commands(parser: argparse.ArgumentParser, depth: int) -> Iterator[tuple[str, int, str]]:
+    yield parser.prog, depth, parser.format_help()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            seen: set[int] = set()
+            for child in action.choices.values():
+                if id(child) not in seen:  # aliases share one parser
+                    seen.add(id(child))
+                    yield from _commands(child, depth + 1)
+
+
+# -- settings --------------------------------------------------------------------------------
+
+
+def settings_page() -> str:
+    """A table of ``Settings``' fields: name, environment variable, type, default and meaning."""
+    settings = importlib.import_module("framework.settings")
+    cls = settings.Settings
+    env: dict[str, str] = dict(getattr(settings, "ENV", {}))
+    doc = _described(cls.__doc__ or "")
+    intro = (cls.__doc__ or "").strip().split("\n\n")
+    out = [
+        "# Settings",
+        "",
+        "Generated from `framework.settings.Settings` when the site is built.",
+        "",
+        _dedent(intro[0]),
+        "",
+    ]
+    if len(intro) > 1 and not intro[1].lstrip().startswith("-"):
+        out += [_dedent(intro[1]), ""]
+    out += ["| setting | environment | type | default and meaning |", "|---|---|---|---|"]
+    for field in dataclasses.fields(cls):
+        var = env.get(field.name) or field.metadata.get("env")
+        text = field.metadata.get("doc") or doc.get(field.name)
+        if not text and field.name != "app_id":
+            log.warning("reference/settings.md: Settings.%s has no description in its docstring", field.name)
+        if field.name == "app_id" and not text:
+            text = "the consumer group and the default data dir's name; default: the app's name"
+        kind = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", str(field.type))
+        out.append(
+            f"| `{field.name}` | {f'`{var}`' if var else '-'} | `{_cell(kind)}` | {_cell(text or '')} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def _described(doc: str) -> dict[str, str]:
+    """``- ``name``: text`` items of a docstring (continuation lines joined)."""
+    items: dict[str, str] = {}
+    current: str | None = None
+    for line in doc.splitlines():
+        m = re.match(r"\s*- ``(\w+)``:\s*(.*)", line)
+        if m:
+            current = m.group(1)
+            items[current] = m.group(2).strip()
+        elif current and line.strip() and not line.strip().startswith("-"):
+            items[current] += " " + line.strip()
+        else:
+            current = None
+    return items
+
+
+def _dedent(text: str) -> str:
+    return " ".join(line.strip() for line in text.splitlines()).replace("``", "`")
+
+
+def _cell(text: str) -> str:
+    return text.replace("``", "`").replace("|", "\\|")
+
+
+# -- the public API --------------------------------------------------------------------------
+
+
+def api_page(title: str, packages: tuple[str, ...], modules: tuple[str, ...]) -> str:
+    """mkdocstrings directives for each exported name at its defining module, then ``modules``."""
+    out = [f"# {title}", "", "Generated from the packages' `__all__` when the site is built.", ""]
+    for package in packages:
+        for name, where in _exports(package):
+            out += [f"::: {where}.{name}", "    options:", "      heading_level: 2", ""]
+    for module in modules:
+        out += [f"::: {module}", "    options:", "      heading_level: 2", "      show_root_heading: true", ""]
+    return "\n".join(out)
+
+
+def _exports(package: str) -> Iterator[tuple[str, str]]:
+    """``(name, defining module)`` of each name in ``package.__all__``."""
+    module = importlib.import_module(package)
+    where: dict[str, str] = getattr(module, "_WHERE", {})  # lazily loaded names say where they live
+    for name in module.__all__:
+        home = where.get(name)
+        if home is None:
+            obj: Any = getattr(module, name)
+            home = getattr(obj, "__module__", package)
+        yield name, home
