@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,9 +18,13 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
+
 test: $(STAMP)
 	bash scripts/system_deps.sh
 	$(VENV)/bin/ruff check .
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
 	$(PY) -m pytest -q -p no:cacheprovider
 
 clean:

@@ -172,7 +172,7 @@ def api_page(title: str, packages: tuple[str, ...], modules: tuple[str, ...]) ->
         for name, where in _exports(package):
             out += [f"::: {where}.{name}", "    options:", "      heading_level: 2", ""]
     for module in modules:
-        out += [f"::: {module}", "    options:", "      heading_level: 2", "      show_root_heading: true", ""]
+        out += [f"::: {module}", "    options:", "      heading_level: 2", ""]
     return "\n".join(out)
 
 
