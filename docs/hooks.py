@@ -6,6 +6,8 @@
   environment variable (``framework.settings.ENV``) and the default its docstring states.
 - ``reference/api/*.md``: one mkdocstrings directive per name that ``framework``,
   ``framework.state`` and ``framework.testing`` export, resolved to its defining module.
+- ``reference/layout.md``: the packages and public modules of the tree, each with the first
+  paragraph of its docstring.
 - ``benchmarks.md``: the repository's BENCHMARKS.md.
 
 Anything that does not match (a plugin that failed to load, a setting without a description)
@@ -15,6 +17,7 @@ is logged as a warning, which ``mkdocs build --strict`` turns into a failure.
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import importlib
 import logging
@@ -33,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 HELP_WIDTH = "100"
 
 #: API pages: (page, title, public packages whose ``__all__`` it documents, plain modules).
+#: Top-level packages of the layout page, from the ground up.
+LAYOUT = ("framework", "stores", "spark_batch", "agents", "examples")
 API_PAGES: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("framework", "The app API (framework)", ("framework",), ()),
     ("state", "Lookups and joins (framework.state)", ("framework.state",), ()),
@@ -48,6 +53,7 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     pages = {
         "reference/cli.md": cli_page(),
         "reference/settings.md": settings_page(),
+        "reference/layout.md": layout_page(),
         "benchmarks.md": (ROOT / "BENCHMARKS.md").read_text(),
     }
     for name, title, packages, modules in API_PAGES:
@@ -186,3 +192,32 @@ def _exports(package: str) -> Iterator[tuple[str, str]]:
             obj: Any = getattr(module, name)
             home = getattr(obj, "__module__", package)
         yield name, home
+
+
+# -- layout ----------------------------------------------------------------------------------
+
+
+def layout_page() -> str:
+    """One table per top-level package: its subpackages and public modules, each with its summary."""
+    out = [
+        "# Layout",
+        "",
+        "Generated from the source tree when the site is built: every package and module of the",
+        "project's top-level packages (private `_` modules left out), with the first paragraph of",
+        "its docstring.",
+        "`tests/test_layers.py` checks which may import which.",
+        "",
+    ]
+    for top in LAYOUT:
+        out += [f"## `{top}`", "", "| module | what |", "|---|---|"]
+        for path in sorted((ROOT / top).rglob("*.py")):
+            rel = path.relative_to(ROOT)
+            if "__pycache__" in rel.parts or (path.name.startswith("_") and path.name != "__init__.py"):
+                continue
+            name = ".".join(rel.with_suffix("").parts)
+            name = name.removesuffix(".__init__")
+            doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+            first = doc.strip().split("\n\n")[0].replace("\n", " ")
+            out.append(f"| `{name}` | {_cell(first)} |")
+        out.append("")
+    return "\n".join(out)
