@@ -10,8 +10,12 @@
   paragraph of its docstring.
 - ``benchmarks.md``: the repository's BENCHMARKS.md.
 
-Anything that does not match (a plugin that failed to load, a setting without a description)
-is logged as a warning, which ``mkdocs build --strict`` turns into a failure.
+Every page's ``converge ...`` commands in code (spans and blocks) are checked against the same
+parser: the command path must exist and each ``--flag`` must be one of its options.
+
+Anything that does not match (a plugin that failed to load, a setting without a description,
+an unknown command or flag on a page) is logged as a warning, which ``mkdocs build --strict``
+turns into a failure.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any
 
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
+from mkdocs.structure.pages import Page
 
 log = logging.getLogger("mkdocs.hooks.converge")
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,6 +112,65 @@ def _commands(parser: argparse.ArgumentParser, depth: int) -> Iterator[tuple[str
                 if id(child) not in seen:  # aliases share one parser
                     seen.add(id(child))
                     yield from _commands(child, depth + 1)
+
+
+def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    """Warn about each ``converge`` command in the page's code that the parser does not know."""
+    if page.file.src_uri != "reference/cli.md":
+        for problem in command_problems(markdown):
+            log.warning("%s: %s", page.file.src_uri, problem)
+    return markdown
+
+
+_PARSER: list[argparse.ArgumentParser] = []
+_IN_CODE = re.compile(r"`([^`\n]+)`")
+_COMMAND = re.compile(r"(?:^|[\s($\"'`])converge((?: +[^\s#|;&)`\"']+)*)")
+
+
+def command_problems(markdown: str) -> list[str]:
+    """What is wrong with the ``converge`` commands in ``markdown``'s code spans and blocks."""
+    if not _PARSER:
+        _PARSER.append(importlib.import_module("framework.cli").build_parser())
+    problems = []
+    fenced = False
+    for line in markdown.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        code = [line.split(" #")[0]] if fenced else _IN_CODE.findall(line)
+        for text in code:
+            for match in _COMMAND.finditer(text):
+                problem = _check(_PARSER[0], match.group(1).split())
+                if problem:
+                    problems.append(f"`converge{match.group(1)}`: {problem}")
+    return problems
+
+
+def _check(parser: argparse.ArgumentParser, words: list[str]) -> str | None:
+    chain = [parser]
+    for i, word in enumerate(words):
+        sub = _subcommands(chain[-1])
+        if word.startswith("-") or not sub:
+            break
+        if word in sub:
+            chain.append(sub[word])
+        elif i == 0 and re.fullmatch(r"[a-z]+", word):
+            return f"no command {word!r}"
+        else:
+            break
+    known = {opt for p in chain for a in p._actions for opt in a.option_strings}
+    for word in words:
+        for flag in re.findall(r"(?:^|[\[/|])(--[a-z][a-z0-9-]*)", word):
+            if flag not in known:
+                return f"{' '.join(p.prog for p in chain[-1:])} has no option {flag}"
+    return None
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 # -- settings --------------------------------------------------------------------------------
