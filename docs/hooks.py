@@ -11,7 +11,8 @@
 - ``benchmarks.md``: the repository's BENCHMARKS.md.
 
 Every page's ``converge ...`` commands in code (spans and blocks) are checked against the same
-parser: the command path must exist and each ``--flag`` must be one of its options.
+parser: the command path must exist and each ``--flag`` must be one of its options; and every
+``CONVERGE_*`` variable a page names must occur in the code.
 
 Anything that does not match (a plugin that failed to load, a setting without a description,
 an unknown command or flag on a page) is logged as a warning, which ``mkdocs build --strict``
@@ -117,9 +118,21 @@ def _commands(parser: argparse.ArgumentParser, depth: int) -> Iterator[tuple[str
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
     """Warn about each ``converge`` command in the page's code that the parser does not know."""
     if page.file.src_uri != "reference/cli.md":
-        for problem in command_problems(markdown):
+        for problem in command_problems(markdown) + variable_problems(markdown):
             log.warning("%s: %s", page.file.src_uri, problem)
     return markdown
+
+
+_CODE_TEXT: list[str] = []
+
+
+def variable_problems(markdown: str) -> list[str]:
+    """The ``CONVERGE_*`` names in ``markdown`` that no Python file of the project contains."""
+    if not _CODE_TEXT:
+        paths = [p for top in (*LAYOUT, "tests", "benchmarks") for p in (ROOT / top).rglob("*.py")]
+        _CODE_TEXT.append("\n".join(p.read_text() for p in paths))
+    names = sorted(set(re.findall(r"CONVERGE_[A-Z][A-Z0-9_]*", markdown)))
+    return [f"{name}: no Python file of the project names it" for name in names if name not in _CODE_TEXT[0]]
 
 
 _PARSER: list[argparse.ArgumentParser] = []
