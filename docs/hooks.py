@@ -12,7 +12,8 @@
 
 Every page's ``converge ...`` commands in code (spans and blocks) are checked against the same
 parser: the command path must exist and each ``--flag`` must be one of its options; and every
-``CONVERGE_*`` variable a page names must occur in the code.
+``CONVERGE_*`` variable a page names must occur in the code. The tutorial must hold the
+README's "try an app" commands as they are (``tests/test_readme.py`` runs the README's).
 
 Anything that does not match (a plugin that failed to load, a setting without a description,
 an unknown command or flag on a page) is logged as a warning, which ``mkdocs build --strict``
@@ -42,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HELP_WIDTH = "100"
 
 #: API pages: (page, title, public packages whose ``__all__`` it documents, plain modules).
+TUTORIAL = "tutorial/first-app.md"
 #: Top-level packages of the layout page, from the ground up.
 LAYOUT = ("framework", "stores", "spark_batch", "agents", "examples")
 API_PAGES: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
@@ -120,7 +122,19 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
     if page.file.src_uri != "reference/cli.md":
         for problem in command_problems(markdown) + variable_problems(markdown):
             log.warning("%s: %s", page.file.src_uri, problem)
+    if page.file.src_uri == TUTORIAL and readme_block("try-an-app") not in markdown:
+        log.warning("%s: the README's try-an-app commands are not in it as they are", TUTORIAL)
     return markdown
+
+
+def readme_block(name: str) -> str:
+    """The ``sh`` block between ``<!-- name -->`` and ``<!-- /name -->`` in the README."""
+    text = (ROOT / "README.md").read_text()
+    match = re.search(rf"<!-- {name} -->\n(```sh\n.*?```)\n<!-- /{name} -->", text, re.S)
+    if match is None:
+        log.warning("README.md: no %s block", name)
+        return ""
+    return match.group(1)
 
 
 _CODE_TEXT: list[str] = []
