@@ -22,6 +22,7 @@ from framework.runtime.errors import error_class, stage_of
 from framework.runtime.fetch_pacing import pace_empty_fetches
 from framework.runtime.group_rejoin import leave_before_rejoin
 from framework.runtime.group_watch import GroupWatch, member_client_id
+from framework.runtime.metadata_wait import bound_metadata_wait
 from framework.runtime.processor import Processor
 from framework.runtime.projector import ProjectionProcessor
 from framework.runtime.scheduler import KeyedScheduler, SchedulerConfig
@@ -42,7 +43,8 @@ class RuntimeConfig:
     after a fetch that brought nothing (``fetch_pacing``; 0 turns it off).
     ``group_join_timeout``: how long the worker may wait for its first partition
     assignment before it logs, every such period, that its consumer group is
-    stuck (0 turns the check off). ``dedupe``: skip exact duplicates of events
+    stuck (0 turns the check off). ``metadata_wait``: bound on the group leader's wait for
+    cluster metadata while it joins (``metadata_wait``). ``dedupe``: skip exact duplicates of events
     applied recently (``dedupe.DuplicateFilter``, per agent under the data dir);
     None (the default) writes every delivery.
     """
@@ -53,6 +55,7 @@ class RuntimeConfig:
     drain_timeout: float = 10.0
     idle_fetch_backoff: float = 0.02
     group_join_timeout: float = 60.0
+    metadata_wait: float = 30.0
     group_watch_period: float = 5.0
     stall_after: float = 30.0
     dedupe: DedupeConfig | None = None
@@ -205,6 +208,9 @@ class AgentRuntime:
         coordinator = getattr(consumer, "_coordinator", None)
         if coordinator is not None:
             leave_before_rejoin(coordinator)
+        client = getattr(consumer, "_client", None)
+        if client is not None:
+            bound_metadata_wait(client, self.config.metadata_wait)
 
     def _on_revoked(self, sender: Any, revoked: set[Any], **kwargs: Any) -> None:
         self._rebalanced()
