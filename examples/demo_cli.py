@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 __all__ = ["register"]
 
@@ -20,7 +21,7 @@ def _demo(args: argparse.Namespace) -> int:
     )
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add the ``demo`` command to the ``converge`` subparsers."""
     demo = sub.add_parser("demo", help="run the demo pipeline on the embedded stack and check convergence")
     demo.add_argument("--events", type=int, default=50_000, help="events to produce (default 50000)")

@@ -313,4 +313,4 @@ def create_faust_app(settings: Settings, **overrides: object) -> ConvergeFaustAp
         "web_bind": "127.0.0.1",
     }
     conf.update(overrides)
-    return ConvergeFaustApp(settings.app_id, **conf)  # type: ignore[arg-type]
+    return ConvergeFaustApp(settings.app_id, **conf)

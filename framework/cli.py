@@ -139,7 +139,7 @@ def _worker(args: argparse.Namespace) -> int:
     return 0  # pragma: no cover - run_worker exits
 
 
-def _add_stack(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_stack(sub: argparse._SubParsersAction[CliParser]) -> None:
     stack = sub.add_parser("stack", help="start, stop or inspect the embedded local stack (noida-db)")
     actions = stack.add_subparsers(dest="stack_command", metavar="ACTION", required=True)
     for name, fn, text in (
@@ -162,7 +162,7 @@ def _add_stack(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         p.set_defaults(func=fn)
 
 
-def _add_worker(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_worker(sub: argparse._SubParsersAction[CliParser]) -> None:
     worker = sub.add_parser(
         "worker",
         help="run a converge app as a Faust worker",
@@ -197,7 +197,7 @@ def _add_worker(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     worker.set_defaults(func=_worker)
 
 
-def _add_plugins(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_plugins(sub: argparse._SubParsersAction[CliParser]) -> None:
     """Register every ``converge.commands`` entry point; a broken one prints one warning line."""
     from importlib.metadata import entry_points
 

@@ -82,10 +82,7 @@ class Settings:
             raise ValueError(f"no app id: give one or set {ENV['app_id']}")
         broker = str(get("broker") or "kafka://127.0.0.1:9092")
         data_dir = Path(get("data_dir") or Path("var") / app)
-        tombstones = get("es_tombstones") or "native"
-        if tombstones not in ("native", "document"):
-            var = ENV['es_tombstones']
-            raise ValueError(f"es_tombstones ({var}): 'native' or 'document', not {tombstones!r}")
+        tombstones = _tombstones(get("es_tombstones") or "native")
         return cls(
             app_id=str(app),
             broker=broker if "://" in broker else f"kafka://{broker}",
@@ -116,6 +113,14 @@ class Settings:
     def bootstrap(self) -> str:
         """The broker as ``host:port`` (without ``kafka://``)."""
         return self.broker.split("://", 1)[-1]
+
+
+def _tombstones(value: Any) -> Tombstones:
+    if value == "native":
+        return "native"
+    if value == "document":
+        return "document"
+    raise ValueError(f"es_tombstones ({ENV['es_tombstones']}): 'native' or 'document', not {value!r}")
 
 
 def _int(value: Any, name: str, minimum: int) -> int:

@@ -49,8 +49,12 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
         (AgentRuntime(worker, app.change_topic(p), config=app.runtime, name=f"project.{p.name}"), p)
         for p in app.projections
     ]
-    raw = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
-    change_topics = {app.change_topic(p): worker.topic(app.change_topic(p), **raw) for p in app.projections}
+    change_topics = {
+        name: worker.topic(
+            name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+        )
+        for name in map(app.change_topic, app.projections)
+    }
 
     async def announce(topic: str, records: Sequence[ChangeRecord]) -> None:
         sent = [await change_topics[topic].send(key=k, value=v, partition=p) for p, k, v in records]

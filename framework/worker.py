@@ -10,6 +10,7 @@ import threading
 from typing import Any, NoReturn
 
 import faust
+from faust.types import AppT
 
 from framework.app import App
 from framework.heap import GC_MODES, freeze_startup_heap
@@ -79,7 +80,7 @@ def use_event_loop(name: str) -> None:
 STOP_GRACE_S = 5.0
 
 
-def stop_bound(app: faust.App) -> float:
+def stop_bound(app: AppT) -> float:
     """How long a signalled stop of ``app`` may take: the longest drain timeout of its runtimes
     (10 s without any) plus ``STOP_GRACE_S``."""
     wiring = getattr(app, "converge", None)

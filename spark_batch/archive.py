@@ -80,6 +80,7 @@ def read_archive(
     if not paths:
         raise ValueError("no input paths")
     kind = detect_format(paths) if fmt == "auto" else fmt
+    rdd: RDD[Any]
     if kind == "parquet":
         rdd = spark.read.parquet(*paths).select(*_COLUMNS).rdd.map(_from_parquet)
     elif kind == "jsonl":
@@ -95,7 +96,7 @@ def write_jsonl(events: Iterable[Event], path: str | Path) -> int:
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     n = 0
-    with opener(path, "wb") as f:  # type: ignore[operator]
+    with opener(path, "wb") as f:
         for e in events:
             f.write(e.to_json() + b"\n")
             n += 1

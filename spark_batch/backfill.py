@@ -107,7 +107,7 @@ class _Mapper:
         self.app = app_of(app_spec)
         self.stats: Counter[tuple[str, ...]] = Counter()
         self.samples: list[str] = []
-        self.rejected: list[tuple[str, ...]] = []
+        self.rejected: list[tuple[str | bytes, ...]] = []
         self._sources: dict[int, tuple[Any, Event]] = {}
         #: the app's erasure screen (the deny-list of ``screen_store`` when the task started), or None
         self.screen: Any = screen_of(self.app, screen_store) if screen_store is not None else None

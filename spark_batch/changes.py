@@ -220,8 +220,9 @@ def changed_rows(
         keys = [
             json.dumps(k) for k in changes.keys.get(table, ()) if (tenant_of(table, k) or "-") not in tenants
         ]
-        rdd = spark.sparkContext.parallelize(keys, max(1, min(n, len(keys) // _SLICE + 1)))
-        rdd = rdd.mapPartitions(functools.partial(_keys_task, store_url, schema))
+        slices = max(1, min(n, len(keys) // _SLICE + 1))
+        keyed = functools.partial(_keys_task, store_url, schema)
+        rdd = spark.sparkContext.parallelize(keys, slices).mapPartitions(keyed)
         if tenants:
             task = functools.partial(_reread_task, store_url, schema, tenants, tenant_of, n)
             rdd = rdd.union(spark.sparkContext.parallelize(range(n), n).mapPartitions(task))
@@ -276,7 +277,8 @@ def export_changes(
 
 
 def _commit(store_url: str, checkpoints_url: str, consumer: str, changes: ChangeSet) -> Position:
-    assert changes.last is not None
+    last = changes.last
+    assert last is not None
 
     async def run() -> Position:
         from framework.coordination import open_checkpoint_store
@@ -285,7 +287,7 @@ def _commit(store_url: str, checkpoints_url: str, consumer: str, changes: Change
         checkpoints = await asyncio.to_thread(open_checkpoint_store, checkpoints_url)
         try:
             reader = NotificationReader(store, checkpoints, consumer)
-            return await reader.commit_position(changes.last, changes.checkpoint)
+            return await reader.commit_position(last, changes.checkpoint)
         finally:
             await checkpoints.close()
             await store.close()

@@ -82,7 +82,7 @@ def _changes(args: argparse.Namespace) -> int:
 
 
 def add_changes(
-    cmds: argparse._SubParsersAction,  # type: ignore[type-arg]
+    cmds: argparse._SubParsersAction[Any],
     common: argparse.ArgumentParser,
     guarded: Callable[[Callable[[argparse.Namespace], int]], Any],
 ) -> None:

@@ -53,7 +53,7 @@ def _backfill(args: argparse.Namespace) -> int:
     opts = _opts(args)
     kw = dict(projection=args.projection, es_url=es_url, alias=args.alias, tombstones=job.tombstones,
               denylist_store=args.denylist_store)  # fmt: skip
-    prepare(args.app, job.store, **kw)  # type: ignore[arg-type]
+    prepare(args.app, job.store, **kw)
     spark = _setup(args, "backfill")
     with JobProgress(spark.sparkContext, "backfill") as progress:
         report = backfill(
@@ -61,7 +61,7 @@ def _backfill(args: argparse.Namespace) -> int:
             args.paths,
             job.store,
             app=args.app,
-            **kw,  # type: ignore[arg-type]
+            **kw,
             fmt=args.format,
             partitions=args.partitions,
             opts=opts,
@@ -111,7 +111,7 @@ def _check(args: argparse.Namespace) -> int:
                 sample=args.sample,
                 page_size=args.page_size,
             )
-            run = check(spark, progress=progress, **kw)  # type: ignore[arg-type]
+            run = check(spark, progress=progress, **kw)
             try:
                 if args.keys_out:
                     where = args.keys_out if len(job.projections) == 1 else f"{args.keys_out}/{p.name}"
@@ -133,7 +133,7 @@ def _check(args: argparse.Namespace) -> int:
             print_check(con, run.report)
             final = run.report
             if run.report.repair is not None:
-                again = check(spark, progress=progress, **kw)  # type: ignore[arg-type]
+                again = check(spark, progress=progress, **kw)
                 again.release()
                 result["after_repair"] = again.report.to_dict()
                 print_check(con, again.report, "after repair")
@@ -222,7 +222,7 @@ def _ingest(args: argparse.Namespace) -> int:
             notifications=False if args.no_notifications else None,
         )  # fmt: skip
     finally:
-        checkpoints.close_sync()  # type: ignore[attr-defined]
+        checkpoints.close_sync()
     print_run(console(), run)
     if args.report:
         write_json(args.report, run.to_dict())
@@ -259,7 +259,7 @@ def _coordinated(args: argparse.Namespace, declared: str, name: str) -> Iterator
         clock = time.time if args.now is None else (lambda: args.now)
         yield _JobParts(job, index, checkpoints, locks, _setup(args, name), clock)
     finally:
-        checkpoints.close_sync()  # type: ignore[attr-defined]
+        checkpoints.close_sync()
         locks.close()
 
 
@@ -364,7 +364,7 @@ def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
     return run
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add the ``spark`` command group to the ``converge`` subparsers."""
     common = _common()
     spark = sub.add_parser("spark", help="batch jobs on Spark: backfill, convergence check, reindex, ingest")

@@ -45,7 +45,7 @@ def _plain(value: CellValue) -> Any:
 def _cell_value(raw: Any) -> CellValue:
     if isinstance(raw, dict):
         return base64.b64decode(raw["$b64"])
-    return raw  # type: ignore[no-any-return]
+    return raw
 
 
 #: ``json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``, built once.

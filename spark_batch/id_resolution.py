@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pyspark.sql import SparkSession
 
@@ -27,6 +27,9 @@ from stores.open import open_wide_store
 
 __all__ = ["BatchIdMap", "read_id_map", "id_map_broadcast"]
 
+#: The cache's answer for a key it does not hold (its values may be None).
+_MISSING: Literal[False] = False
+
 
 class BatchIdMap:
     """A broadcast map table ``{map key: intervals JSON}`` as ``IdResolution`` reads it."""
@@ -38,11 +41,11 @@ class BatchIdMap:
 
     def intervals(self, tenant: str, ident: str) -> list[Interval] | None:
         key = map_key(tenant, ident)
-        found = self._parsed.get(key, False)
+        found = self._parsed.get(key, _MISSING)
         if found is False:
             text = self.table.get(key)
             found = self._parsed[key] = None if text is None else check_intervals(json.loads(text))
-        return found  # type: ignore[return-value]
+        return found
 
 
 async def read_id_map(store_url: str) -> dict[str, str]:

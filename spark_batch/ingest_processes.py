@@ -252,6 +252,11 @@ def _touched_task(
     yield from seen
 
 
+def _of_projection(name: str, touched: tuple[str, str, str]) -> bool:
+    """True for a touched document of projection ``name``."""
+    return touched[0] == name
+
+
 def _project_task(
     cfg: IngestConfig, name: str, alias: str, part: Iterable[tuple[str, str]]
 ) -> Iterator[tuple[str, int]]:
@@ -288,7 +293,7 @@ def index_process(spark: SparkSession, cfg: IngestConfig, batch: Batch) -> dict[
     try:
         n = max(1, spark.sparkContext.defaultParallelism)
         for name, alias in cfg.aliases.items():
-            items = touched.filter(lambda t, name=name: t[0] == name).map(lambda t: (t[1], t[2]))
+            items = touched.filter(functools.partial(_of_projection, name)).map(lambda t: (t[1], t[2]))
             task = functools.partial(_project_task, cfg, name, alias)
             counts: Counter[str] = Counter()
             for outcome, k in items.repartition(n).mapPartitions(task).collect():

@@ -84,7 +84,7 @@ class WriteOptions:
 
 def open_index(es_url: str, tombstones: str = "native") -> ElasticsearchIndex:
     """An index adapter on ``es_url`` with the given delete mode (``document`` on noida-db)."""
-    return ElasticsearchIndex.from_url(es_url, tombstones=tombstones, request_timeout=30.0)  # type: ignore[arg-type]
+    return ElasticsearchIndex.from_url(es_url, tombstones=tombstones, request_timeout=30.0)
 
 
 def iterate_async(factory: Callable[[], AsyncIterator[T]]) -> Iterator[T]:

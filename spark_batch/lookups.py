@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pyspark import RDD
 from pyspark.sql import SparkSession
@@ -32,6 +32,9 @@ from framework.state.view import Missing, StateView
 from spark_batch.apps import app_of, load_app
 
 __all__ = ["lookup_entries", "BatchEntries", "map_joined", "entries_of"]
+
+#: The cache's answer for a key it does not hold (its values may be None).
+_MISSING: Literal[False] = False
 
 
 def entries_of(app: Any, events: Iterable[Any]) -> Iterator[tuple[tuple[str, str], str]]:
@@ -81,11 +84,11 @@ class BatchEntries:
         self._parsed: dict[tuple[str, str], Entry | None] = {}
 
     def get(self, lookup: str, key: str) -> Entry | None:
-        found = self._parsed.get((lookup, key), False)
+        found = self._parsed.get((lookup, key), _MISSING)
         if found is False:
             text = self.table.get(lookup, {}).get(key)
             found = self._parsed[(lookup, key)] = None if text is None else Entry.from_json(text)
-        return found  # type: ignore[return-value]
+        return found
 
 
 def map_joined(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from framework.core.projection import Projection
 from framework.core.sync import run_sync
-from framework.settings import Settings
+from framework.settings import Settings, Tombstones
 from spark_batch.apps import JobError, load_app, one, require_tables, select
 from spark_batch.io import open_index
 
@@ -59,7 +59,7 @@ class Job:
         self.store = absolute_store_url(self.settings.wide_store)
 
     @property
-    def tombstones(self) -> str:
+    def tombstones(self) -> Tombstones:
         return self.settings.es_tombstones
 
     def es_url(self) -> str:
@@ -86,7 +86,7 @@ class Job:
                 raise JobError(f"no input matches {path}")
 
 
-async def _require_aliases(es_url: str, tombstones: str, aliases: Sequence[str]) -> None:
+async def _require_aliases(es_url: str, tombstones: Tombstones, aliases: Sequence[str]) -> None:
     index = open_index(es_url, tombstones)
     try:
         for alias in aliases:

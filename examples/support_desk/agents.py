@@ -83,7 +83,9 @@ class TicketAgent(KeyedAgent):
         out = [Upsert(TICKET.name, ref.key, cells, event.version)]
         if "requester_id" in fields:
             key = {"tenant": ref.tenant, "requester_id": fields["requester_id"], **ref.key}
-            owned = {"source": ref.source, "external_id": ref.external_id, "created_at": event.occurred_at}
+            owned: dict[str, str | int] = {
+                "source": ref.source, "external_id": ref.external_id, "created_at": event.occurred_at
+            }
             out.append(Upsert(REQUESTER_TICKET.name, key, owned, event.version))
         return out
 

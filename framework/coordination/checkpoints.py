@@ -16,6 +16,7 @@ from dataclasses import dataclass
 __all__ = [
     "Checkpoint",
     "CheckpointStore",
+    "BlockingCheckpointStore",
     "CheckpointError",
     "CheckpointConflict",
     "CheckpointUnavailable",
@@ -111,3 +112,19 @@ class CheckpointStore(abc.ABC):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class BlockingCheckpointStore(CheckpointStore):
+    """A checkpoint store that also answers blocking calls (``*_sync``), for threads and drivers."""
+
+    @abc.abstractmethod
+    def get_sync(self, name: str) -> Checkpoint | None:
+        """``get``, blocking."""
+
+    @abc.abstractmethod
+    def compare_and_set_sync(self, name: str, value: str, expected_version: int | None) -> Checkpoint:
+        """``compare_and_set``, blocking."""
+
+    @abc.abstractmethod
+    def close_sync(self) -> None:
+        """``close``, blocking."""

@@ -5,13 +5,13 @@ SQLite URLs follow ``stores.open.sqlite_path``: ``sqlite:///relative/path``, ``s
 
 from __future__ import annotations
 
-from framework.coordination.checkpoints import CheckpointError, CheckpointStore
+from framework.coordination.checkpoints import BlockingCheckpointStore, CheckpointError
 from stores.open import sqlite_path
 
 __all__ = ["open_checkpoint_store"]
 
 
-def open_checkpoint_store(url: str) -> CheckpointStore:
+def open_checkpoint_store(url: str) -> BlockingCheckpointStore:
     """The checkpoint store ``url`` names (blocking: a ZooKeeper store connects here)."""
     scheme, sep, rest = url.partition("://")
     if not sep or not rest:

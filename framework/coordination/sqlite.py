@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from framework.coordination.checkpoints import (
+    BlockingCheckpointStore,
     Checkpoint,
     CheckpointConflict,
-    CheckpointStore,
     CheckpointUnavailable,
     check_expected,
     check_name,
@@ -32,7 +32,7 @@ _INSERT = "INSERT INTO converge_checkpoints (name, value, version) VALUES (?, ?,
 _UPDATE = "UPDATE converge_checkpoints SET value = ?, version = version + 1 WHERE name = ? AND version = ?"
 
 
-class SqliteCheckpointStore(CheckpointStore):
+class SqliteCheckpointStore(BlockingCheckpointStore):
     """Checkpoints in a SQLite table; each write is one durable (synchronous=FULL) transaction.
 
     Several processes may share the file: the compare-and-set runs inside a

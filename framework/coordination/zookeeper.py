@@ -20,10 +20,10 @@ from kazoo.retry import KazooRetry
 
 from framework.coordination import kazoo_client
 from framework.coordination.checkpoints import (
+    BlockingCheckpointStore,
     Checkpoint,
     CheckpointConflict,
     CheckpointError,
-    CheckpointStore,
     CheckpointUnavailable,
     check_expected,
     check_name,
@@ -43,7 +43,7 @@ def _check_root(root: str) -> str:
     return root
 
 
-class ZooKeeperCheckpointStore(CheckpointStore):
+class ZooKeeperCheckpointStore(BlockingCheckpointStore):
     """Checkpoints under ``root`` on the ZooKeeper ensemble ``hosts`` (``h1:p1,h2:p2``).
 
     The constructor connects (waiting up to ``connect_timeout`` seconds) and

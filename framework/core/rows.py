@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 
 from framework.core.cells import Cell
 from framework.core.mutations import CellValue
 
-__all__ = ["Row"]
+__all__ = ["Row", "cell_int"]
 
-_WRITETIME = attrgetter("writetime")
+_WRITETIME: Callable[[Cell], int] = attrgetter("writetime")
 
 
 @dataclass(frozen=True)
@@ -33,3 +33,10 @@ class Row:
     def writetime(self, column: str) -> int | None:
         c = self.cells.get(column)
         return None if c is None else c.writetime
+
+
+def cell_int(value: CellValue) -> int:
+    """``int(value)`` of a key or cell value read back; TypeError for None (a missing value)."""
+    if value is None:
+        raise TypeError("an integer value is missing (None)")
+    return int(value)

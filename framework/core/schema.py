@@ -45,7 +45,7 @@ class Column:
             raise SchemaError(self.name, f"expected {self.type}, got bool")
         if not isinstance(value, _TYPES[self.type]):
             raise SchemaError(self.name, f"expected {self.type}, got {type(value).__name__}")
-        if self.type == "int" and not -(2**31) <= value < 2**31:
+        if self.type == "int" and isinstance(value, int) and not -(2**31) <= value < 2**31:
             raise SchemaError(self.name, "int outside the signed 32-bit range")
 
 

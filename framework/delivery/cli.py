@@ -11,7 +11,15 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from framework.cli_support import TIME_HELP, UserError, add_json_flag, load_spec, print_json, time_arg
+from framework.cli_support import (
+    TIME_HELP,
+    CliParser,
+    UserError,
+    add_json_flag,
+    load_spec,
+    print_json,
+    time_arg,
+)
 
 __all__ = ["register"]
 
@@ -91,7 +99,7 @@ def _load_refetch(spec: str | None) -> Callable[..., Awaitable[Any]] | None:
     fn = load_spec(spec, "--refetch")
     if not callable(fn):
         raise UserError(f"--refetch {spec} is not callable")
-    return fn  # type: ignore[no-any-return]
+    return fn
 
 
 async def _verify(args: argparse.Namespace) -> int:
@@ -245,11 +253,16 @@ def _window(p: argparse.ArgumentParser) -> None:
     p.add_argument("--until", type=time_arg, default=None, help=f"captured before: {TIME_HELP}")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     """Add the ``delivery`` command group to the ``converge`` parser."""
     group = sub.add_parser("delivery", help="end-to-end delivery verification: verify, failed, report")
     actions = group.add_subparsers(dest="delivery_command", metavar="ACTION")
-    group.set_defaults(func=lambda _args: (group.print_help(), 2)[1])
+
+    def show_help(_args: argparse.Namespace) -> int:
+        group.print_help()
+        return 2
+
+    group.set_defaults(func=show_help)
 
     verify = actions.add_parser(
         "verify", help="retry unacknowledged messages of complete buckets, checkpoint"

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from framework.core.mutations import MAX_VERSION, CellValue, Upsert
+from framework.core.rows import cell_int
 from framework.core.schema import SchemaError, TableSchema
 from framework.delivery.model import (
     Ack,
@@ -168,7 +169,7 @@ class DeliveryLedger:
         v = row.values()
         if any(v.get(c) is None for c in ("bucket", "shard", "source", "captured_at")):
             return None
-        bucket, shard, captured = int(v["bucket"]), int(v["shard"]), int(v["captured_at"])  # type: ignore[arg-type]
+        bucket, shard, captured = cell_int(v["bucket"]), cell_int(v["shard"]), cell_int(v["captured_at"])
         return MessageRef(bucket, shard, str(v["source"]), captured, message_id)
 
     def check_acks(self, acks: Iterable[Ack]) -> list[Ack]:
@@ -243,7 +244,7 @@ class DeliveryLedger:
                 if not full:
                     break
                 last = rows[-1].key
-                start = (last["source"], last["captured_at"], last["message_id"])  # type: ignore[assignment]
+                start = (str(last["source"]), cell_int(last["captured_at"]), str(last["message_id"]))
         return out
 
     # -- verifier marks ---------------------------------------------------

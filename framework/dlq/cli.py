@@ -22,6 +22,7 @@ from rich.table import Table
 
 from framework.cli_support import (
     TIME_HELP,
+    CliParser,
     UserError,
     add_json_flag,
     load_spec,
@@ -44,11 +45,11 @@ def _ts(t: float | None) -> str:
     return "-" if t is None else datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
+        n /= 1024
     return str(n)
 
 
@@ -388,23 +389,23 @@ def _salvage(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     """Add the ``dlq`` command group to the ``converge`` subparsers."""
-    root = argparse.ArgumentParser(add_help=False)
+    root = CliParser(add_help=False)
     root.add_argument("--root", type=Path, default=None,
                       help="the WAL directory (default: the worker's: CONVERGE_DLQ_ROOT, else "
                            "<CONVERGE_DATA_DIR or var/<app id>>/dlq)")  # fmt: skip
     root.add_argument("--app", default=None, metavar="MODULE:ATTR",
                       help="the converge App whose app id names the default WAL directory")  # fmt: skip
-    filt = argparse.ArgumentParser(add_help=False)
+    filt = CliParser(add_help=False)
     for flag in ("--pipeline", "--event-type", "--stage", "--error-class"):
         filt.add_argument(flag, default=None, help="exact partition label")
     filt.add_argument("--since", type=time_arg, default=None, help=f"parked at or after: {TIME_HELP}")
     filt.add_argument("--until", type=time_arg, default=None, help=f"parked before: {TIME_HELP}")
-    status = argparse.ArgumentParser(add_help=False)
+    status = CliParser(add_help=False)
     status.add_argument("--status", action="append", choices=[s.value for s in Status],
                         help="segment status (repeatable)")  # fmt: skip
-    dry = argparse.ArgumentParser(add_help=False)
+    dry = CliParser(add_help=False)
     dry.add_argument("--dry-run", action="store_true", help="only say what would change")
 
     dlq = sub.add_parser(
@@ -413,7 +414,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     cmds = dlq.add_subparsers(dest="dlq_command", metavar="ACTION", required=True)
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], text: str,
-            *parents: argparse.ArgumentParser) -> argparse.ArgumentParser:  # fmt: skip
+            *parents: CliParser) -> CliParser:  # fmt: skip
         p = cmds.add_parser(name, help=text, parents=[root, *parents])
         p.set_defaults(func=fn)
         return p

@@ -15,7 +15,7 @@ import argparse
 import asyncio
 from typing import Any
 
-from framework.cli_support import UserError, add_json_flag, load_spec, print_json
+from framework.cli_support import CliParser, UserError, add_json_flag, load_spec, print_json
 
 __all__ = ["register"]
 
@@ -120,7 +120,7 @@ def _run(args: argparse.Namespace) -> int:
     return _verify(args) if args.action == "verify" else _erase(args)
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     """Add ``erase`` (and ``erase verify``) to the ``converge`` subcommands."""
     p = sub.add_parser("erase", help="erase a data subject everywhere converge keeps data, or verify it")
     p.add_argument("action", nargs="?", choices=("verify",), help="verify: look for residue (exit 1 if any)")

@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import os
 from collections.abc import Mapping
+from typing import Literal, overload
 
 __all__ = ["ENV_KEY", "ErasureKeyError", "erasure_key", "subject_hash"]
 
@@ -24,6 +25,14 @@ _MIN_KEY_BYTES = 16
 
 class ErasureKeyError(ValueError):
     """No erasure key, or one too short to be a secret."""
+
+
+@overload
+def erasure_key(env: Mapping[str, str] | None = None, *, required: Literal[True] = True) -> bytes: ...
+
+
+@overload
+def erasure_key(env: Mapping[str, str] | None = None, *, required: bool) -> bytes | None: ...
 
 
 def erasure_key(env: Mapping[str, str] | None = None, *, required: bool = True) -> bytes | None:

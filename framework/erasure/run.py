@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from framework.core.mutations import Delete, Mutation, Upsert
+from framework.core.mutations import CellValue, Delete, Mutation, Upsert
 from framework.erasure.declare import Subject
 from framework.erasure.find import declared_for, find_records, find_rows, finder, record_finder, spellings
 from framework.erasure.keyed import subject_hash
@@ -207,8 +207,8 @@ async def erase(
     report.seconds = time.monotonic() - started
     if not dry_run:
         audit_key = {"app": app.name, "erased_at": at, "erasure_id": uuid.uuid4().hex}
-        counts = json.dumps(report.counts(), sort_keys=True)
-        cells = {"subject": hashed, "kind": subject.kind, "counts": counts}
+        counted = json.dumps(report.counts(), sort_keys=True)
+        cells: dict[str, CellValue] = {"subject": hashed, "kind": subject.kind, "counts": counted}
         await store.apply([Upsert(AUDIT_TABLE.name, audit_key, cells, at)])
     return report
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from framework.cli_support import UserError, add_json_flag, print_json
+from framework.cli_support import CliParser, UserError, add_json_flag, print_json
 from framework.jobs.cli_common import add_turn_flags, app_declaring, open_existing_store, store_beside
 
 __all__ = ["register", "print_run"]
@@ -152,7 +152,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     add_json_flag(p, "print the report as JSON")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     """Add ``converge idmap`` and its subcommands."""
     top = sub.add_parser("idmap", help="cascading ID mutation: collapse requests, move rows to final ids")
     cmds = top.add_subparsers(dest="idmap_command", metavar="SUBCOMMAND", required=True)

@@ -175,14 +175,13 @@ def _constant_finals(requests: Sequence[IdRequest]) -> dict[str, list[Interval]]
         seen: dict[str, int] = {}
         current: str | None = ident
         while True:
-            step = edge.get(current) if current is not None else None
-            if step is None:
+            if current is None or (step := edge.get(current)) is None:
                 final = current
                 break
             if step.new_id is None:
                 final = None
                 break
-            seen[current] = len(path)  # type: ignore[index]
+            seen[current] = len(path)
             path.append(step)
             current = step.new_id
             if current in seen:

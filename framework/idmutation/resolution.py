@@ -27,7 +27,7 @@ import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from framework.core.events import Event
 from framework.core.mutations import Mutation, Upsert
@@ -56,6 +56,8 @@ MAPPED_TYPE = "id.mapped"
 _LOOKUP = "converge_id_map"
 #: ids whose intervals (or absence) an ``IdMap`` keeps parsed in memory
 _CACHED = 500_000
+#: The cache's answer for a key it does not hold (its values may be None).
+_MISSING: Literal[False] = False
 _NS = uuid.UUID("5b0d7c1e-6f7a-4d0e-9a53-2c1f0b7e9d41")
 
 
@@ -159,14 +161,14 @@ class IdMap:
     def intervals(self, tenant: str, ident: str) -> list[Interval] | None:
         """The intervals of ``(tenant, id)``; None when it was never mutated."""
         key = f"{len(tenant)}:{tenant}:{ident}"  # map_key, inlined: this runs per owner-table write
-        found = self._parsed.get(key, False)
+        found = self._parsed.get(key, _MISSING)
         if found is False:
             text = self.tables.kv.get(self._prefix + key)
             found = None if text is None else check_intervals(Entry.from_json(text).value["intervals"])
             if len(self._parsed) >= _CACHED:
                 self._parsed.clear()
             self._parsed[key] = found
-        return found  # type: ignore[return-value]
+        return found
 
     def size(self) -> int:
         """How many ids the map holds (a scan: for reports)."""
@@ -178,7 +180,7 @@ def _with_key(m: Mutation, key: dict[str, Any]) -> Mutation:
     id is a checked text of at most 512 characters, or an integer)."""
     cls = type(m)
     out = object.__new__(cls)
-    for name in cls.__slots__:  # type: ignore[attr-defined]
+    for name in cls.__slots__:
         object.__setattr__(out, name, getattr(m, name))
     object.__setattr__(out, "key", MappingProxyType(key))
     return out
@@ -243,7 +245,7 @@ class IdResolution:
             else:
                 self.resolved += 1
                 out.append(final)
-        return mutations if out is None else out + records
+        return mutations if out is None else [*out, *records]
 
 
 def resolutions_for(

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from framework.core.mutations import MAX_VERSION, CellValue, Delete, LogState, Mutation, Upsert
-from framework.core.rows import Row
+from framework.core.rows import Row, cell_int
 from framework.core.schema import Column, TableSchema
 from framework.idmutation.collapse import Interval, final_of
 from framework.idmutation.declare import OwnerColumn, id_value
@@ -219,7 +219,9 @@ def cell_records(
 ) -> list[Upsert]:
     """The records of one cell taken from ``origin``: its value, its placement (None: dropped)
     and, when the cell was tombstoned under its origin, the origin's placement as gone."""
-    base = {"tenant": tenant, "origin": origin, "tbl": table, "row": row, "col": col, "version": version}
+    base: dict[str, CellValue] = {
+        "tenant": tenant, "origin": origin, "tbl": table, "row": row, "col": col, "version": version,
+    }  # fmt: skip
     out = [_record({**base, "placed": ""}, {"value": value}, version, ttl)]
     if placed is not None:
         out.append(_record({**base, "placed": placed}, {"live": True}, version, ttl))
@@ -278,7 +280,7 @@ def reroute(
         if withheld is not None and withheld(k):
             out.append(Delete(ROUTES_TABLE.name, dict(k), MAX_VERSION))
             continue
-        cell = (str(k["tbl"]), str(k["row"]), str(k["col"]), int(k["version"]))  # type: ignore[arg-type]
+        cell = (str(k["tbl"]), str(k["row"]), str(k["col"]), cell_int(k["version"]))
         cells.setdefault(cell, {})[str(k["placed"])] = r
     for (table, row, col, version), placements in sorted(cells.items()):
         owner, found = owners.get(table), placements.pop("", None)
@@ -286,7 +288,9 @@ def reroute(
             continue
         value = found.cells["value"]
         final = final_of(intervals, origin, version)
-        base = {"tenant": tenant, "origin": origin, "tbl": table, "row": row, "col": col, "version": version}
+        base: dict[str, CellValue] = {
+            "tenant": tenant, "origin": origin, "tbl": table, "row": row, "col": col, "version": version,
+        }  # fmt: skip
         tombstone = value.value in (_TOMBSTONE, _NONE)
         left = False  # a live placement left: the cell changes place (or is dropped)
         for placed, p in sorted(placements.items()):

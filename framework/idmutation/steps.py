@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from framework.core.mutations import Mutation, Upsert
+from framework.core.mutations import CellValue, Mutation, Upsert
 from framework.core.schema import SchemaError, TableSchema
 from framework.dlq.record import ParkedRecord
 from framework.idmutation.apply import Apply, ApplyReport, ExtraWrites, apply_id_map, id_value
@@ -42,7 +42,7 @@ from framework.idmutation.tables import (
 from framework.idmutation.topic import KafkaLog
 from framework.jobs.checkpoint import Batch
 from framework.notifications.config import NotificationConfig
-from framework.notifications.entries import batch_id_of, key_ident, notification_mutations
+from framework.notifications.entries import batch_id_of, fixed_tenant, key_ident, notification_mutations
 from framework.notifications.stamping import write_stamped
 from framework.retention.scan import PENDING_BUCKETS, PENDING_TABLE, PENDING_TTL
 from stores.base import WideColumnStore
@@ -98,7 +98,9 @@ async def _apply_chunked(store: WideColumnStore, writes: Sequence[Mutation]) -> 
 
 async def work_list(store: WideColumnStore, job: str, batch: int, kind: str) -> list[tuple[str, str, str]]:
     """``(tenant, id, intervals JSON)`` of a batch's work list of ``kind``."""
-    keys = [{"job": job, "batch": batch, "kind": kind, "bucket": b} for b in range(BUCKETS)]
+    keys: list[dict[str, CellValue]] = [
+        {"job": job, "batch": batch, "kind": kind, "bucket": b} for b in range(BUCKETS)
+    ]
     out = []
     for rows in await store.read_partitions(BATCH_TABLE.name, keys):
         out += [
@@ -212,7 +214,8 @@ def writes_extra(ctx: StepContext, job: str, batch: Batch) -> ExtraWrites:
             out += p.version_marks(mine)
             for doc_id, (key, _) in p.touched(mine).items():
                 bucket = _bucket(doc_id)
-                row_key = {"job": job, "batch": batch.batch_id, "bucket": bucket, "projection": p.name,
+                row_key: dict[str, CellValue] = {"job": job, "batch": batch.batch_id, "bucket": bucket,
+                                                 "projection": p.name,
                            "doc_id": doc_id}  # fmt: skip
                 out.append(
                     Upsert(PENDING_TABLE.name, row_key, {"key": key_ident(key)}, batch.began_at, PENDING_TTL)
@@ -231,7 +234,7 @@ def writes_extra(ctx: StepContext, job: str, batch: Batch) -> ExtraWrites:
             out: list[Mutation] = []
             for tenant, mine in sorted(by_tenant.items()):
                 out += notification_mutations(
-                    ctx.app.name, batch_id, mine, lambda _t, _k, tenant=tenant: tenant, ingested_at,
+                    ctx.app.name, batch_id, mine, fixed_tenant(tenant), ingested_at,
                     notes.max_keys, bucket_width=notes.bucket_width, ttl=notes.ttl,
                 )  # fmt: skip
             return out

@@ -18,8 +18,8 @@ import json
 import zlib
 from collections.abc import Sequence
 
-from framework.core.mutations import Upsert
-from framework.core.rows import Row
+from framework.core.mutations import CellValue, Upsert
+from framework.core.rows import Row, cell_int
 from framework.core.schema import Column, TableSchema
 from framework.idmutation.collapse import Interval
 from framework.idmutation.requests import IdRequest
@@ -89,7 +89,7 @@ def request_of_row(row: Row) -> IdRequest:
     """``request_row`` read back."""
     c = row.values()
     return IdRequest(
-        executed_at=int(c["executed_at"]),  # type: ignore[arg-type]
+        executed_at=cell_int(c["executed_at"]),
         request_id=str(row.key["request_id"]),
         tenant=str(row.key["tenant"]),
         op=str(c["op"]),  # type: ignore[arg-type]
@@ -110,14 +110,15 @@ def decode_intervals(text: str) -> list[Interval]:
 
 def map_row(tenant: str, ident: str, intervals: Sequence[Interval], batch: int, version: int) -> Upsert:
     """The map entry of ``(tenant, id)`` as batch ``batch`` computed it."""
-    cells = {"intervals": encode_intervals(intervals), "batch": batch}
+    cells: dict[str, CellValue] = {"intervals": encode_intervals(intervals), "batch": batch}
     return Upsert(MAP_TABLE.name, {"tenant": tenant, "id": ident}, cells, version)
 
 
 def batch_row(job: str, batch: int, kind: str, tenant: str, ident: str, version: int,
               intervals: Sequence[Interval] | None = None) -> Upsert:  # fmt: skip
     """One line of a batch's work list (``kind`` ``tenant`` or ``change``)."""
-    key = {"job": job, "batch": batch, "kind": kind, "bucket": bucket_of(tenant, ident), "tenant": tenant,
+    key: dict[str, CellValue] = {"job": job, "batch": batch, "kind": kind, "bucket": bucket_of(tenant, ident),
+           "tenant": tenant,
            "id": ident}  # fmt: skip
     cells = {"intervals": "" if intervals is None else encode_intervals(intervals)}
     return Upsert(BATCH_TABLE.name, key, cells, version)

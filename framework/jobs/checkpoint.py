@@ -196,11 +196,11 @@ class JobCheckpoints:
         for p in self.processes:
             cp = await self.store.get(self._done_name(p))
             versions[p] = None if cp is None else cp.version
-            done[p] = None if cp is None else _done_value(self.job, p, cp.value)
+            done[p] = finished = None if cp is None else _done_value(self.job, p, cp.value)
             current = 0 if batch is None else batch.batch_id
-            if done[p] is not None and done[p] > current:  # type: ignore[operator]
+            if finished is not None and finished > current:
                 raise JobCheckpointError(
-                    f"job {self.job}: process {p} completed batch {done[p]}, after the current {current}"
+                    f"job {self.job}: process {p} completed batch {finished}, after the current {current}"
                 )
         self._state = JobState(self.job, batch, done, versions)
         return self._state
@@ -215,9 +215,9 @@ class JobCheckpoints:
         ``JobFenced`` when another run moved the batch checkpoint.
         """
         state = await self._current()
-        if not state.complete:
+        if state.batch is not None and not state.complete:  # (complete when there is no batch)
             raise JobCheckpointError(
-                f"job {self.job}: batch {state.batch.batch_id} is not complete in "  # type: ignore[union-attr]
+                f"job {self.job}: batch {state.batch.batch_id} is not complete in "
                 f"{', '.join(state.lagging())}: repair it before the next batch"
             )
         batch = Batch(1 if state.batch is None else state.batch.batch_id + 1, batch_input, began_at)

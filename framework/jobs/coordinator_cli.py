@@ -9,7 +9,7 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from framework.cli_support import UserError, add_json_flag, print_json
+from framework.cli_support import CliParser, UserError, add_json_flag, print_json
 from framework.jobs.coordinator import checkpoint_name
 from framework.jobs.locks import DomainLocks, DomainStatus, LastRunner
 from framework.jobs.locks_open import DEFAULT_JOB_LOCKS_URL, JOB_LOCKS_ENV, open_domain_locks
@@ -138,7 +138,9 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:  # type: ignore[type-arg]
+def register(
+    sub: argparse._SubParsersAction[CliParser],
+) -> argparse._SubParsersAction[CliParser]:
     """Add ``converge jobs`` with its ``status`` action; returns the actions, for more of them."""
     jobs = sub.add_parser("jobs", help="coordinated micro-batch jobs: lock domains, turns, checkpoints")
     actions = jobs.add_subparsers(dest="jobs_command", metavar="ACTION", required=True)

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from framework.cli_support import add_json_flag, print_json
+from framework.cli_support import CliParser, add_json_flag, print_json
 from framework.metrics.summary import RuntimeSummary, fetch_metrics, metrics_url, summarize
 
 __all__ = ["register"]
@@ -60,7 +60,7 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     """Add the ``status`` command to the ``converge`` parser."""
     p = sub.add_parser(
         "status",

@@ -61,7 +61,7 @@ class ObservedCounters(Counters):
         super().__init__(**values)
         self._on_batch = on_batch
 
-    @property  # type: ignore[override]
+    @property
     def last_batch_size(self) -> int:
         return self._last_batch_size
 

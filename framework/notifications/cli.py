@@ -13,6 +13,7 @@ from typing import Any
 from framework.cli_support import (
     DURATION_HELP,
     TIME_HELP,
+    CliParser,
     UserError,
     add_json_flag,
     parse_duration,
@@ -159,7 +160,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     add_json_flag(p, "print JSON")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     """Add ``converge changes`` (``read``, ``reset``) to the ``converge`` parser."""
     changes = sub.add_parser(
         "changes", help="incremental reads: notification entries since a consumer's checkpoint"

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from framework.core.mutations import CellValue, Delete, LogState, Mutation, Upsert
-from framework.core.rows import Row
+from framework.core.rows import Row, cell_int
 from framework.notifications.schema import (
     BUCKETS_TABLE,
     DEFAULT_BUCKET_WIDTH,
@@ -50,6 +50,7 @@ __all__ = [
     "TENANT_COLUMNS",
     "MAX_KEYS_BYTES",
     "default_tenant_of",
+    "fixed_tenant",
     "notification_mutations",
     "entry_from_row",
     "batch_id_of",
@@ -80,6 +81,15 @@ def default_tenant_of(table: str, key: Mapping[str, CellValue]) -> str | None:
         if value is not None:
             return str(value)
     return None
+
+
+def fixed_tenant(tenant: str | None) -> TenantOf:
+    """A ``tenant_of`` that names ``tenant`` for every row."""
+
+    def tenant_of(table: str, key: Mapping[str, CellValue]) -> str | None:
+        return tenant
+
+    return tenant_of
 
 
 @dataclass(frozen=True)
@@ -134,7 +144,7 @@ def _jsonable(key: Mapping[str, CellValue]) -> Mapping[str, Any]:
 
 
 _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
-_quote = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_quote = json.encoder.encode_basestring_ascii
 
 
 def key_ident(key: Mapping[str, CellValue]) -> str:
@@ -259,15 +269,14 @@ def entry_mutations(
         counts = {"inserted": 0, "updated": 0, "deleted": 0}
         for _, kind, _ in changes:
             counts[blind.get(kind, kind)] += 1
-        keys: str | None = "[" + ",".join(sorted(ident for _, _, ident in changes)) + "]"
-        if len(changes) > max_keys or len(keys) > MAX_KEYS_BYTES:  # type: ignore[arg-type]
-            keys = None
-        entry_key = {"tenant": tenant, "bucket": bucket, "ingested_at": ingested_at, "app": app_name,
-                     "batch_id": batch_id, "table_name": table}  # fmt: skip
+        listed = "[" + ",".join(sorted(ident for _, _, ident in changes)) + "]"
+        keys = None if len(changes) > max_keys or len(listed) > MAX_KEYS_BYTES else listed
+        entry_key: Key = {"tenant": tenant, "bucket": bucket, "ingested_at": ingested_at, "app": app_name,
+                          "batch_id": batch_id, "table_name": table}  # fmt: skip
         last = max(v for v, _, _ in changes)
-        cells = {"last_modified": last, **counts, "keys": keys, "reread": keys is None}
+        cells: dict[str, CellValue] = {"last_modified": last, **counts, "keys": keys, "reread": keys is None}
         out.append(Upsert(NOTIFICATION_TABLE.name, entry_key, cells, ingested_at, ttl))
-        index_key = {"day": day_of(bucket), "bucket": bucket, "tenant": tenant}
+        index_key: Key = {"day": day_of(bucket), "bucket": bucket, "tenant": tenant}
         out.append(Upsert(BUCKETS_TABLE.name, index_key, {"width": bucket_width}, ingested_at, index_ttl))
     return out
 
@@ -277,9 +286,9 @@ def entry_from_row(row: Row) -> Entry:
     k, c = row.key, row.values()
     keys = c.get("keys")
     return Entry(
-        tenant=str(k["tenant"]), bucket=int(k["bucket"]), ingested_at=int(k["ingested_at"]),  # type: ignore[arg-type]
+        tenant=str(k["tenant"]), bucket=cell_int(k["bucket"]), ingested_at=cell_int(k["ingested_at"]),
         app=str(k["app"]), batch_id=str(k["batch_id"]), table=str(k["table_name"]),
-        last_modified=int(c.get("last_modified") or 0), inserted=int(c.get("inserted") or 0),  # type: ignore[arg-type]
-        updated=int(c.get("updated") or 0), deleted=int(c.get("deleted") or 0),  # type: ignore[arg-type]
+        last_modified=int(c.get("last_modified") or 0), inserted=int(c.get("inserted") or 0),
+        updated=int(c.get("updated") or 0), deleted=int(c.get("deleted") or 0),
         keys=None if keys is None else decode_keys(str(keys)), reread=bool(c.get("reread")),
     )  # fmt: skip

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from framework.coordination import Checkpoint, CheckpointStore
+from framework.core.rows import cell_int
 from framework.notifications.entries import Entry, entry_from_row
 from framework.notifications.schema import (
     BUCKETS_TABLE,
@@ -169,11 +170,11 @@ class NotificationReader:
         candidates: list[tuple[int, str]] = []
         for day in range(day_of(pos[0]), day_of(horizon) + 1, DAY):
             for row in await self.store.read_partition(BUCKETS_TABLE.name, {"day": day}):
-                bucket, tenant = int(row.key["bucket"]), str(row.key["tenant"])  # type: ignore[arg-type]
+                bucket, tenant = cell_int(row.key["bucket"]), str(row.key["tenant"])
                 width = row.values().get("width")
                 if bucket > horizon or (self.tenants is not None and tenant not in self.tenants):
                     continue
-                if width is not None and bucket + int(width) <= pos[0]:  # type: ignore[arg-type]
+                if width is not None and bucket + int(width) <= pos[0]:
                     continue  # every entry of it is older than the checkpoint
                 candidates.append((bucket, tenant))
         candidates.sort()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from framework.core.events import Event
 from framework.core.mutations import CellValue, Mutation
+from framework.core.rows import cell_int
 from framework.notifications.config import NotificationConfig
 from framework.notifications.entries import (
     Key,
@@ -85,9 +86,9 @@ class NotificationSink:
 
         await write_stamped(self.store.apply, notes, self.clock, c.late_after, data)
         if written:  # an index row once per tenant and bucket (its cells never change)
-            current = max(int(m.key["bucket"]) for m in written)  # type: ignore[call-overload]
+            current = max(cell_int(m.key["bucket"]) for m in written)
             self._indexed = {k for k in self._indexed if k[1] >= current}
-            self._indexed.update((str(m.key["tenant"]), int(m.key["bucket"])) for m in written)  # type: ignore[call-overload]
+            self._indexed.update((str(m.key["tenant"]), cell_int(m.key["bucket"])) for m in written)
 
     async def _live(self, rows: Mapping[tuple[str, str], RowChange]) -> set[tuple[str, str]]:
         """Which written rows had a live row before the batch: one ``read_rows`` per table."""

@@ -8,7 +8,7 @@ import asyncio
 import time
 from typing import Any
 
-from framework.cli_support import UserError, add_json_flag, print_json
+from framework.cli_support import CliParser, UserError, add_json_flag, print_json
 from framework.jobs.cli_common import add_turn_flags, app_declaring, open_existing_store, store_beside
 
 __all__ = ["register", "print_run"]
@@ -137,7 +137,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--es-tombstones", choices=("native", "document"), default=None)
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     """Add ``converge retention`` and its subcommands."""
     top = sub.add_parser("retention", help="per-tenant retention: delete what is older than the policy")
     cmds = top.add_subparsers(dest="retention_command", metavar="SUBCOMMAND", required=True)

@@ -16,7 +16,7 @@ event came before or after the job.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from framework.core.mutations import CellValue, Delete
@@ -28,9 +28,9 @@ __all__ = ["PartitionPlan", "plan_partition", "partition_key_of"]
 Key = dict[str, CellValue]
 
 
-def partition_key_of(schema: TableSchema, key: dict[str, CellValue] | object) -> Key:
+def partition_key_of(schema: TableSchema, key: Mapping[str, CellValue]) -> Key:
     """The partition key columns of a row key."""
-    return {c.name: key[c.name] for c in schema.partition_key}  # type: ignore[index]
+    return {c.name: key[c.name] for c in schema.partition_key}
 
 
 @dataclass

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from framework.core.mutations import CellValue, Upsert, check_identifier
 from framework.core.rows import Row
@@ -120,10 +121,12 @@ class RetentionPolicy:
         """Days ``tenant`` keeps ``table`` (None: forever), by the order of the module docstring."""
         stored = overrides or {}
         mine = self.per_tenant.get(tenant, {})
-        for source, where in ((stored, (tenant, table)), (mine, table),
-                              (stored, (tenant, ALL_TABLES)), (mine, ALL_TABLES)):  # fmt: skip
+        sources: tuple[tuple[Mapping[Any, int | None], object], ...] = (
+            (stored, (tenant, table)), (mine, table), (stored, (tenant, ALL_TABLES)), (mine, ALL_TABLES),
+        )  # fmt: skip
+        for source, where in sources:
             if where in source:
-                return source[where]  # type: ignore[index]
+                return source[where]
         if table in self.per_table:
             return self.per_table[table]
         return self.default_days

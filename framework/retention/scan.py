@@ -25,7 +25,7 @@ from framework.core.projection import Projection
 from framework.core.rows import Row
 from framework.core.schema import Column, TableSchema
 from framework.notifications.config import NotificationConfig
-from framework.notifications.entries import batch_id_of, key_ident, notification_mutations
+from framework.notifications.entries import batch_id_of, fixed_tenant, key_ident, notification_mutations
 from framework.notifications.stamping import write_stamped
 from framework.retention.plan import Key, PartitionPlan, partition_key_of, plan_partition
 from framework.retention.policy import PolicyOverrides, RetentionPolicy, default_tenant
@@ -110,7 +110,9 @@ def pending_rows(job: str, batch: int, version: int, projections: Sequence[Proje
             key = {c.name: plan.partition[c.name] for c in p.partition_key}
             doc_id = p.document_id(key)
             bucket = zlib.crc32(doc_id.encode("utf-8", "surrogatepass")) % PENDING_BUCKETS
-            row_key = {"job": job, "batch": batch, "bucket": bucket, "projection": p.name, "doc_id": doc_id}
+            row_key: dict[str, CellValue] = {
+                "job": job, "batch": batch, "bucket": bucket, "projection": p.name, "doc_id": doc_id,
+            }  # fmt: skip
             out.append(Upsert(PENDING_TABLE.name, row_key, {"key": key_ident(key)}, version, PENDING_TTL))
     return out
 
@@ -244,7 +246,7 @@ async def retain_table(
             out: list[Mutation] = []
             for tenant, announced in sorted(by_tenant.items()):
                 out += notification_mutations(
-                    app_name, batch_id, announced, lambda _table, _key, tenant=tenant: tenant,
+                    app_name, batch_id, announced, fixed_tenant(tenant),
                     ingested_at, notes.max_keys, bucket_width=notes.bucket_width, ttl=notes.ttl,
                 )  # fmt: skip
             return out

@@ -56,7 +56,7 @@ async def run_batch(
             fast.append((work, generation))
     if not fast:
         return
-    generation = {id(w): g for w, g in fast}
+    generations = {id(w): g for w, g in fast}
     mapped = processor.map_batch([w for w, _ in fast])
     items, bad = await mapped if inspect.isawaitable(mapped) else mapped
     for work, exc in bad:
@@ -66,7 +66,7 @@ async def run_batch(
             log.warning("could not park %s@%s (%r): retrying it alone", work.tp, work.offset, park_exc)
             scheduler.enqueue(work)
             continue
-        scheduler.finish(work, generation[id(work)], parked=True)
+        scheduler.finish(work, generations[id(work)], parked=True)
     if not items:
         return
     try:
@@ -75,10 +75,10 @@ async def run_batch(
         scheduler.counters.batch_fallbacks += 1
         log.warning("batch of %d failed (%r): running its messages one key at a time", len(items), exc)
         for work, _ in items:
-            if scheduler.current(work, generation[id(work)]):
+            if scheduler.current(work, generations[id(work)]):
                 scheduler.enqueue(work)
         return
     scheduler.counters.batch_writes += 1
     scheduler.batch_written()
     for work, _ in items:
-        scheduler.finish(work, generation[id(work)])
+        scheduler.finish(work, generations[id(work)])

@@ -53,7 +53,8 @@ def change_partition(doc_id: str, partitions: int) -> int:
 def _doc_hash(doc_id: str) -> int:
     """murmur2 of the id as Kafka's partitioner takes it (pure Python, so documents that change
     again are not hashed again)."""
-    return murmur2(doc_id.encode()) & 0x7FFFFFFF
+    hashed: int = murmur2(doc_id.encode())
+    return hashed & 0x7FFFFFFF
 
 
 def change_records(

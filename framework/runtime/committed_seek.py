@@ -34,7 +34,11 @@ def seek_committed_everywhere(thread: Any) -> bool:
         return True
 
     async def seek_to_committed() -> dict[Any, int | None]:
-        return await thread.call_thread(seek_committed, thread._ensure_consumer())  # noqa: SLF001
+        offsets: dict[Any, int | None] = await thread.call_thread(
+            seek_committed,
+            thread._ensure_consumer(),  # noqa: SLF001
+        )
+        return offsets
 
     thread.seek_to_committed = seek_to_committed
     setattr(thread, _MARK, True)

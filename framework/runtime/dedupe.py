@@ -76,7 +76,8 @@ class DuplicateFilter:
         value = self._db.get(self._prefix(tp) + event_id.encode())
         if value is None or value[_STAMP.size :] != fingerprint:
             return False
-        return self._clock() - _STAMP.unpack_from(value)[0] <= self.config.retention_s
+        stamp: float = _STAMP.unpack_from(value)[0]
+        return self._clock() - stamp <= self.config.retention_s
 
     def record(self, applied: Iterable[tuple[Hashable, str, bytes]]) -> None:
         """Remember events applied durably: ``(tp, event_id, fingerprint)``; forget the oldest

@@ -32,7 +32,7 @@ def pace_empty_fetches(consumer: Any, idle_backoff: float) -> bool:
         return fetcher is not None and getattr(step, _MARK, False)
 
     async def paced(assignment: Any, node_id: Any, request: Any) -> bool:
-        got = await step(assignment, node_id, request)
+        got: bool = await step(assignment, node_id, request)
         if not got:
             try:
                 await asyncio.sleep(idle_backoff)

@@ -183,13 +183,14 @@ class GroupWatch:
         current: dict[tuple[str, int], PartitionProgress] = {}
         for tp, end in sorted(reading.ends.items()):
             committed = reading.committed.get(tp)
-            owner = reading.owner(*tp)
+            member = reading.owner(*tp)
+            owner = member.client_id if member is not None else None
             lag = max(0, end - (committed or 0))
             before = previous.get(tp)
             if lag == 0 or before is None or (committed or 0) > (before.committed or 0):
                 self._moved_at[tp] = now
             stalled = now - self._moved_at.get(tp, now) if lag else 0.0
-            current[tp] = PartitionProgress(tp[0], tp[1], end, committed, owner and owner.client_id, stalled)
+            current[tp] = PartitionProgress(tp[0], tp[1], end, committed, owner, stalled)
             self._report(current[tp], now, reading)
         self.partitions, self.state, self.members, self.read_at = current, reading.state, reading.members, now
 

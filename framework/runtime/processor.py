@@ -18,7 +18,7 @@ from framework.runtime.sinks import BatchSink, Sink, Written
 from framework.runtime.work import Work
 from stores.errors import TransientStoreError
 
-__all__ = ["Processor", "AgentProcessor", "parse_work", "key_mismatch", "bounded"]
+__all__ = ["Processor", "Mapped", "AgentProcessor", "parse_work", "key_mismatch", "bounded"]
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +26,9 @@ T = TypeVar("T")
 
 #: Called with a sink's name and the seconds one call to it took (``framework.metrics`` sets it).
 sink_timer: Callable[[str, float], None] | None = None
+
+#: What ``map_batch`` gives: an opaque item per good work (in order), and each bad work with its error.
+Mapped = tuple[list[Any], list[tuple[Work, MessageError]]]
 
 
 class Processor(Protocol):
@@ -42,9 +45,10 @@ class Processor(Protocol):
     async def __call__(self, work: Work) -> None:
         """One attempt; raises MessageError (park) or a transient error (retry)."""
 
-    def map_batch(self, works: Sequence[Work]) -> tuple[list[Any], list[tuple[Work, MessageError]]]:
-        """The pure step for many messages: what to write for the good ones (an opaque item
-        per work, in order), and each bad one with its error."""
+    def map_batch(self, works: Sequence[Work]) -> Mapped | Awaitable[Mapped]:
+        """The pure step for many messages (or an awaitable of it, for a processor that reads
+        its state first): what to write for the good ones (an opaque item per work, in order),
+        and each bad one with its error."""
 
     async def write_batch(self, items: Sequence[Any]) -> None:
         """Write every item, each sink once; raises when any of it may not be durable."""
@@ -171,7 +175,7 @@ class AgentProcessor:
             await bounded(sink.name, self.sink_timeout, sink.write(event, mutations))
         self._remember([(work, event)])
 
-    def map_batch(self, works: Sequence[Work]) -> tuple[list[Any], list[tuple[Work, MessageError]]]:
+    def map_batch(self, works: Sequence[Work]) -> Mapped:
         """Items ``(work, written)``; ``written`` is None for an exact duplicate (skipped)."""
         items: list[tuple[Work, Written | None]] = []
         bad: list[tuple[Work, MessageError]] = []

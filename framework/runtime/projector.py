@@ -90,7 +90,8 @@ class ProjectionProcessor:
     """
 
     batchable = True
-    highwater: Callable[[Hashable], int | None] | None = None
+    #: called with a work's ``tp`` (the partition type of the consumer that set it)
+    highwater: Callable[[Any], int | None] | None = None
 
     def __init__(
         self,

@@ -91,7 +91,7 @@ class KeyedScheduler:
         self._clock = clock
         self._outage = False
         self._sem = asyncio.Semaphore(self.config.max_concurrency)
-        self._lanes: dict[tuple[Hashable, bytes | None], _Lane] = {}
+        self._lanes: dict[tuple[Hashable, Hashable], _Lane] = {}
         self._trackers: dict[Hashable, OffsetTracker[Work]] = {}
         self._paused: set[Hashable] = set()
         self._revoked_epoch: dict[Hashable, int] = {}
@@ -211,7 +211,7 @@ class KeyedScheduler:
                 self._sync_pause(tp)
 
     # -- lanes ---------------------------------------------------------------
-    async def _run_lane(self, lane_key: tuple[Hashable, bytes | None], lane: _Lane) -> None:
+    async def _run_lane(self, lane_key: tuple[Hashable, Hashable], lane: _Lane) -> None:
         tp = lane_key[0]
         epoch = self._revoked_epoch.get(tp, 0)
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 from framework.core.events import Event
 from framework.state.kv import KV, MemoryKV
@@ -16,6 +17,9 @@ from framework.state.lookup import Entry, Lookup, entry_text, merge
 __all__ = ["EntryTables"]
 
 log = logging.getLogger(__name__)
+
+#: The cache's answer for a key it does not hold (its values may be None).
+_MISSING: Literal[False] = False
 SEP = "\x1f"
 
 
@@ -42,9 +46,9 @@ class EntryTables:
 
     def get(self, lookup: str, key: str) -> Entry | None:
         """The entry ``key`` of ``lookup``; None when none arrived."""
-        cached = self._cache.get((lookup, key), False)
+        cached = self._cache.get((lookup, key), _MISSING)
         if cached is not False:
-            return cached  # type: ignore[return-value]
+            return cached
         text = self.kv.get(f"N{SEP}{lookup}{SEP}{key}")
         entry = None if text is None else Entry.from_json(text)
         if len(self._cache) > 100_000:

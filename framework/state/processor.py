@@ -191,8 +191,8 @@ class JoinProcessor:
         for p, fut in futs.items():
             if fut.cancelled() or not self.owns(p):
                 out[p] = SinkFailure("changelog", RuntimeError(f"partition {p} was revoked"))
-            elif fut.exception() is not None:
-                out[p] = SinkFailure("changelog", fut.exception())  # type: ignore[arg-type]
+            elif (exc := fut.exception()) is not None:
+                out[p] = SinkFailure("changelog", exc)
         return out
 
     async def write_batch(self, items: Sequence[Any]) -> None:

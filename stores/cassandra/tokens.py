@@ -83,7 +83,8 @@ def ring_ranges(node_tokens: Iterable[int]) -> list[tuple[int, int]]:
 
 def token_of(routing_key: bytes) -> int:
     """The Murmur3 token of a serialised partition key (the driver's routing key)."""
-    return Murmur3Token.from_key(routing_key).value
+    token: int = Murmur3Token.from_key(routing_key).value
+    return token
 
 
 def shard_of(token: int, shards: int) -> int:

@@ -58,7 +58,8 @@ __all__ = ["ElasticsearchIndex", "DocumentError", "TOMBSTONE_FIELD"]
 TOMBSTONE_FIELD = "converge_tombstone"
 _TOMBSTONE_BODY = b'{"' + TOMBSTONE_FIELD.encode() + b'":true}'
 _GENERATION = re.compile(r"-v[0-9]+$")
-_VERSIONING = {"version_type": "external_gte"}
+_VERSION_TYPE = "external_gte"
+_VERSIONING = {"version_type": _VERSION_TYPE}
 _MAX_SEARCH_SIZE = 10_000
 _SWAP_ATTEMPTS = 3
 
@@ -93,7 +94,7 @@ class ElasticsearchIndex(SearchIndex):
         if request_timeout <= 0 or max_doc_bytes <= 0 or max_retries < 0:
             raise ValueError("request_timeout and max_doc_bytes must be positive, max_retries >= 0")
         self._owns_client = client is None
-        base = client if client is not None else AsyncElasticsearch(hosts)  # type: ignore[arg-type]
+        base = client if client is not None else AsyncElasticsearch(hosts)
         self._base = base
         self._es = base.options(request_timeout=request_timeout, max_retries=max_retries)
         self.max_doc_bytes = max_doc_bytes
@@ -206,7 +207,7 @@ class ElasticsearchIndex(SearchIndex):
         try:
             await self._es.index(
                 index=alias, id=doc_id, document=body,  # type: ignore[arg-type] # pre-encoded JSON
-                version=version, require_alias=self._require_alias(alias), **_VERSIONING,
+                version=version, require_alias=self._require_alias(alias), version_type=_VERSION_TYPE,
             )  # fmt: skip
         except ConflictError:
             return False
@@ -225,7 +226,7 @@ class ElasticsearchIndex(SearchIndex):
         if self.tombstones == "document":
             return await self._put(alias, doc_id, _TOMBSTONE_BODY, version)
         try:
-            await self._es.delete(index=alias, id=doc_id, version=version, **_VERSIONING)
+            await self._es.delete(index=alias, id=doc_id, version=version, version_type=_VERSION_TYPE)
         except ConflictError:
             return False
         except NotFoundError as exc:

@@ -156,7 +156,7 @@ def _to_sql(value: CellValue) -> Any:
     return int(value) if isinstance(value, bool) else value
 
 
-def _from_sql(schema: TableSchema, col: str, value: Any) -> CellValue:
+def _from_sql(schema: TableSchema, col: str, value: CellValue) -> CellValue:
     if value is None:
         return None
     t = schema.column(col).type
