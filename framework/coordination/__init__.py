@@ -1,6 +1,7 @@
 """Coordination: checkpoint stores with compare-and-set (SQLite embedded, ZooKeeper in production)."""
 
 from framework.coordination.checkpoints import (
+    BlockingCheckpointStore,
     Checkpoint,
     CheckpointConflict,
     CheckpointError,
@@ -10,6 +11,7 @@ from framework.coordination.checkpoints import (
 from framework.coordination.factory import open_checkpoint_store
 
 __all__ = [
+    "BlockingCheckpointStore",
     "Checkpoint",
     "CheckpointConflict",
     "CheckpointError",
