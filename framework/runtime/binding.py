@@ -102,14 +102,15 @@ class AgentRuntime:
             name=f"converge.{self.name}",
             supervisor_strategy=mode.CrashingSupervisor,
         )(self._consume)
-        app.on_partitions_revoked.connect(self._on_revoked)
-        app.on_partitions_assigned.connect(self._on_assigned)
+        app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
+        app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]
         self.group_watch = watch_group(app, topic, self.config)
 
     def status(self) -> dict[str, Any]:
         """The scheduler's status (counters, queues per partition, sink health; counters only
         before the agent started) and ``unassigned_s``: seconds the consumer has been waiting
         for its first assignment (None once it had one)."""
+        out: dict[str, Any]
         if self.scheduler is None:
             out = {"counters": self.counters.snapshot(), "partitions": {}, "sinks": {}}
         else:
@@ -221,7 +222,7 @@ class AgentRuntime:
                 log.warning("revoked %d partitions; %d unfinished left to redelivery", len(mine), dropped)
 
     # -- the agent body -------------------------------------------------------
-    async def _consume(self, stream: faust.StreamT) -> None:
+    async def _consume(self, stream: faust.StreamT[Any]) -> None:
         processor = self.processor
         if processor is None or self.dlq is None:
             raise RuntimeError(f"{self.name}: no processor attached before the worker started")
@@ -242,7 +243,9 @@ class AgentRuntime:
         # written at once, so the per-key path sees the fallbacks of the previous one).
         in_flight: asyncio.Future[None] | None = None
         try:
-            async for batch in stream.noack().noack_take(self.config.max_batch, self.config.within):
+            async for batch in stream.noack().noack_take(  # type: ignore[attr-defined]
+                self.config.max_batch, self.config.within
+            ):
                 self.counters.batches += 1
                 self.counters.last_batch_size = len(batch)
                 last: dict[Any, int] = {}
@@ -363,7 +366,7 @@ def register_dlq_rotation(
 
     ``dlq`` is the WAL, or a callable returning it (None while it is not open)."""
 
-    @app.timer(rotate_every, name="converge.dlq.rotate")
+    @app.timer(rotate_every, name="converge.dlq.rotate")  # type: ignore[untyped-decorator]
     async def rotate() -> None:
         wal = dlq() if callable(dlq) else dlq
         if wal is not None:
