@@ -157,13 +157,16 @@ ONE_KILL = [("notifications@1", {})]
 
 @pytest.fixture(params=[("sqlite", EVERY_PROCESS), ("zookeeper", ONE_KILL)], ids=["sqlite", "zookeeper"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, list[Any]]:
-    """The checkpoint store URL and the kills: after every process on SQLite (the embedded
-    default); one kill on ZooKeeper only in the long fault suite (``--faults-long``): the checkpoint
-    contract suite runs on the real ZooKeeper every time, and two Spark runs cost two minutes."""
+    """The checkpoint store URL and the kills. The long fault suite (``--faults-long``) kills after
+    every process on SQLite (the embedded default) and once on ZooKeeper; the default suite kills
+    once on SQLite (two Spark runs instead of six; the checkpoint contract suite runs on the real
+    ZooKeeper every time, and tests/jobs/test_micro_batch.py kills a job after each process)."""
     kind, plan = request.param
     long = request.config.getoption("--faults-long") or os.environ.get("CONVERGE_FAULTS_LONG") == "1"
     if kind == "zookeeper" and not long:
         pytest.skip("the ZooKeeper variant runs in the long fault suite (--faults-long)")
+    if kind == "sqlite" and not long:
+        plan = ONE_KILL
     if kind == "sqlite":
         return f"sqlite:///{tmp_path / 'jobs.db'}", plan
     server: ZooKeeperServer = request.getfixturevalue("zookeeper_server")
