@@ -7,7 +7,7 @@ entries and ID mutation's records, records an audit entry keyed by an HMAC of
 the subject, and puts it on the app's deny-list, which ``map_event``, the join
 book's mappings and ID mutation's re-routing consult through ``SubjectScreen``
 so a replay, a backfill or a late request cannot bring it back; ``verify``
-proves there is no residue. See README "Erasure" and ``converge erase``.
+proves there is no residue. See docs/how-to/erasure.md and ``converge erase``.
 """
 
 from framework.erasure.declare import PersonalData, Subject, mentions, parse_subject

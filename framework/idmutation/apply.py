@@ -26,7 +26,7 @@ late writes converge (per-cell last-write-wins, a tombstone wins a tie):
   to its version, including live cells a later write of another column puts
   there, which is why the unit of deletion is the cell.
 
-Limits (documented in the README):
+Limits (documented in docs/how-to/id-mutation.md):
 
 - One cell of one id holds one value. When writes that reach the same cell
   of an old id belong to different final ids (an id moved twice or re-used,

@@ -215,7 +215,7 @@ async def run_id_mutation(
                 run.moved.add(report)
                 if report.unconverged:
                     logger.warning("%s batch %d: %d recorded cells cannot reach their final id "
-                                   "(README: requests learnt late)", name, batch.batch_id,
+                                   "(docs/how-to/id-mutation.md: requests learnt late)", name, batch.batch_id,
                                    report.unconverged)  # fmt: skip
                 return report.to_dict()
 

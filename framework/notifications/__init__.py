@@ -3,8 +3,8 @@
 Writers (the stream runtime once per micro-batch, the Spark backfill, batch
 jobs) add ``notification_mutations`` of each batch to the
 ``converge_notifications`` table; consumers read the entries since their own
-checkpoint with ``NotificationReader`` and commit. See README "Notifications
-and incremental reads".
+checkpoint with ``NotificationReader`` and commit. See
+docs/how-to/notifications.md.
 """
 
 from framework.notifications.config import NotificationConfig

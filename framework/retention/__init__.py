@@ -4,8 +4,8 @@ An app declares ``App(..., retention=RetentionPolicy(...))``; overrides per
 tenant live in the store's ``converge_retention_policy`` table. The job
 (``run_retention``, ``converge retention run``) writes, per partition, a
 tombstone at the tenant's cutoff version minus one (``framework.retention.plan``),
-re-projects the documents of what changed, and writes notifications. See README
-"Retention".
+re-projects the documents of what changed, and writes notifications. See
+docs/how-to/retention.md.
 """
 
 from framework.retention.job import (

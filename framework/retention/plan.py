@@ -1,6 +1,6 @@
 """What retention does to one partition, as pure functions (the stream-free core of both jobs).
 
-The rule (README "Retention"): the age of a cell is its write time, the
+The rule (docs/how-to/retention.md): the age of a cell is its write time, the
 mutation's ``version`` (the source's modification time, never the clock of
 ingestion). At cutoff ``C`` a partition gets one tombstone at version
 ``C - 1``: a partition tombstone in a table with clustering columns, a row

@@ -28,7 +28,7 @@ class KeyedAgent(abc.ABC):
     An agent that declares ``lookups`` implements ``handle(self, event, state)``
     instead: ``state`` is a read-only ``framework.state.StateView`` of those
     lookups (``state.get(name, key)`` returns the entry or raises ``Missing``,
-    and the event waits for the entry); see README "Lookups and joins".
+    and the event waits for the entry); see docs/how-to/lookups-and-joins.md.
     """
 
     name: ClassVar[str]

@@ -31,7 +31,7 @@ OTHER: Hashable = ("converge", "other keys")
 
 @dataclass(frozen=True)
 class BackoffConfig:
-    """Thresholds and delays; the defaults are documented in the README."""
+    """Thresholds and delays; their defaults are explained in docs/how-to/operate-and-repair.md."""
 
     window_s: float = 30.0
     down_ratio: float = 0.5

@@ -1,4 +1,4 @@
-"""Declared lookups and joins that converge (README "Lookups and joins").
+"""Declared lookups and joins that converge (docs/how-to/lookups-and-joins.md).
 
 - ``Lookup``: a keyed table an agent reads, fed by the events of a topic.
 - ``Entry``: one entry (``value``, ``version``); ``StateView``: the read-only

@@ -28,7 +28,7 @@ and every re-mapping drop an erased subject's writes. The marks are at
 version 0 (``join_marks``): the partitions a join touches on its way depend
 on the arrival order (the ones it moved rows away from), so they record that
 the partition has a mark and raise no document version. Limits are in the
-README ("Lookups and joins").
+docs/how-to/lookups-and-joins.md.
 
 Every method is synchronous: in the worker's event loop a plan and its
 bookkeeping happen at once, so an entry that arrives while an event's

@@ -24,7 +24,7 @@ Outside these (a change of less than ~1 s of a version far from the event,
 whose rank drops) the two mappings may tie or invert: no rule can rank
 arbitrarily many changes below ``M`` in one timestamp that stays near ``M``.
 ``w`` stays within ``2**21 + 255 n`` us plus ``|y| / 4096`` of ``M``. Limits
-are in the README ("Lookups and joins").
+are in docs/how-to/lookups-and-joins.md.
 """
 
 from __future__ import annotations
