@@ -2,10 +2,11 @@
 
 The group leader waits for the metadata update its join asked for before it
 assigns partitions. aiokafka waits for it without a bound; the update comes
-from one background task of the client, and when that task has ended the
-wait never returns (seen after a restart of the embedded broker: the leader
-logged its election, never sent SyncGroup, and the group stayed in
-CompletingRebalance with every partition unowned until the worker stopped).
+from one background task of the client, so when it never comes the join never
+ends (seen twice after a restart of the embedded broker: the leader logged its
+election and waited there, the group stayed in CompletingRebalance with every
+partition unowned until the worker stopped; why the update never came was not
+caught).
 
 ``bound_metadata_wait`` wraps that wait: after ``timeout`` seconds it restarts
 the client's metadata task if it has ended (logging why) and goes on with
