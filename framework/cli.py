@@ -1,7 +1,7 @@
 """The ``converge`` command line.
 
-Built in: ``stack``, ``worker``, ``dlq``, ``delivery``, ``status``, ``jobs`` and ``changes``.
-Other commands are plugins: every entry point of the group ``converge.commands`` names a
+``build_parser`` registers the built-in commands (``converge --help`` lists them, with the
+plugins). Plugins: every entry point of the group ``converge.commands`` names a
 ``register(subparsers)`` function (this project registers ``spark`` and
 ``demo``); a plugin that fails to load costs one warning line, not the CLI.
 """
