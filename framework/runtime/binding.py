@@ -200,18 +200,19 @@ class AgentRuntime:
         self._rebalanced()
         if self.scheduler is not None:
             self.scheduler.assign({tp for tp in assigned if tp.topic == self.topic_name})
+        self._fix_consumer()
+
+    def _fix_consumer(self) -> None:
+        """The aiokafka fixes the runtime relies on, applied once each to Faust's consumer (each
+        a no-op where its part is missing): seeks to the committed offsets also where there is
+        none, paced empty fetches, rejoins that leave no member behind, a bounded metadata wait."""
         thread = getattr(self.app.consumer, "_thread", None)
-        if thread is not None:
-            seek_committed_everywhere(thread)
         consumer = getattr(thread, "_consumer", None)
-        if consumer is not None and self.config.idle_fetch_backoff > 0:
+        seek_committed_everywhere(thread)
+        if self.config.idle_fetch_backoff > 0:
             pace_empty_fetches(consumer, self.config.idle_fetch_backoff)
-        coordinator = getattr(consumer, "_coordinator", None)
-        if coordinator is not None:
-            leave_before_rejoin(coordinator)
-        client = getattr(consumer, "_client", None)
-        if client is not None:
-            bound_metadata_wait(client, self.config.metadata_wait)
+        leave_before_rejoin(getattr(consumer, "_coordinator", None))
+        bound_metadata_wait(getattr(consumer, "_client", None), self.config.metadata_wait)
 
     def _on_revoked(self, sender: Any, revoked: set[Any], **kwargs: Any) -> None:
         self._rebalanced()
