@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from framework.core.errors import ConvergeError
+from framework.core.extras import missing_extra
 
 __all__ = [
     "UserError",
@@ -168,7 +169,7 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
         _error(prog, one_line(Exception(exc.code)).removeprefix(f"{prog}: "))
         return 1
     except (ConvergeError, OSError, ValueError, ImportError) as exc:  # expected failures, clear messages
-        _error(prog, one_line(exc))
+        _error(prog, one_line(missing_extra(exc) or exc))  # a missing extra: which one to install
         return 1
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback
         _error(prog, f"{type(exc).__name__}: {one_line(exc)} (set {DEBUG_ENV}=1 for the traceback)")

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
+from framework.core.extras import needs_extra
+
 __all__ = ["LocalStack", "LocalStackError", "StackInfo", "free_port", "default_binary", "die_with_parent"]
 
 _PR_SET_PDEATHSIG = 1
@@ -52,8 +54,9 @@ class StackInfo:
 
 
 def default_binary() -> Path:
-    """The noida-db binary shipped inside the ``noida-db`` wheel."""
-    return Path(str(files("noida_db").joinpath("noida-db")))
+    """The noida-db binary shipped inside the ``noida-db`` wheel (the ``stack`` extra)."""
+    with needs_extra("the embedded stack"):
+        return Path(str(files("noida_db").joinpath("noida-db")))
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -6,6 +6,7 @@ import datetime as dt
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from framework.core.extras import needs_extra
 from framework.delivery.ledger import DeliveryLedger
 from framework.delivery.queries import messages
 
@@ -76,10 +77,11 @@ def render_text(report: DeliveryReport) -> str:
 
 def write_chart(report: DeliveryReport, path: str | Path) -> Path:
     """Write a stacked bar chart of the outcomes per bucket to ``path`` (PNG); returns the path."""
-    import matplotlib
+    with needs_extra("the delivery chart"):
+        import matplotlib
 
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+        matplotlib.use("Agg")
+        from matplotlib import pyplot as plt
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,8 @@
   ``partition``, ``state``, ``documents`` and ``parked``.
 - ``make_event``, ``Timeline``: events with sane defaults; an in-order history.
 - ``deliveries(history)``: a Hypothesis strategy of delivery orders (shuffles,
-  duplicates, replayed tails).
+  duplicates, replayed tails). Hypothesis comes with the ``testing`` extra
+  (``pip install 'converge[testing]'``), which it and the assertions need.
 - ``assert_converges(app, history, deliveries=None)``, ``check_convergence``:
   any delivery stores what the in-order pass stores; they fail when a message was parked at
   ``route``, an event still waits for a lookup entry or nothing was written, unless the test

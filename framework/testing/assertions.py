@@ -20,13 +20,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from framework.core.events import Event
+from framework.core.extras import needs_extra
 from framework.core.rows import Row
 from framework.testing.driver import Driver, Message, Parked
 from framework.testing.strategies import deliveries as delivery_orders
+
+with needs_extra("framework.testing.assert_converges"):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
 
 if TYPE_CHECKING:
     from framework.app import App

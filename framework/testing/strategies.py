@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from hypothesis import strategies as st
-
 from framework.core.events import Event
+from framework.core.extras import needs_extra
+
+with needs_extra("framework.testing.deliveries"):
+    from hypothesis import strategies as st
 
 __all__ = ["deliveries", "in_key_order"]
 

@@ -1,0 +1,1 @@
+"""Tests of the distribution: its extras and a bare install."""
