@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -52,3 +54,21 @@ def test_needs_extra_turns_the_import_error_into_one_line_and_lets_others_throug
     with pytest.raises(ModuleNotFoundError, match="nothing_here"):
         with needs_extra("the chart"):
             import nothing_here  # type: ignore[import-not-found]  # noqa: F401
+
+
+def test_the_test_kit_and_its_pytest_plugin_load_without_hypothesis() -> None:
+    probe = (
+        "import sys; sys.modules['hypothesis'] = None\n"  # as if not installed
+        "import framework.testing.plugin\n"
+        "from framework.testing import Driver, make_event\n"
+        "try:\n"
+        "    from framework.testing import deliveries\n"
+        "except ImportError as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        "MissingExtra framework.testing.deliveries needs the 'testing' extra (no module named "
+        "'hypothesis'): pip install 'converge[testing]'\n"
+    )
