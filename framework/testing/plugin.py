@@ -3,7 +3,8 @@
 - ``converge_driver``: a factory ``converge_driver(app, **kwargs) -> Driver``; every
   driver it made is closed after the test.
 - ``converge_stack``: one embedded noida-db (Kafka + Elasticsearch) for the whole
-  session (``framework.local_stack.LocalStack``), as its ``StackInfo``.
+  session (``framework.local_stack.LocalStack``), as its ``StackInfo``; noida-db comes
+  with the ``stack`` extra.
 
 The names start with ``converge_`` so they never clash with a project's own fixtures.
 """
