@@ -1,10 +1,12 @@
 """The optional extras of the ``converge`` distribution, and the one-line error when one is missing.
 
 A bare ``pip install converge`` runs stream workers; each extra adds the packages of one
-feature (``pip install 'converge[spark]'``). Code that needs an extra imports its packages
-where it uses them, inside ``needs_extra``, so a missing package is a ``MissingExtra`` naming
-the extra to install; the ``converge`` command prints any other missing package of an extra
-the same way (``missing_extra``).
+feature (``pip install 'converge[spark]'``), imported only where the feature runs. The
+library's own imports of them (the delivery chart, the embedded stack, the test kit's
+Hypothesis helpers) sit inside ``needs_extra``, so a missing package is a ``MissingExtra``
+naming the extra to install; the ``converge`` command prints any other missing package of an
+extra (``converge spark`` without pyspark, a ``zookeeper://`` URL without kazoo) the same way
+(``missing_extra``).
 """
 
 from __future__ import annotations

@@ -81,6 +81,7 @@ def test_the_bare_install_leaves_out_every_extra(bare: Path, tmp_path: Path) -> 
     [
         (("spark", "check", "--app", "examples.support_desk.app:app"), "spark"),
         (("stack", "up"), "stack"),
+        (("jobs", "status", "--locks", "zookeeper://127.0.0.1:1/converge"), "zookeeper"),
     ],
 )
 def test_a_command_needing_a_missing_extra_says_which_on_one_line(
