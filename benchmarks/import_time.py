@@ -3,6 +3,7 @@
 Each statement runs in a fresh interpreter (``--python``, default this one) from an empty
 working directory, ``--repeat`` times; the figure is the median of the summed cumulative
 times of the top-level imports (interpreter start-up's ``site`` and ``encodings`` included),
+and of the CPU time of the whole process (less sensitive to other load than the wall clock),
 with the imports of the median run that took longest, cumulatively (an import's time includes
 the imports it made), and the optional packages (extras) that ended up loaded. The worker's
 start is what ``converge worker examples.support_desk.app:app`` does before it connects:
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -28,8 +30,9 @@ OPTIONAL = ("pyspark", "pandas", "pyarrow", "matplotlib", "hypothesis", "kazoo",
 _REPORT = "import sys; print(' '.join(m for m in {optional!r} if m in sys.modules), len(sys.modules))"
 
 
-def measure(python: str, statement: str, cwd: str) -> tuple[float, list[tuple[int, str]], str, int]:
-    """(total ms, [(cumulative µs, module)] slowest first, optional packages loaded, modules loaded)."""
+def measure(python: str, statement: str, cwd: str) -> tuple[float, float, list[tuple[int, str]], str, int]:
+    """(total ms, the process's CPU ms, [(cumulative µs, module)] slowest first, optional packages
+    loaded, modules loaded)."""
     env = {
         **os.environ,
         "CONVERGE_DATA_DIR": os.path.join(cwd, "data"),
@@ -37,9 +40,12 @@ def measure(python: str, statement: str, cwd: str) -> tuple[float, list[tuple[in
         "CONVERGE_ES_URL": "http://127.0.0.1:1",
     }
     code = f"{statement}; {_REPORT.format(optional=OPTIONAL)}"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         [python, "-X", "importtime", "-c", code], cwd=cwd, env=env, capture_output=True, text=True, check=True
     )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
     lines: list[tuple[int, str]] = []
     total = 0
     for line in done.stderr.splitlines():
@@ -51,7 +57,7 @@ def measure(python: str, statement: str, cwd: str) -> tuple[float, list[tuple[in
             total += int(cumulative)
         lines.append((int(cumulative), name.strip()))
     loaded, _, count = done.stdout.strip().rpartition(" ")
-    return total / 1000, sorted(lines, reverse=True), loaded, int(count)
+    return total / 1000, cpu, sorted(lines, reverse=True), loaded, int(count)
 
 
 def main() -> None:
@@ -64,9 +70,10 @@ def main() -> None:
         for label, statement in STATEMENTS.items():
             runs = [measure(args.python, statement, cwd) for _ in range(args.repeat)]
             runs.sort(key=lambda r: r[0])
-            total, top, loaded, count = runs[len(runs) // 2]
-            spread = f"{runs[0][0]:.0f}-{runs[-1][0]:.0f}"
-            print(f"{label}: median {total:.0f} ms ({spread}), "
+            total, _, top, loaded, count = runs[len(runs) // 2]
+            cpu = sorted(r[1] for r in runs)
+            print(f"{label}: median {total:.0f} ms ({runs[0][0]:.0f}-{runs[-1][0]:.0f}), "
+                  f"process CPU median {cpu[len(cpu) // 2]:.0f} ms ({cpu[0]:.0f}-{cpu[-1]:.0f}), "
                   f"{count} modules, optional loaded: {loaded or 'none'}")  # fmt: skip
             for cumulative, name in top[: args.top]:
                 print(f"  {cumulative / 1000:8.1f} ms  {name}")
