@@ -26,7 +26,7 @@ from framework.core.rows import Row
 from framework.testing.driver import Driver, Message, Parked
 from framework.testing.strategies import deliveries as delivery_orders
 
-with needs_extra("framework.testing.assert_converges"):
+with needs_extra("framework.testing's Hypothesis support"):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 

@@ -16,7 +16,7 @@ from typing import TypeVar
 from framework.core.events import Event
 from framework.core.extras import needs_extra
 
-with needs_extra("framework.testing.deliveries"):
+with needs_extra("framework.testing's Hypothesis support"):
     from hypothesis import strategies as st
 
 __all__ = ["deliveries", "in_key_order"]

@@ -69,6 +69,6 @@ def test_the_test_kit_and_its_pytest_plugin_load_without_hypothesis() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == (
-        "MissingExtra framework.testing.deliveries needs the 'testing' extra (no module named "
-        "'hypothesis'): pip install 'converge[testing]'\n"
+        "MissingExtra framework.testing's Hypothesis support needs the 'testing' extra (no module "
+        "named 'hypothesis'): pip install 'converge[testing]'\n"
     )
