@@ -14,8 +14,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import tomllib
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,15 +30,20 @@ from tests.examples.support_desk.compare import divergences, read_run
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-#: What the distribution is built from: pyproject.toml's packages, and the README it names.
-SOURCES = ("pyproject.toml", "README.md", "framework", "stores", "spark_batch", "agents", "examples")
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+#: What the distribution is built from: pyproject.toml, the README it names, its packages.
+SOURCES = (
+    "pyproject.toml",
+    PYPROJECT["project"]["readme"],
+    *(p.rstrip("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]),
+)
 #: The packages of the extras that a stream worker must not need.
 LEFT_OUT = ("pyspark", "pandas", "pyarrow", "matplotlib", "hypothesis", "kazoo", "noida_db")
 SEED = 7
 
 
 @pytest.fixture(scope="module")
-def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def bare(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The ``bin`` directory of a fresh venv holding converge without any extra."""
     base = tmp_path_factory.mktemp("bare-install")
     source = base / "source"  # a copy: an in-tree build would reuse a stale build/lib
@@ -57,7 +62,7 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
-    yield venv / "bin"
+    return venv / "bin"
 
 
 def _env(**extra: str) -> dict[str, str]:
