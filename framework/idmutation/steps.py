@@ -24,7 +24,7 @@ from framework.core.schema import SchemaError, TableSchema
 from framework.dlq.record import ParkedRecord
 from framework.idmutation.apply import Apply, ApplyReport, ExtraWrites, apply_id_map, id_value
 from framework.idmutation.collapse import Interval, collapse, components
-from framework.idmutation.declare import IdMutation, map_topic_of
+from framework.idmutation.declare import IdMutation, MutatingApp, map_topic_of
 from framework.idmutation.requests import IdRequest, IdRequestError, parse_request
 from framework.idmutation.resolution import mapped_event
 from framework.idmutation.tables import (
@@ -48,7 +48,6 @@ from framework.retention.scan import PENDING_BUCKETS, PENDING_TABLE, PENDING_TTL
 from stores.base import WideColumnStore
 
 if TYPE_CHECKING:
-    from framework.app import App
     from framework.dlq import DeadLetterWAL
 
 __all__ = [
@@ -80,7 +79,7 @@ class IdMutationError(RuntimeError):
 class StepContext:
     """What the steps share: the app, its store, the Kafka log, where to park, the clock."""
 
-    app: App
+    app: MutatingApp
     config: IdMutation
     store: WideColumnStore
     log: KafkaLog | None

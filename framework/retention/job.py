@@ -20,9 +20,8 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from framework.bookkeeping import bookkeeping_tables
 from framework.coordination.checkpoints import CheckpointStore
 from framework.core.projection import Projection
 from framework.jobs.checkpoint import Batch, BatchInput, JobCheckpoints
@@ -31,13 +30,11 @@ from framework.jobs.locks import DomainLocks
 from framework.jobs.micro_batch import JobProcess, run_job
 from framework.notifications.entries import decode_keys
 from framework.notifications.schema import NOTIFICATION_TABLES
-from framework.retention.policy import POLICY_TABLE, RetentionPolicy, overrides_from_rows
+from framework.retention.bookkeeping import bookkeeping_tables
+from framework.retention.policy import POLICY_TABLE, RetainingApp, RetentionPolicy, overrides_from_rows
 from framework.retention.scan import PENDING_BUCKETS, PENDING_TABLE, TableReport, retain_table
 from framework.retention.tenants import TENANT_TABLE
 from stores.base import IndexOp, SearchIndex, WideColumnStore
-
-if TYPE_CHECKING:
-    from framework.app import App
 
 __all__ = [
     "JOB",
@@ -84,7 +81,7 @@ class RetentionRun:
         }
 
 
-def policy_of(app: App) -> RetentionPolicy:
+def policy_of(app: RetainingApp) -> RetentionPolicy:
     """The app's declared ``RetentionPolicy``; RetentionError when it declares none."""
     policy = getattr(app, "retention", None)
     if policy is None:
@@ -94,14 +91,14 @@ def policy_of(app: App) -> RetentionPolicy:
     return policy
 
 
-def retained_tables(app: App) -> list[str]:
+def retained_tables(app: RetainingApp) -> list[str]:
     """The app's data tables retention may touch: every table but the framework's own
-    (``framework.bookkeeping``: deny-list, audit, notifications, version marks, ...)."""
+    (``framework.retention.bookkeeping``: deny-list, audit, notifications, version marks, ...)."""
     own = bookkeeping_tables(app)
     return [t.name for t in app.tables if t.name not in own]
 
 
-def domains(app: App, policy: RetentionPolicy) -> dict[str, list[str]]:
+def domains(app: RetainingApp, policy: RetentionPolicy) -> dict[str, list[str]]:
     """Lock domain -> its tables in run order (tables taking their tenant from the domain's table
     first, the domain's own table last)."""
     names = retained_tables(app)
@@ -122,7 +119,7 @@ def domains(app: App, policy: RetentionPolicy) -> dict[str, list[str]]:
     return out
 
 
-async def ensure_tables(store: WideColumnStore, app: App) -> None:
+async def ensure_tables(store: WideColumnStore, app: RetainingApp) -> None:
     """Create the app's tables and the ones retention writes (policy, pending, tenants, notifications)."""
     for schema in (*app.tables, POLICY_TABLE, PENDING_TABLE, TENANT_TABLE, *NOTIFICATION_TABLES):
         await store.ensure_table(schema)
@@ -141,7 +138,7 @@ RetainDomain = Callable[[Sequence[str], int, int, str], Awaitable[list[TableRepo
 
 async def retain_domain(
     store: WideColumnStore,
-    app: App,
+    app: RetainingApp,
     tables: Sequence[str],
     now_us: int,
     *,
@@ -185,7 +182,7 @@ async def retain_domain(
 
 
 async def dry_run(
-    store: WideColumnStore, app: App, *, now: float | None = None, chunk: int = 1000
+    store: WideColumnStore, app: RetainingApp, *, now: float | None = None, chunk: int = 1000
 ) -> RetentionRun:
     """What a run at ``now`` (default: the clock) would delete; writes nothing."""
     now_us = int((time.time() if now is None else now) * 1_000_000)
@@ -241,7 +238,7 @@ async def reproject_pending(
 
 
 async def run_retention(
-    app: App,
+    app: RetainingApp,
     store: WideColumnStore,
     *,
     checkpoints: CheckpointStore,
