@@ -29,7 +29,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("framework.state",),
     ("framework.delivery", "framework.notifications", "framework.metrics"),  # services
     ("framework.jobs",),
-    ("framework.erasure", "framework.idmutation", "framework.retention"),  # lifecycle features
+    # lifecycle features: erasure and ID mutation read each other's records (the deny-list, the
+    # route records) and share a layer; retention knows every framework table
+    ("framework.erasure", "framework.idmutation"),
+    ("framework.retention",),
     ("framework.app",),  # the declaration
     ("framework.worker",),  # the worker's assembly and process
     ("framework.testing",),

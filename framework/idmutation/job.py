@@ -55,10 +55,9 @@ from framework.jobs.coordinator import CoordinatorSettings, JobCoordinator
 from framework.jobs.kafka_ranges import plan_ranges
 from framework.jobs.locks import DomainLocks
 from framework.jobs.micro_batch import JobProcess, run_job
+from framework.jobs.reprojection import PENDING_TABLE, reproject_pending
 from framework.notifications.reader import DEFAULT_SETTLE, NotificationReader
 from framework.notifications.schema import NOTIFICATION_TABLES
-from framework.retention.job import reproject_pending
-from framework.retention.scan import PENDING_TABLE
 from stores.base import SearchIndex, WideColumnStore
 
 if TYPE_CHECKING:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from framework.core.app_model import AppModel
 from framework.erasure.tables import ERASURE_TABLES
 from framework.idmutation.tables import ID_TABLES
+from framework.jobs.reprojection import PENDING_TABLE
 from framework.notifications.schema import NOTIFICATION_TABLES
 from framework.retention.policy import POLICY_TABLE
-from framework.retention.scan import PENDING_TABLE
 from framework.retention.tenants import TENANT_TABLE
 
 __all__ = ["bookkeeping_tables"]
