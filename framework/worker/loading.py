@@ -11,7 +11,6 @@ import faust
 
 from framework.app import App
 from framework.settings import Settings
-from framework.worker.wiring import build_worker
 
 __all__ = ["load_object", "load_converge_app", "load_app"]
 
@@ -46,6 +45,8 @@ def load_converge_app(spec: str) -> App:
 def load_app(spec: str, settings: Settings | None = None) -> faust.App:
     """The Faust app of ``MODULE:ATTR``: a converge ``App`` (its worker, with ``settings``),
     a ``faust.App``, or a factory returning either."""
+    from framework.worker.wiring import build_worker  # not for load_converge_app: Spark loads apps too
+
     obj = load_object(spec)
     if not isinstance(obj, App | faust.App) and callable(obj):
         obj = obj()
