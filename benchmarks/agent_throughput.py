@@ -27,7 +27,7 @@ from aiokafka import AIOKafkaConsumer
 
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import LocalStack
-from framework.worker_process import start_worker, stop_worker
+from framework.worker.processes import start_worker, stop_worker
 
 
 def make_records(n: int, keys: int) -> list[tuple[bytes, bytes]]:

@@ -23,7 +23,6 @@ from typing import Any
 
 import faust
 
-from framework.app import create_faust_app
 from framework.core.events import Event, parse_event
 from framework.core.mutations import Mutation, Upsert
 from framework.core.schema import Column, TableSchema
@@ -37,6 +36,7 @@ from framework.runtime.processor import AgentProcessor
 from framework.runtime.scheduler import SchedulerConfig
 from framework.runtime.sinks import WideColumnSink, Written
 from framework.settings import Settings
+from framework.worker.faust_app import create_faust_app
 from stores.sqlite.store import SqliteStore
 
 BENCH_TABLE = TableSchema(

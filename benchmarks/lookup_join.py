@@ -28,7 +28,7 @@ from framework.local_stack import LocalStack
 from framework.state.entries import EntryTables
 from framework.state.feed import EntryFeed
 from framework.state.kv import RocksKV
-from framework.worker_process import start_worker, stop_worker
+from framework.worker.processes import start_worker, stop_worker
 
 CONVS = 1000
 

@@ -63,7 +63,7 @@ from framework.kafka_admin import (
     wait_group_settled,
 )
 from framework.local_stack import LocalStack
-from framework.worker_process import kill_worker, start_worker, stop_workers
+from framework.worker.processes import kill_worker, start_worker, stop_workers
 
 SPEC = "examples.activity_platform.app:app"
 APP_ID = app.name

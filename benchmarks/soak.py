@@ -23,7 +23,7 @@ from pathlib import Path
 from benchmarks.agent_throughput import make_records
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import LocalStack
-from framework.worker_process import start_worker, stop_worker
+from framework.worker.processes import start_worker, stop_worker
 
 
 def rss_mib(pid: int) -> float:

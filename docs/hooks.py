@@ -6,8 +6,8 @@
   environment variable (``framework.settings.ENV``) and the default its docstring states.
 - ``reference/api/*.md``: one mkdocstrings directive per name that ``framework``,
   ``framework.state`` and ``framework.testing`` export, resolved to its defining module.
-- ``reference/layout.md``: the packages and public modules of the tree, each with the first
-  paragraph of its docstring.
+- ``reference/layout.md``: the layers ``tests/test_layers.py`` checks, then the packages and
+  public modules of the tree, each with the first paragraph of its docstring.
 - ``benchmarks.md``: the repository's BENCHMARKS.md.
 
 Every page's ``converge ...`` commands in code (spans and blocks) are checked against the same
@@ -295,10 +295,18 @@ def layout_page() -> str:
         "",
         "Generated from the source tree when the site is built: every package and module of the",
         "project's top-level packages (private `_` modules left out), with the first paragraph of",
-        "its docstring.",
-        "`tests/test_layers.py` checks which may import which.",
+        "its docstring, after the layers that `tests/test_layers.py` checks.",
         "",
     ]
+    out += [
+        "## Layers",
+        "",
+        "From the ground up (`LAYERS` in `tests/test_layers.py`): a module imports only its own",
+        "layer and those below, counting imports made for type checking only, and no import circle.",
+        "",
+    ]
+    out += [f"{i}. " + ", ".join(f"`{name}`" for name in layer) for i, layer in enumerate(layers(), 1)]
+    out.append("")
     for top in LAYOUT:
         out += [f"## `{top}`", "", "| module | what |", "|---|---|"]
         for path in sorted((ROOT / top).rglob("*.py")):
@@ -312,3 +320,14 @@ def layout_page() -> str:
             out.append(f"| `{name}` | {_cell(first)} |")
         out.append("")
     return "\n".join(out)
+
+
+def layers() -> list[tuple[str, ...]]:
+    """``LAYERS`` of ``tests/test_layers.py``, read from its source (the test is not imported)."""
+    tree = ast.parse((ROOT / "tests" / "test_layers.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            if node.target.id == "LAYERS":
+                return list(ast.literal_eval(node.value))
+    log.warning("reference/layout.md: tests/test_layers.py has no LAYERS")
+    return []

@@ -41,7 +41,7 @@ from examples.activity_platform.oracle import (
 from framework.dlq import DeadLetterStore
 from framework.kafka_admin import ensure_topics, produce, wait_all_drained, wait_group_settled
 from framework.local_stack import LocalStack
-from framework.worker_process import start_worker, stop_workers
+from framework.worker.processes import start_worker, stop_workers
 from stores.elasticsearch.index import ElasticsearchIndex
 from stores.open import open_wide_store
 

@@ -6,8 +6,8 @@ import os
 
 import faust
 
-from framework.app import create_faust_app
 from framework.settings import Settings
+from framework.worker.faust_app import create_faust_app
 
 
 def build() -> faust.App:

@@ -4,7 +4,7 @@ The public API an app team writes against. Names load on first use, so
 importing a submodule (``framework.core.mutations``) never pulls in the
 runtime.
 
-- ``App``: an app's agents and projections; ``App.worker()`` is its Faust worker.
+- ``App``: an app's agents and projections, declared (``framework.worker`` builds its worker).
 - ``Settings``: where workers and jobs connect (flags, ``CONVERGE_*`` environment, defaults).
 - ``KeyedAgent``: subclass it; ``handle(event)`` maps one event to mutations, purely.
 - ``Event``: the envelope: ``event_id``, ``ordering_key``, ``version``, ``occurred_at``,

@@ -1,14 +1,14 @@
-"""``App``: an app's declarations (agents, projections) and the worker the framework wires from them."""
+"""``App``: an app's declarations (agents, projections, the features it turns on), checked when made.
+
+It declares and never builds: ``framework.worker`` assembles a worker from it."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import faust
-
 from framework.core.events import Event, EventError
+from framework.core.lookup import Lookup
 from framework.core.projection import Projection
 from framework.core.schema import SchemaError, TableSchema
 from framework.erasure.declare import PersonalData, check_declarations
@@ -19,13 +19,9 @@ from framework.notifications.config import NotificationConfig
 from framework.retention.policy import RetentionPolicy
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.binding import RuntimeConfig
-from framework.settings import Settings
 from framework.state.join import JoinConfig
-from framework.state.lookup import Lookup
 
-__all__ = ["App", "create_faust_app"]
-
-log = logging.getLogger(__name__)
+__all__ = ["App"]
 
 
 class App:
@@ -40,9 +36,9 @@ class App:
     declares ``delivery_consumer`` and the app has a ``delivery`` config),
     and one projector per projection. With ``notifications`` on, the store
     sink also writes each micro-batch's notification entries
-    (``framework.notifications``). ``worker(settings)`` builds the Faust
-    app; the store, the index and the dead-letter WAL open when the worker
-    starts and close when it stops.
+    (``framework.notifications``). ``framework.worker.wiring.build_worker``
+    builds its Faust app; the store, the index and the dead-letter WAL open
+    when the worker starts and close when it stops.
     """
 
     def __init__(
@@ -227,21 +223,6 @@ class App:
         out.update({self.change_topic(p): f"project.{p.name}" for p in self.projections})
         return out
 
-    # -- the worker ---------------------------------------------------------
-    def worker(self, settings: Settings | None = None) -> faust.App:
-        """The Faust app that runs every agent and projector of this app (settings from the
-        environment when not given); with a ``web_port`` it serves Prometheus metrics."""
-        from framework.wiring import wire
-
-        settings = settings or Settings.resolve(self.name)
-        faust_app = create_faust_app(settings)
-        faust_app.converge = wire(self, faust_app, settings)
-        if settings.web_port is not None:  # its web server is on: serve GET /metrics there too
-            from framework.metrics import mount_metrics
-
-            mount_metrics(faust_app)
-        return faust_app
-
 
 def _unique(names: Iterable[str], what: str) -> None:
     seen: set[str] = set()
@@ -249,68 +230,3 @@ def _unique(names: Iterable[str], what: str) -> None:
         if n in seen:
             raise ValueError(f"duplicate {what} {n!r}")
         seen.add(n)
-
-
-class ConvergeFaustApp(faust.App):
-    """A ``faust.App`` with hooks: ``starting`` runs before the consumer and agents start,
-    ``stopped`` after they stopped. ``converge`` is the app's wiring (``framework.wiring.Wiring``:
-    resources, runtimes, ``status()``) when built by ``App.worker``."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.starting: list[Any] = []
-        self.stopped: list[Any] = []
-        self.converge: Any = None
-
-    async def on_start(self) -> None:
-        await super().on_start()
-        for hook in self.starting:
-            await hook()
-
-    async def on_shutdown(self) -> None:
-        for hook in reversed(self.stopped):
-            try:
-                await hook()
-            except Exception:  # noqa: BLE001 - shutting down: log and go on closing the rest
-                log.exception("error while closing %r", hook)
-        await super().on_shutdown()
-
-
-def create_faust_app(settings: Settings, **overrides: object) -> ConvergeFaustApp:
-    """A ``faust.App`` configured for manual, ordered acknowledgement.
-
-    - commits every second from acks the runtime gives in offset order;
-    - ``stream_wait_empty`` off: shutdown and revocation never wait on a
-      blocked key; unacknowledged work is redelivered from the last commit;
-    - producer batches expire after 30 s, not Faust's 20 minutes: every revocation and
-      the shutdown flush the producer, and a batch the broker never takes would stall
-      them, and with them the whole consumer group, that long; an expired send fails its
-      sink call, which is retried;
-    - tables in RocksDB (rocksdict) under the worker's own data dir;
-    - the web server off unless ``web_port`` is set (then bound to 127.0.0.1).
-    """
-    data_dir = settings.data_dir
-    data_dir.mkdir(parents=True, exist_ok=True)
-    conf: dict[str, object] = {
-        "broker": settings.broker,
-        "datadir": str(data_dir / "faust"),
-        "store": "rocksdb://",
-        "topic_partitions": settings.partitions,
-        "topic_replication_factor": 1,
-        "broker_commit_interval": 1.0,
-        "broker_commit_every": 10_000,
-        "stream_wait_empty": False,
-        "broker_session_timeout": 30.0,
-        "broker_heartbeat_interval": 3.0,
-        "broker_rebalance_timeout": 60.0,
-        "broker_max_poll_interval": 300.0,
-        "consumer_auto_offset_reset": "earliest",
-        "producer_acks": -1,
-        "producer_request_timeout": 30.0,
-        "web_enabled": settings.web_port is not None,
-        "web_host": "127.0.0.1",
-        "web_port": settings.web_port or 6066,
-        "web_bind": "127.0.0.1",
-    }
-    conf.update(overrides)
-    return ConvergeFaustApp(settings.app_id, **conf)

@@ -25,7 +25,7 @@ from framework.cli_support import (
     print_json,
     run_command,
 )
-from framework.heap import GC_MODES
+from framework.worker.heap import GC_MODES
 
 if TYPE_CHECKING:
     from framework.local_stack import StackInfo
@@ -118,7 +118,8 @@ def _worker(args: argparse.Namespace) -> int:
 
     from framework.app import App
     from framework.settings import ENV, Settings
-    from framework.worker import load_app, run_worker, use_event_loop
+    from framework.worker.loading import load_app
+    from framework.worker.run import run_worker, use_event_loop
 
     flags = {name: getattr(args, name) for name in WORKER_SETTINGS}
     for name, value in flags.items():
@@ -192,7 +193,7 @@ def _add_worker(sub: argparse._SubParsersAction[CliParser]) -> None:
         choices=GC_MODES,
         default=None,
         help="garbage collector (env CONVERGE_GC, default freeze: once started, the start-up heap is "
-        "frozen out of collections and young collections are rarer, see framework/heap.py)",
+        "frozen out of collections and young collections are rarer, see framework/worker/heap.py)",
     )
     worker.set_defaults(func=_worker)
 

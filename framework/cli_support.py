@@ -114,7 +114,7 @@ def time_arg(text: str) -> float:
 def load_spec(spec: str, what: str = "--app") -> Any:
     """The object ``MODULE:ATTR`` names (the working directory is importable); UserError naming
     ``what`` when the spec is malformed or the module or attribute is missing."""
-    from framework.worker import load_object
+    from framework.worker.loading import load_object
 
     try:
         return load_object(spec)

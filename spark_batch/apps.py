@@ -15,7 +15,7 @@ from pathlib import Path
 from framework.app import App
 from framework.core.projection import Projection
 from framework.core.schema import SchemaError, TableSchema
-from framework.worker import load_converge_app
+from framework.worker.loading import load_converge_app
 from stores.open import open_wide_store
 
 __all__ = ["JobError", "app_of", "load_app", "projection_of", "select", "one", "tables_of", "require_tables"]

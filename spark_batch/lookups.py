@@ -4,7 +4,7 @@
 archive being backfilled (an event carries entries for the lookups on its
 topic, ``App.topic_of``: the topic of the agent declaring its type, or a
 topic only lookups read, declared in ``App(lookup_topics=...)``), merges them per key with the stream's
-rule (``framework.state.lookup.merge``: higher version, then higher rank, then larger value)
+rule (``framework.core.lookup.merge``: higher version, then higher rank, then larger value)
 in a Spark reduce, and broadcasts the final table to the executors (a
 broadcast join: the table is collected on the driver). ``map_joined`` maps
 one event with those final entries and the stream's version rule
@@ -23,11 +23,11 @@ from pyspark import RDD
 from pyspark.sql import SparkSession
 
 from framework.core.events import Event, parse_event
+from framework.core.lookup import Entry, entry_of, merge
 from framework.core.mutations import Mutation
 from framework.core.projection import Projection
 from framework.runtime.errors import MessageError
 from framework.state.join import join_marks, map_with_state
-from framework.state.lookup import Entry, entry_of, merge
 from framework.state.view import Missing, StateView
 from spark_batch.apps import app_of, load_app
 

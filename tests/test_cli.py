@@ -20,7 +20,7 @@ from framework.coordination import open_checkpoint_store
 from framework.dlq.cli import dlq_root
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import StackInfo, die_with_parent
-from framework.worker_process import stop_worker
+from framework.worker.processes import stop_worker
 from stores.open import open_wide_store, sqlite_path, sqlite_url
 
 CONVERGE = str(Path(sys.executable).parent / "converge")  # the console script: the cwd is NOT on sys.path

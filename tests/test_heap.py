@@ -1,4 +1,4 @@
-"""``framework.heap``: the worker's start-up heap frozen, later garbage still collected.
+"""``framework.worker.heap``: the worker's start-up heap frozen, later garbage still collected.
 
 Each case runs in a fresh interpreter: freezing the test process's heap would
 keep every later test's objects out of collection.
@@ -10,11 +10,11 @@ import json
 import subprocess
 import sys
 
-from framework.heap import WORKER_THRESHOLDS
+from framework.worker.heap import WORKER_THRESHOLDS
 
 PROBE = """
 import gc, json, weakref
-from framework.heap import freeze_startup_heap
+from framework.worker.heap import freeze_startup_heap
 
 class Node:
     pass

@@ -18,7 +18,7 @@ from framework.kafka_admin import (
     wait_group_settled,
 )
 from framework.local_stack import StackInfo
-from framework.worker_process import start_worker, stop_workers
+from framework.worker.processes import start_worker, stop_workers
 from tests.dlq.kafka_support import read_topic
 
 

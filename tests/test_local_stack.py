@@ -14,7 +14,7 @@ import pytest
 
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack, LocalStackError, StackInfo, es_ready, free_port, kafka_ready
-from framework.worker_process import start_worker, stop_worker
+from framework.worker.processes import start_worker, stop_worker
 
 
 def _alive(pid: int) -> bool:

@@ -1,4 +1,5 @@
-"""What an app declares for ID mutation: where requests arrive and which tables hold owner ids.
+"""What an app declares for ID mutation: where requests arrive and which tables hold owner ids;
+``MutatingApp``: an app as the ID mutation job and the worker's ID map read it.
 
 ``IdMutation(requests_topic, columns=(OwnerColumn(table, id_column, tenant_column), ...))``
 on ``App(id_mutation=...)``. Each declared table's partition key is exactly
@@ -10,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from framework.core.mutations import CellValue, check_identifier
 from framework.core.schema import SchemaError, TableSchema
+from framework.notifications.config import NotifyingApp
 
-__all__ = ["OwnerColumn", "IdMutation", "check_id_mutation", "id_value", "map_topic_of"]
+__all__ = ["OwnerColumn", "IdMutation", "MutatingApp", "check_id_mutation", "id_value", "map_topic_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +98,10 @@ def id_value(schema: TableSchema, column: str, ident: str) -> CellValue:
         except ValueError:
             raise SchemaError(column, f"{schema.name}: id {ident!r} is not an integer") from None
     raise SchemaError(column, f"{schema.name}: an owner id column must be text or an integer, is {kind}")
+
+
+class MutatingApp(NotifyingApp, Protocol):
+    """A ``NotifyingApp`` with its ID mutation (None: none declared)."""
+
+    @property
+    def id_mutation(self) -> IdMutation | None: ...

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from framework.coordination.checkpoints import CheckpointStore
 from framework.idmutation.apply import ApplyReport, sweep
 from framework.idmutation.collapse import Interval
-from framework.idmutation.declare import IdMutation
+from framework.idmutation.declare import IdMutation, MutatingApp
 from framework.idmutation.routes import ROUTES_TABLE
 from framework.idmutation.steps import (
     Applier,
@@ -55,14 +55,12 @@ from framework.jobs.coordinator import CoordinatorSettings, JobCoordinator
 from framework.jobs.kafka_ranges import plan_ranges
 from framework.jobs.locks import DomainLocks
 from framework.jobs.micro_batch import JobProcess, run_job
+from framework.jobs.reprojection import PENDING_TABLE, reproject_pending
 from framework.notifications.reader import DEFAULT_SETTLE, NotificationReader
 from framework.notifications.schema import NOTIFICATION_TABLES
-from framework.retention.job import reproject_pending
-from framework.retention.scan import PENDING_TABLE
 from stores.base import SearchIndex, WideColumnStore
 
 if TYPE_CHECKING:
-    from framework.app import App
     from framework.dlq import DeadLetterWAL
 
 __all__ = ["JOB", "IdMapRun", "IdMutationError", "config_of", "ensure_tables", "run_id_mutation", "status"]
@@ -95,7 +93,7 @@ class IdMapRun:
         }
 
 
-def config_of(app: App) -> IdMutation:
+def config_of(app: MutatingApp) -> IdMutation:
     """The app's ``IdMutation``; IdMutationError when it declares none."""
     config = getattr(app, "id_mutation", None)
     if config is None:
@@ -105,13 +103,13 @@ def config_of(app: App) -> IdMutation:
     return config
 
 
-async def ensure_tables(store: WideColumnStore, app: App) -> None:
+async def ensure_tables(store: WideColumnStore, app: MutatingApp) -> None:
     """The app's tables and the ones the job writes."""
     for schema in (*app.tables, *ID_TABLES, PENDING_TABLE, *NOTIFICATION_TABLES):
         await store.ensure_table(schema)
 
 
-def _name(app: App) -> str:
+def _name(app: MutatingApp) -> str:
     return f"{JOB}.{app.name}"
 
 
@@ -160,7 +158,7 @@ async def _sweep_process(
 
 
 async def run_id_mutation(
-    app: App,
+    app: MutatingApp,
     store: WideColumnStore,
     *,
     checkpoints: CheckpointStore,
@@ -256,7 +254,7 @@ async def run_id_mutation(
     return run
 
 
-async def status(store: WideColumnStore, app: App, checkpoints: CheckpointStore) -> dict[str, Any]:
+async def status(store: WideColumnStore, app: MutatingApp, checkpoints: CheckpointStore) -> dict[str, Any]:
     """The job checkpoints of the app's ID mutation (main and sweep) and the size of its tables."""
     name = _name(app)
     out: dict[str, Any] = {}

@@ -1,6 +1,6 @@
 """The worker's copy of the ID map: the map topic read whole into RocksDB, as a lookup's entries.
 
-``IdMapFeed`` is what ``framework.wiring`` adds for an app that declares
+``IdMapFeed`` is what ``framework.worker.wiring`` adds for an app that declares
 ``id_mutation``: the map topic (``map_topic_of(app)``) is created, read from
 the stored offsets (from the beginning in a fresh data dir: the topic is the
 table's changelog) into ``<data dir>/idmap`` before the agents consume, then
@@ -16,13 +16,12 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from framework.idmutation.declare import map_topic_of
+from framework.idmutation.declare import MutatingApp, map_topic_of
 from framework.idmutation.resolution import IdMap, IdResolution, resolutions_for
 from framework.state.feed import EntryFeed
 from framework.state.kv import RocksKV
 
 if TYPE_CHECKING:
-    from framework.app import App
     from framework.settings import Settings
 
 __all__ = ["IdMapFeed"]
@@ -33,7 +32,7 @@ log = logging.getLogger("framework.idmutation")
 class IdMapFeed:
     """The ID map of one worker (see the module docstring)."""
 
-    def __init__(self, app: App, settings: Settings) -> None:
+    def __init__(self, app: MutatingApp, settings: Settings) -> None:
         self.app, self.settings = app, settings
         self.map: IdMap | None = None
         self.feed: EntryFeed | None = None

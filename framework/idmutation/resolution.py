@@ -30,13 +30,13 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from framework.core.events import Event
+from framework.core.lookup import Entry, Lookup
 from framework.core.mutations import Mutation, Upsert
 from framework.idmutation.collapse import Interval, final_of
 from framework.idmutation.declare import IdMutation, OwnerColumn, map_topic_of
 from framework.idmutation.routes import mutation_records
 from framework.state.entries import SEP, EntryTables
 from framework.state.kv import KV
-from framework.state.lookup import Entry, Lookup
 
 __all__ = [
     "MAPPED_TYPE",

@@ -14,17 +14,16 @@
 from __future__ import annotations
 
 import time
-import zlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from framework.core.mutations import CellValue, Mutation, Upsert
+from framework.core.mutations import CellValue, Mutation
 from framework.core.schema import SchemaError, TableSchema
 from framework.dlq.record import ParkedRecord
 from framework.idmutation.apply import Apply, ApplyReport, ExtraWrites, apply_id_map, id_value
 from framework.idmutation.collapse import Interval, collapse, components
-from framework.idmutation.declare import IdMutation, map_topic_of
+from framework.idmutation.declare import IdMutation, MutatingApp, map_topic_of
 from framework.idmutation.requests import IdRequest, IdRequestError, parse_request
 from framework.idmutation.resolution import mapped_event
 from framework.idmutation.tables import (
@@ -41,14 +40,13 @@ from framework.idmutation.tables import (
 )
 from framework.idmutation.topic import KafkaLog
 from framework.jobs.checkpoint import Batch
+from framework.jobs.reprojection import pending_row
 from framework.notifications.config import NotificationConfig
-from framework.notifications.entries import batch_id_of, fixed_tenant, key_ident, notification_mutations
+from framework.notifications.entries import batch_id_of, fixed_tenant, notification_mutations
 from framework.notifications.stamping import write_stamped
-from framework.retention.scan import PENDING_BUCKETS, PENDING_TABLE, PENDING_TTL
 from stores.base import WideColumnStore
 
 if TYPE_CHECKING:
-    from framework.app import App
     from framework.dlq import DeadLetterWAL
 
 __all__ = [
@@ -80,7 +78,7 @@ class IdMutationError(RuntimeError):
 class StepContext:
     """What the steps share: the app, its store, the Kafka log, where to park, the clock."""
 
-    app: App
+    app: MutatingApp
     config: IdMutation
     store: WideColumnStore
     log: KafkaLog | None
@@ -213,13 +211,7 @@ def writes_extra(ctx: StepContext, job: str, batch: Batch) -> ExtraWrites:
                 continue
             out += p.version_marks(mine)
             for doc_id, (key, _) in p.touched(mine).items():
-                bucket = _bucket(doc_id)
-                row_key: dict[str, CellValue] = {"job": job, "batch": batch.batch_id, "bucket": bucket,
-                                                 "projection": p.name,
-                           "doc_id": doc_id}  # fmt: skip
-                out.append(
-                    Upsert(PENDING_TABLE.name, row_key, {"key": key_ident(key)}, batch.began_at, PENDING_TTL)
-                )
+                out.append(pending_row(job, batch.batch_id, p.name, doc_id, key, batch.began_at))
         return out
 
     def entries(moves: Sequence[Mutation]) -> Callable[[int], list[Mutation]]:
@@ -245,10 +237,6 @@ def writes_extra(ctx: StepContext, job: str, batch: Batch) -> ExtraWrites:
         await write_stamped(apply, entries(moves), ctx.clock, notes.late_after, [*writes, *marks(moves)])
 
     return extra
-
-
-def _bucket(doc_id: str) -> int:
-    return zlib.crc32(doc_id.encode("utf-8", "surrogatepass")) % PENDING_BUCKETS
 
 
 async def apply_changes(ctx: StepContext, job: str, batch: Batch) -> ApplyReport:

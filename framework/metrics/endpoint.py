@@ -1,6 +1,6 @@
 """``GET /metrics`` on a worker's web server, in the Prometheus text format.
 
-Mounted by ``App.worker`` when the worker's web server is on (``web_port``
+Mounted by ``build_worker`` when the worker's web server is on (``web_port``
 set), so it is bound where that server is: 127.0.0.1 unless configured. Like
 the ack endpoint, binding beyond loopback requires a bearer token.
 """
@@ -29,7 +29,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class MetricsEndpoint:
-    """The metrics of one worker built by ``App.worker``: its registry and the request handler.
+    """The metrics of one worker built by ``build_worker``: its registry and the request handler.
 
     Creating it gives each runtime batch-size observing counters and turns on
     sink timing, so create it before the worker starts.
@@ -37,7 +37,7 @@ class MetricsEndpoint:
 
     def __init__(self, worker: Any, *, token: str | None = None) -> None:
         if worker.converge is None:
-            raise ValueError("metrics need a worker built by App.worker (it has no wiring)")
+            raise ValueError("metrics need a worker built by build_worker (it has no wiring)")
         self.worker = worker
         self._token = None if token is None else token.encode("utf-8")
         self._last = Snapshot()
@@ -46,7 +46,7 @@ class MetricsEndpoint:
         self.registry.register(ConvergeCollector(lambda: self._last))
         self.registry.register(SINK_LATENCY)
         self.registry.register(GC_COLLECTOR)  # python_gc_*: collections and collected objects
-        frozen = Gauge(names.GC_FROZEN, "objects frozen out of garbage collection (framework.heap)",
+        frozen = Gauge(names.GC_FROZEN, "objects frozen out of garbage collection (framework.worker.heap)",
                        registry=self.registry)  # fmt: skip
         frozen.set_function(gc.get_freeze_count)
         batch_sizes = Histogram(names.BATCH_SIZE, "messages per micro-batch taken from the stream",
@@ -75,7 +75,7 @@ class MetricsEndpoint:
 
 
 def mount_metrics(worker: Any, *, token: str | None = None, path: str = METRICS_PATH) -> MetricsEndpoint:
-    """Serve ``GET path`` on the web server of ``worker`` (built by ``App.worker``, not started).
+    """Serve ``GET path`` on the web server of ``worker`` (built by ``build_worker``, not started).
 
     ValueError when the server binds beyond loopback and no ``token`` is given.
     """

@@ -63,7 +63,7 @@ BATCH_SIZE = "converge_batch_size"
 #: (labels runtime, lookup).
 LOOKUP_PENDING = "converge_lookup_pending"
 LOOKUP_OVERDUE = "converge_lookup_overdue"
-#: Objects in the garbage collector's permanent generation (``framework.heap``).
+#: Objects in the garbage collector's permanent generation (``framework.worker.heap``).
 GC_FROZEN = "converge_gc_frozen_objects"
 #: The consumer group as the worker's group watch last read it from the broker (label runtime:
 #: the partitions of that runtime's topic): members, partitions stalled now and the longest

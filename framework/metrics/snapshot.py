@@ -20,15 +20,12 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from framework.dlq import DeadLetterWAL, SegmentFilter, Status
 from framework.runtime.group_watch import GroupWatch
 from framework.runtime.processor import AgentProcessor
 from framework.runtime.projector import ProjectionProcessor
-
-if TYPE_CHECKING:
-    from framework.app import ConvergeFaustApp
 
 __all__ = [
     "PartitionOffsets",
@@ -160,9 +157,9 @@ def parked_counts(dlq: DeadLetterWAL) -> dict[tuple[str, str, str], int]:
     return out
 
 
-async def take_snapshot(worker: ConvergeFaustApp, last: Snapshot | None = None) -> Snapshot:
-    """Read ``worker`` (built by ``App.worker``) now; the WAL's index is read off the event loop
-    (when it cannot be read, the parked counts of ``last`` are kept)."""
+async def take_snapshot(worker: Any, last: Snapshot | None = None) -> Snapshot:
+    """Read ``worker`` (built by ``framework.worker.wiring.build_worker``) now; the WAL's index
+    is read off the event loop (when it cannot be read, the parked counts of ``last`` are kept)."""
     wiring = worker.converge
     topics = {r.topic_name: r.name for r in wiring.runtimes}
     watch = next((r.group_watch for r in wiring.runtimes if r.group_watch is not None), None)

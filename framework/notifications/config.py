@@ -1,13 +1,16 @@
-"""``NotificationConfig``: how an app's writers record notifications."""
+"""``NotificationConfig``: how an app's writers record notifications; ``NotifyingApp``: an app as
+they read it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
+from framework.core.app_model import AppModel
 from framework.notifications.entries import TenantOf
 from framework.notifications.schema import DEFAULT_BUCKET_WIDTH, DEFAULT_RETENTION, check_bucket_width
 
-__all__ = ["NotificationConfig"]
+__all__ = ["NotificationConfig", "NotifyingApp"]
 
 
 @dataclass(frozen=True)
@@ -53,3 +56,10 @@ class NotificationConfig:
     def ttl(self) -> int:
         """Seconds an entry lives: the retention and one hour, so a reader at the edge still sees it."""
         return self.retention + 3600
+
+
+class NotifyingApp(AppModel, Protocol):
+    """An ``AppModel`` with its notifications (None: off)."""
+
+    @property
+    def notifications(self) -> NotificationConfig | None: ...

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from framework.core.events import Event
 from framework.core.mutations import CellValue, Mutation
 from framework.core.rows import cell_int
-from framework.notifications.config import NotificationConfig
+from framework.notifications.config import NotificationConfig, NotifyingApp
 from framework.notifications.entries import (
     Key,
     RowChange,
@@ -32,9 +31,6 @@ from framework.notifications.schema import BUCKETS_TABLE, NOTIFICATION_TABLE
 from framework.notifications.stamping import write_stamped
 from framework.runtime.sinks import Sink, WideColumnSink, Written
 from stores.base import WideColumnStore
-
-if TYPE_CHECKING:
-    from framework.app import App
 
 __all__ = ["NotificationSink", "store_sink", "write_notifications"]
 
@@ -105,7 +101,9 @@ class NotificationSink:
         return live
 
 
-def store_sink(app: App, agent: str, store: WideColumnStore, clock: Callable[[], float] = time.time) -> Sink:
+def store_sink(
+    app: NotifyingApp, agent: str, store: WideColumnStore, clock: Callable[[], float] = time.time
+) -> Sink:
     """The store sink of ``app``'s agent ``agent``: a ``NotificationSink`` when the app has
     notifications on (projections' version marks unannounced), else a plain ``WideColumnSink``."""
     if app.notifications is None:
@@ -116,7 +114,7 @@ def store_sink(app: App, agent: str, store: WideColumnStore, clock: Callable[[],
 
 async def write_notifications(
     store: WideColumnStore,
-    app: App,
+    app: NotifyingApp,
     batch_id: str,
     written: Sequence[Mutation],
     clock: Callable[[], float] = time.time,

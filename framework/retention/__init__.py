@@ -15,7 +15,6 @@ from framework.retention.job import (
     domains,
     dry_run,
     ensure_tables,
-    reproject_pending,
     retained_tables,
     run_retention,
 )
@@ -29,13 +28,12 @@ from framework.retention.policy import (
     policy_row,
     tenant_of_row,
 )
-from framework.retention.scan import PENDING_TABLE, TableReport, retain_table
+from framework.retention.scan import TableReport, retain_table
 
 __all__ = [
     "ALL_TABLES",
     "DAY_US",
     "JOB",
-    "PENDING_TABLE",
     "POLICY_TABLE",
     "PartitionPlan",
     "RetentionError",
@@ -48,7 +46,6 @@ __all__ = [
     "overrides_from_rows",
     "plan_partition",
     "policy_row",
-    "reproject_pending",
     "retain_table",
     "retained_tables",
     "run_retention",

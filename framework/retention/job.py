@@ -20,24 +20,20 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from framework.bookkeeping import bookkeeping_tables
 from framework.coordination.checkpoints import CheckpointStore
-from framework.core.projection import Projection
 from framework.jobs.checkpoint import Batch, BatchInput, JobCheckpoints
 from framework.jobs.coordinator import CoordinatorSettings, JobCoordinator
 from framework.jobs.locks import DomainLocks
 from framework.jobs.micro_batch import JobProcess, run_job
-from framework.notifications.entries import decode_keys
+from framework.jobs.reprojection import PENDING_TABLE, ReprojectionError, reproject_pending
 from framework.notifications.schema import NOTIFICATION_TABLES
-from framework.retention.policy import POLICY_TABLE, RetentionPolicy, overrides_from_rows
-from framework.retention.scan import PENDING_BUCKETS, PENDING_TABLE, TableReport, retain_table
+from framework.retention.bookkeeping import bookkeeping_tables
+from framework.retention.policy import POLICY_TABLE, RetainingApp, RetentionPolicy, overrides_from_rows
+from framework.retention.scan import TableReport, retain_table
 from framework.retention.tenants import TENANT_TABLE
-from stores.base import IndexOp, SearchIndex, WideColumnStore
-
-if TYPE_CHECKING:
-    from framework.app import App
+from stores.base import SearchIndex, WideColumnStore
 
 __all__ = [
     "JOB",
@@ -48,7 +44,6 @@ __all__ = [
     "ensure_tables",
     "dry_run",
     "run_retention",
-    "reproject_pending",
     "retain_domain",
     "RetainDomain",
     "policy_of",
@@ -84,7 +79,7 @@ class RetentionRun:
         }
 
 
-def policy_of(app: App) -> RetentionPolicy:
+def policy_of(app: RetainingApp) -> RetentionPolicy:
     """The app's declared ``RetentionPolicy``; RetentionError when it declares none."""
     policy = getattr(app, "retention", None)
     if policy is None:
@@ -94,14 +89,14 @@ def policy_of(app: App) -> RetentionPolicy:
     return policy
 
 
-def retained_tables(app: App) -> list[str]:
+def retained_tables(app: RetainingApp) -> list[str]:
     """The app's data tables retention may touch: every table but the framework's own
-    (``framework.bookkeeping``: deny-list, audit, notifications, version marks, ...)."""
+    (``framework.retention.bookkeeping``: deny-list, audit, notifications, version marks, ...)."""
     own = bookkeeping_tables(app)
     return [t.name for t in app.tables if t.name not in own]
 
 
-def domains(app: App, policy: RetentionPolicy) -> dict[str, list[str]]:
+def domains(app: RetainingApp, policy: RetentionPolicy) -> dict[str, list[str]]:
     """Lock domain -> its tables in run order (tables taking their tenant from the domain's table
     first, the domain's own table last)."""
     names = retained_tables(app)
@@ -122,7 +117,7 @@ def domains(app: App, policy: RetentionPolicy) -> dict[str, list[str]]:
     return out
 
 
-async def ensure_tables(store: WideColumnStore, app: App) -> None:
+async def ensure_tables(store: WideColumnStore, app: RetainingApp) -> None:
     """Create the app's tables and the ones retention writes (policy, pending, tenants, notifications)."""
     for schema in (*app.tables, POLICY_TABLE, PENDING_TABLE, TENANT_TABLE, *NOTIFICATION_TABLES):
         await store.ensure_table(schema)
@@ -141,7 +136,7 @@ RetainDomain = Callable[[Sequence[str], int, int, str], Awaitable[list[TableRepo
 
 async def retain_domain(
     store: WideColumnStore,
-    app: App,
+    app: RetainingApp,
     tables: Sequence[str],
     now_us: int,
     *,
@@ -185,7 +180,7 @@ async def retain_domain(
 
 
 async def dry_run(
-    store: WideColumnStore, app: App, *, now: float | None = None, chunk: int = 1000
+    store: WideColumnStore, app: RetainingApp, *, now: float | None = None, chunk: int = 1000
 ) -> RetentionRun:
     """What a run at ``now`` (default: the clock) would delete; writes nothing."""
     now_us = int((time.time() if now is None else now) * 1_000_000)
@@ -199,49 +194,8 @@ async def dry_run(
     return run
 
 
-async def reproject_pending(
-    store: WideColumnStore,
-    index: SearchIndex | None,
-    projections: Sequence[Projection],
-    job: str,
-    batch: int,
-    *,
-    chunk: int = 500,
-) -> dict[str, int]:
-    """Re-project every partition batch ``batch`` of ``job`` recorded as pending: one read per
-    chunk of partitions, one bulk request per chunk. Counts per outcome."""
-    from framework.runtime.projector import read_documents
-
-    by_name = {p.name: p for p in projections}
-    counts = {"documents": 0, "ok": 0, "stale": 0}
-    for bucket in range(PENDING_BUCKETS):
-        rows = await store.read_partition(PENDING_TABLE.name, {"job": job, "batch": batch, "bucket": bucket})
-        wanted: dict[str, list[dict[str, Any]]] = {}
-        for row in rows:
-            name, key = str(row.key["projection"]), row.values().get("key")
-            if name in by_name and isinstance(key, str):
-                wanted.setdefault(name, []).append(decode_keys(f"[{key}]")[0])
-        for name, keys in wanted.items():
-            if index is None:
-                raise RetentionError(f"{len(keys)} documents of {name} to re-project and no index given")
-            p = by_name[name]
-            for start in range(0, len(keys), chunk):
-                documents = await read_documents(store, p, keys[start : start + chunk])
-                ops = [IndexOp(doc_id, version, doc) for doc_id, doc, version in documents]
-                result = await index.bulk(p.alias, ops)
-                if result.failed:
-                    first = result.failed[0]
-                    raise RetentionError(
-                        f"bulk {p.alias}: {len(result.failed)} failed ({first.doc_id}: {first.reason})"
-                    )
-                counts["documents"] += len(ops)
-                counts["stale"] += sum(1 for i in result.items if i.outcome == "stale")
-                counts["ok"] += sum(1 for i in result.items if i.outcome == "ok")
-    return counts
-
-
 async def run_retention(
-    app: App,
+    app: RetainingApp,
     store: WideColumnStore,
     *,
     checkpoints: CheckpointStore,
@@ -297,7 +251,10 @@ async def run_retention(
                 }
 
             async def index_process(batch: Batch, job: str = job, domain: str = domain) -> dict[str, Any]:
-                counts = await reproject_pending(store, index, app.projections, job, batch.batch_id)
+                try:
+                    counts = await reproject_pending(store, index, app.projections, job, batch.batch_id)
+                except ReprojectionError as exc:
+                    raise RetentionError(str(exc)) from exc
                 run.reprojected[domain] = counts
                 return counts
 

@@ -1,4 +1,5 @@
-"""``RetentionPolicy``: how many days each tenant keeps each table, and which tenant a row is of.
+"""``RetentionPolicy``: how many days each tenant keeps each table, and which tenant a row is of;
+``RetainingApp``: an app as the retention job reads it.
 
 Days resolve per (tenant, table), most specific first; the first level that
 names a value decides:
@@ -26,16 +27,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from framework.core.mutations import CellValue, Upsert, check_identifier
 from framework.core.rows import Row
 from framework.core.schema import Column, TableSchema
+from framework.notifications.config import NotifyingApp
 from framework.notifications.entries import TENANT_COLUMNS
 from framework.notifications.schema import DEFAULT_TENANT
 
 __all__ = [
     "RetentionPolicy",
+    "RetainingApp",
     "PolicyOverrides",
     "POLICY_TABLE",
     "ALL_TABLES",
@@ -183,3 +186,10 @@ def tenant_of_row(key: Mapping[str, CellValue], cells: Mapping[str, CellValue]) 
 def default_tenant(tenant: str | None) -> str:
     """``tenant``, or the default tenant ``-`` when there is none."""
     return DEFAULT_TENANT if tenant is None else tenant
+
+
+class RetainingApp(NotifyingApp, Protocol):
+    """A ``NotifyingApp`` with its retention policy (None: none declared)."""
+
+    @property
+    def retention(self) -> RetentionPolicy | None: ...

@@ -9,13 +9,12 @@ is never at or below the version indexed; one read of the changed documents
 per chunk), the notification entries of the rows that lost data (stamped when
 written, again when the write was late: ``write_stamped``), and the partitions
 the index must re-project (``converge_retention_pending``, read by the index
-process).
+process, ``framework.jobs.reprojection``).
 """
 
 from __future__ import annotations
 
 import time
-import zlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +22,7 @@ from typing import Any
 from framework.core.mutations import CellValue, Delete, Mutation, Upsert
 from framework.core.projection import Projection
 from framework.core.rows import Row
-from framework.core.schema import Column, TableSchema
+from framework.jobs.reprojection import pending_row
 from framework.notifications.config import NotificationConfig
 from framework.notifications.entries import batch_id_of, fixed_tenant, key_ident, notification_mutations
 from framework.notifications.stamping import write_stamped
@@ -33,21 +32,7 @@ from framework.retention.tenants import CellTenant, partition_tenant, recorded_t
 from framework.runtime.projector import read_documents
 from stores.base import WideColumnStore
 
-__all__ = ["PENDING_TABLE", "PENDING_BUCKETS", "PENDING_TTL", "TableReport", "retain_table", "partitions"]
-
-#: Buckets of one batch's pending re-projections (partitions of ``PENDING_TABLE``).
-PENDING_BUCKETS = 16
-#: Seconds a pending re-projection row lives (the index process reads it within the run).
-PENDING_TTL = 30 * 86_400
-
-#: Partitions whose documents a retention batch must re-project, per (job, batch, bucket).
-PENDING_TABLE = TableSchema(
-    name="converge_retention_pending",
-    partition_key=(Column("job", "text"), Column("batch", "bigint"), Column("bucket", "int")),
-    clustering_key=(Column("projection", "text"), Column("doc_id", "text")),
-    columns=(Column("key", "text"),),
-)
-
+__all__ = ["TableReport", "retain_table", "partitions"]
 
 @dataclass
 class TableReport:
@@ -108,12 +93,7 @@ def pending_rows(job: str, batch: int, version: int, projections: Sequence[Proje
             if plan.schema.name not in p.source_names or not plan.changes:
                 continue
             key = {c.name: plan.partition[c.name] for c in p.partition_key}
-            doc_id = p.document_id(key)
-            bucket = zlib.crc32(doc_id.encode("utf-8", "surrogatepass")) % PENDING_BUCKETS
-            row_key: dict[str, CellValue] = {
-                "job": job, "batch": batch, "bucket": bucket, "projection": p.name, "doc_id": doc_id,
-            }  # fmt: skip
-            out.append(Upsert(PENDING_TABLE.name, row_key, {"key": key_ident(key)}, version, PENDING_TTL))
+            out.append(pending_row(job, batch, p.name, p.document_id(key), key, version))
     return out
 
 

@@ -13,7 +13,7 @@ value is stored) and versioned by the tenant cell's write time, so the
 latest tenant the store held wins. It costs one write per partition whose
 tenant cell a run expires and one read per chunk for partitions without a
 tenant; it is kept as long as the store (a framework table,
-``framework.bookkeeping``).
+``framework.retention.bookkeeping``).
 """
 
 from __future__ import annotations

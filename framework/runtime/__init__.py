@@ -8,7 +8,7 @@ Its invariants, which every change here must keep (each has tests):
    dead-letter WAL fsynced it. Nothing else finishes an event.
 2. **Acks in offset order.** An offset is acknowledged only when it and every
    earlier offset of its partition are finished (``offsets.OffsetTracker``);
-   Faust commits acknowledged offsets (every second, ``App.worker``), so a
+   Faust commits acknowledged offsets (every second, ``framework.worker.faust_app``), so a
    commit never passes unfinished work. A restart redelivers from the commit.
 3. **Sinks in declared order**, each call bounded by ``sink_timeout``: the
    store, then the change feed of the projections reading what was written,

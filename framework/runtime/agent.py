@@ -11,7 +11,7 @@ from framework.core.mutations import Mutation
 from framework.core.schema import TableSchema
 
 if TYPE_CHECKING:
-    from framework.state.lookup import Lookup
+    from framework.core.lookup import Lookup
 
 __all__ = ["KeyedAgent"]
 

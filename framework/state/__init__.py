@@ -9,8 +9,8 @@
 
 from __future__ import annotations
 
+from framework.core.lookup import Entry, Lookup
 from framework.state.join import JoinConfig, PendingFull
-from framework.state.lookup import Entry, Lookup
 from framework.state.view import Missing, StateView
 
 __all__ = ["Lookup", "Entry", "StateView", "Missing", "JoinConfig", "PendingFull"]

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from framework.core.events import Event
+from framework.core.lookup import Entry, Lookup, entry_text, merge
 from framework.state.kv import KV, MemoryKV
-from framework.state.lookup import Entry, Lookup, entry_text, merge
 
 __all__ = ["EntryTables"]
 

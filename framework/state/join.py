@@ -47,11 +47,11 @@ from typing import Any
 
 from framework.core.errors import BadMessage
 from framework.core.events import Event
+from framework.core.lookup import Entry, canonical
 from framework.core.mutations import Delete, LogState, Mutation, Upsert
 from framework.core.projection import Projection
 from framework.runtime.errors import MessageError
 from framework.state.kv import KV
-from framework.state.lookup import Entry, canonical
 from framework.state.version_rule import join_version, write_version
 from framework.state.view import Missing, StateView
 

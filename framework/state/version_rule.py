@@ -32,8 +32,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from framework.core.events import Event
+from framework.core.lookup import Entry
 from framework.core.mutations import MAX_VERSION
-from framework.state.lookup import Entry
 from framework.state.view import StateView
 
 __all__ = ["join_version", "write_version", "spread", "RANK_SPAN", "FINE", "COARSE"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from framework.state.lookup import Entry
+from framework.core.lookup import Entry
 
 __all__ = ["StateView", "Missing"]
 

@@ -1,6 +1,6 @@
 """The join state of a worker: entry tables, the entry feed, one join processor per agent.
 
-``JoinWiring`` is what ``framework.wiring`` adds for an app whose agents
+``JoinWiring`` is what ``framework.worker.wiring`` adds for an app whose agents
 declare lookups: the topics to create (every lookup topic, one changelog per
 agent with lookups), the entry tables and join books in RocksDB under
 ``<data dir>/joins``, the feed started and caught up before the agents
@@ -11,33 +11,51 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from faust.types import TP
 
+from framework.core.app_model import AppModel
+from framework.core.lookup import Lookup
+from framework.runtime.agent import KeyedAgent
 from framework.runtime.work import Work
 from framework.state.changelog import KafkaChangelog, changelog_topic
 from framework.state.entries import EntryTables
 from framework.state.feed import EntryFeed
-from framework.state.join import JoinBook
+from framework.state.join import JoinBook, JoinConfig
 from framework.state.kv import RocksKV
 from framework.state.processor import JoinProcessor
 
 if TYPE_CHECKING:
-    from framework.app import App
     from framework.runtime.binding import AgentRuntime
     from framework.settings import Settings
 
-__all__ = ["JoinWiring"]
+__all__ = ["JoinWiring", "JoiningApp"]
 
 log = logging.getLogger(__name__)
 _RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 
 
+class JoiningApp(AppModel, Protocol):
+    """An ``AppModel`` whose agents read lookups, with the bounds of its joins."""
+
+    @property
+    def agents(self) -> Sequence[KeyedAgent]: ...
+
+    @property
+    def lookups(self) -> Sequence[Lookup]: ...
+
+    @property
+    def joins(self) -> JoinConfig: ...
+
+    def agent(self, name: str) -> KeyedAgent: ...
+
+
 class JoinWiring:
     """Join state of one worker (see the module docstring)."""
 
-    def __init__(self, app: App, worker: Any, settings: Settings, report_every: float = 60.0) -> None:
+    def __init__(self, app: JoiningApp, worker: Any, settings: Settings, report_every: float = 60.0) -> None:
         self.app, self.worker, self.settings = app, worker, settings
         self.root = settings.data_dir / "joins"
         self.changelogs = {

@@ -50,9 +50,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from framework.core.events import Event, parse_event
+from framework.core.lookup import Entry
 from framework.core.mutations import Mutation
 from framework.runtime.agent import KeyedAgent
-from framework.state.lookup import Entry
 from framework.state.view import StateView
 
 __all__ = ["assert_pure", "forbid_impurity", "Impurity"]

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from framework.kafka_admin import ensure_topics, group_assignments, produce
 from framework.local_stack import LocalStack
-from framework.worker_process import start_worker, stop_worker
+from framework.worker.processes import start_worker, stop_worker
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ from framework.runtime.errors import MessageError, SinkFailure, error_class, is_
 from framework.runtime.mapping import map_event
 from framework.runtime.processor import bounded
 from framework.settings import Settings
+from framework.worker.wiring import build_worker
 from stores.errors import PermanentStoreError, TransientStoreError
 from tests.app.toy import NOTE, NoteAgent, NoteProjection, ev, toy_app
 
@@ -232,14 +233,14 @@ def test_settings_errors_name_the_setting(env: dict[str, str], message: str) -> 
 def test_a_worker_for_an_app_with_projections_needs_an_index(tmp_path: Path) -> None:
     settings = Settings.resolve("toy", env={"CONVERGE_DATA_DIR": str(tmp_path)})
     with pytest.raises(ValueError, match="set es_url"):
-        toy_app().worker(settings)
+        build_worker(toy_app(), settings)
 
 
 def test_the_worker_has_one_runtime_per_agent_and_projection(tmp_path: Path) -> None:
     settings = Settings.resolve(
         "toy", env={"CONVERGE_DATA_DIR": str(tmp_path), "CONVERGE_ES_URL": "http://127.0.0.1:9"}
     )
-    worker = toy_app().worker(settings)
+    worker = build_worker(toy_app(), settings)
     assert [r.name for r in worker.converge.runtimes] == ["notes", "project.notes"]
     assert [r.topic_name for r in worker.converge.runtimes] == ["notes-in", "toy.notes.changes"]
     status = worker.converge.status()  # before start: counters only

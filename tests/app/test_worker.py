@@ -14,7 +14,7 @@ from framework import Event
 from framework.delivery.ledger import DeliveryLedger
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import StackInfo
-from framework.worker_process import start_worker, stop_worker
+from framework.worker.processes import start_worker, stop_worker
 from stores.sqlite import SqliteStore
 from tests.app.ledgered import LEDGER
 

@@ -19,7 +19,7 @@ from framework.delivery.producer import TrackedProducer
 from framework.dlq import DeadLetterWAL
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import StackInfo, free_port
-from framework.worker_process import start_worker, stop_worker
+from framework.worker.processes import start_worker, stop_worker
 from stores.sqlite.store import SqliteStore
 from tests.delivery.kafka_consumers import event_bytes
 from tests.delivery.worker_app import CONFIG

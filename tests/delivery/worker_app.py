@@ -13,7 +13,6 @@ from collections.abc import Iterable
 
 import faust
 
-from framework.app import create_faust_app
 from framework.coordination.sqlite import SqliteCheckpointStore
 from framework.core.events import Event
 from framework.core.mutations import Mutation, Upsert
@@ -32,6 +31,7 @@ from framework.runtime.binding import AgentRuntime
 from framework.runtime.processor import AgentProcessor
 from framework.runtime.sinks import WideColumnSink
 from framework.settings import Settings
+from framework.worker.faust_app import create_faust_app
 from stores.open import sqlite_path
 from stores.sqlite.store import SqliteStore
 

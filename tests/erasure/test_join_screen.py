@@ -23,6 +23,7 @@ from framework.local_stack import StackInfo
 from framework.runtime.work import Work
 from framework.settings import Settings
 from framework.testing import Driver
+from framework.worker.wiring import build_worker
 from stores.open import open_wide_store
 from tests.examples.support_desk.builders import CREATED, REF, event
 from tests.state.join_app import ChildAgent, ParentAgent, child, parent_set
@@ -144,7 +145,7 @@ async def test_the_worker_wires_the_screen_into_the_join_processor(
         "CONVERGE_WIDE_STORE": url,
         "CONVERGE_PARTITIONS": "1",
     }
-    worker = app.worker(Settings.resolve(name, env=env))
+    worker = build_worker(app, Settings.resolve(name, env=env))
     for hook in worker.starting:
         await hook()
     try:

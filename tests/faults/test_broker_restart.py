@@ -10,7 +10,7 @@ import pytest
 
 from examples.activity_platform.generator import generate_history
 from framework.local_stack import LocalStack
-from framework.worker_process import stop_worker
+from framework.worker.processes import stop_worker
 from tests.faults.conftest import FaultPlan
 from tests.support.fault_figures import FaultFigures
 from tests.support.reference_runs import ReferenceRun

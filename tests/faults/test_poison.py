@@ -15,7 +15,7 @@ import pytest
 
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import StackInfo
-from framework.worker_process import start_worker, stop_worker
+from framework.worker.processes import start_worker, stop_worker
 from tests.faults.conftest import FaultPlan
 from tests.support.fault_figures import FaultFigures
 from tests.support.order_runs import ORDER_APP, applied_at, order_status, parked, tick_event

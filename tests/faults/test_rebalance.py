@@ -32,7 +32,7 @@ from framework.local_stack import LocalStack, free_port
 from framework.metrics import names
 from framework.metrics.snapshot import FRESH_S
 from framework.metrics.summary import fetch_metrics, summarize
-from framework.worker_process import kill_worker, start_worker, stop_worker
+from framework.worker.processes import kill_worker, start_worker, stop_worker
 from tests.faults.conftest import FaultPlan
 from tests.support.fault_figures import FaultFigures
 from tests.support.reference_runs import REFERENCE_WORKER, ReferenceRun

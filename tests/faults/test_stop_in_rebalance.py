@@ -20,12 +20,12 @@ import pytest
 from examples.support_desk.app import app
 from framework.kafka_admin import ensure_topics, group_assignments
 from framework.local_stack import LocalStack
-from framework.worker_process import kill_worker, start_worker, stop_worker
+from framework.worker.processes import kill_worker, start_worker, stop_worker
 from tests.support.outsider_member import leave_a_dead_outsider
 
 pytestmark = pytest.mark.faults
 
-#: the support desk's drain timeout (RuntimeConfig's default) + framework.worker.STOP_GRACE_S
+#: the support desk's drain timeout (RuntimeConfig's default) + framework.worker.run.STOP_GRACE_S
 STOP_BOUND = 10.0 + 5.0
 MARGIN = 6.0  # a loaded machine
 

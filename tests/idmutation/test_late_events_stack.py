@@ -21,7 +21,7 @@ from framework.jobs.locks_sqlite import SqliteDomainLocks
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import StackInfo, free_port
 from framework.metrics.summary import fetch_metrics
-from framework.worker_process import start_worker, stop_worker
+from framework.worker.processes import start_worker, stop_worker
 from stores.open import open_wide_store
 from tests.idmutation.stream_app import NOTES, REQUESTS, TOPIC, activity, app
 

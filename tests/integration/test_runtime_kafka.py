@@ -13,7 +13,7 @@ import pytest
 
 from framework.kafka_admin import committed_offsets, end_offsets, ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack, StackInfo
-from framework.worker_process import kill_worker, start_worker, stop_worker
+from framework.worker.processes import kill_worker, start_worker, stop_worker
 from tests.support.order_runs import ORDER_APP as APP
 from tests.support.order_runs import applied as _applied
 from tests.support.order_runs import order_counters as _counters

@@ -1,4 +1,4 @@
-"""``GET /metrics`` on a worker's web server: mounted by ``App.worker`` when the web port is set,
+"""``GET /metrics`` on a worker's web server: mounted by ``build_worker`` when the web port is set,
 served in the Prometheus text format, refused beyond loopback without a token."""
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from framework.metrics import mount_metrics
 from framework.settings import Settings
+from framework.worker.wiring import build_worker
 from tests.app.toy import toy_app
 
 
 def _worker(tmp_path: Path, web_port: int | None):  # type: ignore[no-untyped-def]
     settings = Settings.resolve("toy", data_dir=tmp_path / "w", broker="kafka://127.0.0.1:1",
                                 es_url="http://127.0.0.1:1", web_port=web_port)  # fmt: skip
-    return toy_app().worker(settings)
+    return build_worker(toy_app(), settings)
 
 
 async def _get(worker, *headers: dict[str, str]) -> list[tuple[int, str, str]]:  # type: ignore[no-untyped-def]

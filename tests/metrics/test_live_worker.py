@@ -29,7 +29,7 @@ from framework.dlq import DeadLetterStore
 from framework.kafka_admin import end_offsets, ensure_topics, produce
 from framework.local_stack import LocalStack, free_port
 from framework.metrics.summary import fetch_metrics
-from framework.worker_process import start_worker, stop_worker
+from framework.worker.processes import start_worker, stop_worker
 from tests.metrics import dashboard
 
 SEED = 13

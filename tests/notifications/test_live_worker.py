@@ -22,7 +22,7 @@ from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack
 from framework.notifications.entries import changed_row, key_ident
 from framework.runtime.mapping import map_event
-from framework.worker_process import start_worker, stop_worker
+from framework.worker.processes import start_worker, stop_worker
 from tests.notifications.notified_desk import app
 
 SEED = 21

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from framework import App
-from framework.bookkeeping import bookkeeping_tables
 from framework.core.events import Event
 from framework.erasure import AUDIT_TABLE, DENYLIST_TABLE, ENV_KEY, Subject, erase, verify
 from framework.retention import DAY_US, RetentionPolicy, dry_run, ensure_tables, retained_tables
+from framework.retention.bookkeeping import bookkeeping_tables
 from framework.testing import Driver
 from tests.erasure.notes_app import NotesAgent
 from tests.erasure.notes_app import app as notes

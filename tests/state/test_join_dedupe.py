@@ -24,6 +24,7 @@ from framework.state.entries import EntryTables
 from framework.state.join import JoinBook
 from framework.state.kv import MemoryKV
 from framework.state.processor import JoinProcessor
+from framework.worker.wiring import build_worker
 from tests.examples.support_desk.builders import CREATED, REF, event
 from tests.examples.support_desk.test_mail import OTHER, reply
 from tests.state.join_app import ChildAgent, ParentAgent, child, join_app, parent_set
@@ -120,7 +121,7 @@ async def test_the_worker_puts_the_filter_in_front_of_the_join_processor(
         "CONVERGE_WIDE_STORE": f"sqlite:///{tmp_path / 'wide.db'}",
         "CONVERGE_PARTITIONS": "1",
     }
-    worker = app.worker(Settings.resolve(name, env=env))
+    worker = build_worker(app, Settings.resolve(name, env=env))
     for hook in worker.starting:
         await hook()
     try:

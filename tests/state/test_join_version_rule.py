@@ -13,12 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framework import Event
+from framework.core.lookup import Entry, canonical, merge
 from framework.runtime.sinks import WideColumnSink
 from framework.runtime.work import Work
 from framework.state.entries import EntryTables
 from framework.state.join import JoinBook, join_version
 from framework.state.kv import MemoryKV
-from framework.state.lookup import Entry, canonical, merge
 from framework.state.processor import JoinProcessor
 from framework.testing import Driver
 from stores.sqlite.store import SqliteStore

@@ -13,7 +13,7 @@ import pytest
 
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack
-from framework.worker_process import kill_worker, start_worker, stop_worker
+from framework.worker.processes import kill_worker, start_worker, stop_worker
 from stores.open import open_wide_store
 from tests.state.join_app import child, parent_set
 from tests.state.join_model import join_version

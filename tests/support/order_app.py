@@ -21,7 +21,6 @@ from pathlib import Path
 
 import faust
 
-from framework.app import create_faust_app
 from framework.core.errors import BadMessage
 from framework.core.events import Event
 from framework.core.mutations import Mutation, Upsert
@@ -32,6 +31,7 @@ from framework.runtime.binding import AgentRuntime, RuntimeConfig
 from framework.runtime.processor import AgentProcessor
 from framework.runtime.scheduler import SchedulerConfig
 from framework.settings import Settings
+from framework.worker.faust_app import create_faust_app
 from stores.errors import TransientStoreError
 from tests.support.status_file import dump_status
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from framework.kafka_admin import wait_group_settled
 from framework.local_stack import die_with_parent
-from framework.worker_process import kill_worker
+from framework.worker.processes import kill_worker
 
 __all__ = ["leave_a_dead_outsider"]
 

@@ -19,7 +19,7 @@ from framework.core.events import Event
 from framework.dlq import DeadLetterStore, ParkedRecord
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack
-from framework.worker_process import start_worker
+from framework.worker.processes import start_worker
 from tests.support.status_file import read_status
 
 __all__ = ["REFERENCE_WORKER", "ReferenceRun", "Outcome"]

@@ -11,12 +11,13 @@ from __future__ import annotations
 import faust
 
 from examples.activity_platform.app import app
+from framework.worker.wiring import build_worker
 from tests.support.status_file import dump_status
 
 
 def build() -> faust.App:
     """The reference app's Faust worker, dumping its status."""
-    worker = app.worker()
+    worker = build_worker(app)
     dump_status(worker, worker.converge.resources.settings.data_dir / "status.json",
                 lambda: {"runtimes": worker.converge.status()}, every=0.05)  # fmt: skip
     return worker

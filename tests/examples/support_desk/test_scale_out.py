@@ -26,7 +26,7 @@ from framework.kafka_admin import (
     wait_group_settled,
 )
 from framework.local_stack import LocalStack
-from framework.worker_process import start_worker, stop_workers
+from framework.worker.processes import start_worker, stop_workers
 from tests.examples.support_desk.compare import divergences, read_run
 
 SEED = 77

@@ -22,7 +22,7 @@ from framework import Event
 from framework.dlq import DeadLetterStore
 from framework.kafka_admin import committed_offsets, end_offsets, ensure_topics, produce, wait_drained
 from framework.local_stack import StackInfo
-from framework.worker_process import start_worker, stop_worker
+from framework.worker.processes import start_worker, stop_worker
 from tests.examples.support_desk.compare import divergences, read_run
 
 SEED = 2024

@@ -10,23 +10,19 @@ the store), whatever the policy says about ``*`` or ``default_days``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from framework.app import App
+from framework.core.app_model import AppModel
+from framework.erasure.tables import ERASURE_TABLES
+from framework.idmutation.tables import ID_TABLES
+from framework.jobs.reprojection import PENDING_TABLE
+from framework.notifications.schema import NOTIFICATION_TABLES
+from framework.retention.policy import POLICY_TABLE
+from framework.retention.tenants import TENANT_TABLE
 
 __all__ = ["bookkeeping_tables"]
 
 
-def bookkeeping_tables(app: App) -> frozenset[str]:
+def bookkeeping_tables(app: AppModel) -> frozenset[str]:
     """Names of every framework table ``app`` may have in its store (see the module docstring)."""
-    from framework.erasure.tables import ERASURE_TABLES
-    from framework.idmutation.tables import ID_TABLES
-    from framework.notifications.schema import NOTIFICATION_TABLES
-    from framework.retention.policy import POLICY_TABLE
-    from framework.retention.scan import PENDING_TABLE
-    from framework.retention.tenants import TENANT_TABLE
-
     names = {t.name for t in (*ERASURE_TABLES, *ID_TABLES, *NOTIFICATION_TABLES)}
     names |= {POLICY_TABLE.name, PENDING_TABLE.name, TENANT_TABLE.name}
     names |= {p.version_table.name for p in app.projections}

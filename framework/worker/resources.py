@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from framework.app import App
 from framework.dlq import DeadLetterWAL
 from framework.settings import Settings
 from stores.base import SearchIndex, WideColumnStore
 from stores.open import open_search_index, open_wide_store
-
-if TYPE_CHECKING:
-    from framework.app import App
 
 __all__ = ["Resources"]
 

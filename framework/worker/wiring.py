@@ -1,16 +1,17 @@
-"""Wires an ``App`` into a Faust app: topics, runtimes, sinks, change feeds and projectors."""
+"""Wires an ``App`` into a Faust app: topics, runtimes, sinks, change feeds and projectors
+(``build_worker``: the Faust app of an ``App``, wired)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from framework.app import App
 from framework.kafka_admin import end_offsets, ensure_topics
 from framework.notifications.schema import NOTIFICATION_TABLES
 from framework.notifications.sink import store_sink
-from framework.resources import Resources
 from framework.runtime.binding import AgentRuntime, register_dlq_rotation
 from framework.runtime.change_feed import ChangeFeedSink, ChangeRecord
 from framework.runtime.dedupe import DuplicateFilter
@@ -20,11 +21,10 @@ from framework.runtime.sinks import Sink
 from framework.settings import Settings
 from framework.state.dedupe import DedupedJoin
 from framework.state.worker import JoinWiring
+from framework.worker.faust_app import ConvergeFaustApp, create_faust_app
+from framework.worker.resources import Resources
 
-if TYPE_CHECKING:
-    from framework.app import App, ConvergeFaustApp
-
-__all__ = ["Wiring", "wire"]
+__all__ = ["Wiring", "wire", "build_worker"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,19 @@ class Wiring:
     def status(self) -> dict[str, Any]:
         """Every runtime's ``status()``, by runtime name."""
         return {r.name: r.status() for r in self.runtimes}
+
+
+def build_worker(app: App, settings: Settings | None = None) -> ConvergeFaustApp:
+    """The Faust app that runs every agent and projector of ``app`` (settings from the
+    environment when not given); with a ``web_port`` it serves Prometheus metrics."""
+    settings = settings or Settings.resolve(app.name)
+    worker = create_faust_app(settings)
+    worker.converge = wire(app, worker, settings)
+    if settings.web_port is not None:  # its web server is on: serve GET /metrics there too
+        from framework.metrics import mount_metrics
+
+        mount_metrics(worker)
+    return worker
 
 
 def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:

@@ -1,62 +1,19 @@
-"""Run an app as a worker process (``converge worker MODULE:ATTR``)."""
+"""Run a Faust app as this process's worker (``converge worker MODULE:ATTR``): its event loop, its
+bounded stop on a signal, its frozen start-up heap."""
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
-import sys
 import threading
 from typing import Any, NoReturn
 
 import faust
 from faust.types import AppT
 
-from framework.app import App
-from framework.heap import GC_MODES, freeze_startup_heap
-from framework.settings import Settings
+from framework.worker.heap import GC_MODES, freeze_startup_heap
 
-__all__ = ["load_object", "load_converge_app", "load_app", "use_event_loop", "run_worker", "stop_bound"]
-
-
-def load_object(spec: str) -> Any:
-    """The object named ``MODULE:ATTR``, importing from the working directory too.
-
-    ValueError for a malformed spec; ImportError/AttributeError name what is missing.
-    """
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"expected MODULE:ATTR, got {spec!r}")
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
-    module = importlib.import_module(module_name)
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise AttributeError(f"module {module_name!r} has no attribute {attr!r}") from None
-
-
-def load_converge_app(spec: str) -> App:
-    """The converge ``App`` named ``MODULE:ATTR`` (an App, or a function returning one)."""
-    obj = load_object(spec)
-    app = obj if isinstance(obj, App) else obj() if callable(obj) else obj
-    if not isinstance(app, App):
-        raise TypeError(f"{spec} is not a converge App (got {type(app).__name__})")
-    return app
-
-
-def load_app(spec: str, settings: Settings | None = None) -> faust.App:
-    """The Faust app of ``MODULE:ATTR``: a converge ``App`` (its worker, with ``settings``),
-    a ``faust.App``, or a factory returning either."""
-    obj = load_object(spec)
-    if not isinstance(obj, App | faust.App) and callable(obj):
-        obj = obj()
-    if isinstance(obj, App):
-        return obj.worker(settings)
-    if not isinstance(obj, faust.App):
-        raise TypeError(f"{spec} is neither a converge App nor a faust.App (got {type(obj).__name__})")
-    return obj
+__all__ = ["use_event_loop", "run_worker", "stop_bound"]
 
 
 def use_event_loop(name: str) -> None:
@@ -124,7 +81,7 @@ class _Worker(faust.Worker):
 def run_worker(app: faust.App, loglevel: str = "warning", gc_mode: str = "freeze") -> NoReturn:
     """Run ``app`` until SIGINT/SIGTERM or a crash; exits the process with the worker's code.
 
-    ``gc_mode`` is one of ``framework.heap.GC_MODES``: ``freeze`` (default) freezes the heap
+    ``gc_mode`` is one of ``framework.worker.heap.GC_MODES``: ``freeze`` (default) freezes the heap
     once the app has started, ``default`` leaves the garbage collector alone."""
     if gc_mode not in GC_MODES:
         raise ValueError(f"gc mode: one of {GC_MODES}, not {gc_mode!r}")
