@@ -40,7 +40,7 @@ from framework.idmutation.tables import (
     request_row,
 )
 from framework.idmutation.topic import KafkaLog
-from framework.jobs.checkpoint import Batch
+from framework.jobs.batches import Batch
 from framework.notifications.config import NotificationConfig
 from framework.notifications.entries import batch_id_of, fixed_tenant, key_ident, notification_mutations
 from framework.notifications.stamping import write_stamped

@@ -46,7 +46,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 from framework.coordination.checkpoints import Checkpoint, CheckpointStore
-from framework.jobs.locks import (
+from framework.coordination.locks import (
     DomainLocks,
     LastRunner,
     LastRunnerConflict,

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from framework.jobs.checkpoint import BatchInput, OffsetRange
+from framework.jobs.batches import BatchInput, OffsetRange
 
 __all__ = ["Bounds", "RangeError", "Record", "partition_bounds", "plan_ranges", "read_range"]
 

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 from framework.bookkeeping import bookkeeping_tables
 from framework.coordination.checkpoints import CheckpointStore
+from framework.coordination.locks import DomainLocks
 from framework.core.projection import Projection
-from framework.jobs.checkpoint import Batch, BatchInput, JobCheckpoints
+from framework.jobs.batches import Batch, BatchInput, JobCheckpoints
 from framework.jobs.coordinator import CoordinatorSettings, JobCoordinator
-from framework.jobs.locks import DomainLocks
 from framework.jobs.micro_batch import JobProcess, run_job
 from framework.notifications.entries import decode_keys
 from framework.notifications.schema import NOTIFICATION_TABLES
