@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from framework.core.errors import ConvergeError
 from framework.core.mutations import CellValue, Mutation, Upsert
 from framework.core.schema import SchemaError, TableSchema
 from framework.dlq.record import ParkedRecord
@@ -72,7 +73,7 @@ Applier = Callable[[str, Batch, Mapping[tuple[str, str], Sequence[Interval]]], A
 _WRITE_CHUNK = 2000
 
 
-class IdMutationError(RuntimeError):
+class IdMutationError(ConvergeError, RuntimeError):
     """The ID mutation job cannot go on (nowhere to park a bad request, no index to re-project)."""
 
 

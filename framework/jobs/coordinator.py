@@ -56,11 +56,12 @@ from framework.coordination.locks import (
     check_job_name,
     default_holder_id,
 )
+from framework.core.errors import Transient
 
 __all__ = ["CoordinatorSettings", "JobCoordinator", "Turn", "TurnLost", "checkpoint_name"]
 
 
-class TurnLost(Exception):
+class TurnLost(Transient):
     """The turn's lock was lost before it finished (session or lease expired); no checkpoint was written."""
 
 

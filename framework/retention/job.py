@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from framework.bookkeeping import bookkeeping_tables
 from framework.coordination.checkpoints import CheckpointStore
 from framework.coordination.locks import DomainLocks
+from framework.core.errors import ConvergeError
 from framework.core.projection import Projection
 from framework.jobs.batches import Batch, BatchInput, JobCheckpoints
 from framework.jobs.coordinator import CoordinatorSettings, JobCoordinator
@@ -58,7 +59,7 @@ __all__ = [
 JOB = "retention"
 
 
-class RetentionError(RuntimeError):
+class RetentionError(ConvergeError, RuntimeError):
     """A retention run cannot go on (no policy, or no index for documents it must re-project)."""
 
 
