@@ -12,8 +12,9 @@ A lock domain is the resource that jobs must not change at the same time
 - the members: the jobs that declared themselves in the domain (name,
   predecessor), for ``converge jobs status``.
 
-Backends: ``SqliteDomainLocks`` (embedded stack) and ``ZooKeeperDomainLocks``
-(kazoo). Each method blocks; the coordinator calls them from a thread.
+Backends: ``sqlite.SqliteDomainLocks`` (embedded stack) and
+``zookeeper.ZooKeeperDomainLocks`` (kazoo), beside the checkpoint stores of
+the same backend. Each method blocks; the coordinator calls them from a thread.
 """
 
 from __future__ import annotations
