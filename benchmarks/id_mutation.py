@@ -38,7 +38,7 @@ from framework.idmutation import IdMutation, OwnerColumn, collapse
 from framework.idmutation.apply import apply_id_map
 from framework.idmutation.job import ensure_tables
 from framework.idmutation.steps import StepContext, writes_extra
-from framework.jobs.checkpoint import Batch, BatchInput
+from framework.jobs.batches import Batch, BatchInput
 from stores.sqlite import SqliteStore
 
 TOPIC = "idm-bench-requests"
@@ -138,11 +138,10 @@ def spark_variant(path: Path, requests: list[Any], shards: int) -> None:
 
 
 async def job_variant(path: Path, requests: list[Any], root: Path) -> None:
-    from framework.coordination.sqlite import SqliteCheckpointStore
+    from framework.coordination.sqlite import SqliteCheckpointStore, SqliteDomainLocks
     from framework.idmutation import map_topic_of
     from framework.idmutation.job import run_id_mutation
     from framework.idmutation.topic import KafkaLog
-    from framework.jobs.locks_sqlite import SqliteDomainLocks
     from framework.kafka_admin import ensure_topics, produce
     from framework.local_stack import LocalStack
 

@@ -30,8 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from framework import App, Column, Event, KeyedAgent, TableSchema, Upsert
-from framework.coordination.sqlite import SqliteCheckpointStore
-from framework.jobs.locks_sqlite import SqliteDomainLocks
+from framework.coordination.sqlite import SqliteCheckpointStore, SqliteDomainLocks
 from framework.retention import DAY_US, RetentionPolicy, RetentionRun, dry_run, ensure_tables, run_retention
 from stores.sqlite import SqliteStore
 

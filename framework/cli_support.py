@@ -52,7 +52,7 @@ DURATION_HELP = "e.g. 90, 30s, 15m, 2h, 7d"
 TIME_HELP = "ISO-8601 (UTC unless it has an offset), epoch seconds, or e.g. 30m ago, 2h ago, 7d ago"
 
 
-class UserError(Exception):
+class UserError(ConvergeError):
     """Bad input the user can fix: printed as one line, exit status 2."""
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
+from framework.core.errors import ConvergeError
 from framework.core.extras import needs_extra
 
 __all__ = ["LocalStack", "LocalStackError", "StackInfo", "free_port", "default_binary", "die_with_parent"]
@@ -30,7 +31,7 @@ _PR_SET_PDEATHSIG = 1
 _STATE_FILE = "converge-stack.json"
 
 
-class LocalStackError(RuntimeError):
+class LocalStackError(ConvergeError, RuntimeError):
     """The embedded stack could not be started, reached or stopped."""
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from framework.app import App
+from framework.core.errors import ConvergeError
 from framework.core.projection import Projection
 from framework.core.schema import SchemaError, TableSchema
 from framework.worker.loading import load_converge_app
@@ -23,7 +24,7 @@ __all__ = ["JobError", "app_of", "load_app", "projection_of", "select", "one", "
 _CACHE: dict[str, App] = {}
 
 
-class JobError(ValueError):
+class JobError(ConvergeError, ValueError):
     """A job was given something it cannot run with; the message is one line for the user."""
 
 

@@ -237,7 +237,7 @@ def _coordinated(args: argparse.Namespace, declared: str, name: str) -> Iterator
     import time
 
     from framework.coordination import open_checkpoint_store
-    from framework.jobs.locks_open import DEFAULT_JOB_LOCKS_URL, JOB_LOCKS_ENV, open_domain_locks
+    from framework.coordination.open import DEFAULT_JOB_LOCKS_URL, JOB_LOCKS_ENV, open_domain_locks
     from spark_batch.apps import JobError
     from spark_batch.preflight import Job, absolute_store_url
     from stores.open import open_search_index

@@ -29,6 +29,7 @@ import pandas as pd
 from pyspark.sql import SparkSession
 
 from framework.coordination.checkpoints import CheckpointStore
+from framework.coordination.locks import DomainLocks
 from framework.erasure.screen import screen_verdict
 from framework.idmutation.apply import PHASES, ApplyReport, apply_id_map
 from framework.idmutation.collapse import Interval, collapse
@@ -37,8 +38,7 @@ from framework.idmutation.requests import IdRequest
 from framework.idmutation.steps import Applier, Collapser, StepContext, writes_extra
 from framework.idmutation.tables import decode_intervals, encode_intervals
 from framework.idmutation.topic import KafkaLog
-from framework.jobs.checkpoint import Batch
-from framework.jobs.locks import DomainLocks
+from framework.jobs.batches import Batch
 from spark_batch.apps import load_app
 from stores.base import SearchIndex
 from stores.open import open_wide_store

@@ -31,7 +31,7 @@ from pyspark.sql import SparkSession
 
 from framework.coordination import CheckpointStore
 from framework.core.sync import run_sync
-from framework.jobs.checkpoint import Batch, BatchInput, JobCheckpoints
+from framework.jobs.batches import Batch, BatchInput, JobCheckpoints
 from framework.jobs.micro_batch import JobProcess, JobRun, run_job
 from spark_batch.apps import JobError, load_app
 from spark_batch.backfill import prepare

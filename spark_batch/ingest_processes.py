@@ -40,7 +40,7 @@ from pyspark.sql import SparkSession
 from framework.core.events import Event, EventError, parse_event
 from framework.core.mutations import Mutation
 from framework.core.projection import Projection
-from framework.jobs.checkpoint import Batch, OffsetRange
+from framework.jobs.batches import Batch, OffsetRange
 from framework.runtime.processor import key_mismatch
 from framework.runtime.projector import read_documents
 from spark_batch.apps import JobError, app_of

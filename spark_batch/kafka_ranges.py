@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from framework.jobs.checkpoint import BatchInput, OffsetRange
+from framework.jobs.batches import BatchInput, OffsetRange
 from framework.jobs.kafka_ranges import Record, partition_bounds, plan_ranges, read_range
 from spark_batch.io import iterate_async
 

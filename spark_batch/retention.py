@@ -23,7 +23,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from framework.coordination.checkpoints import CheckpointStore
-from framework.jobs.locks import DomainLocks
+from framework.coordination.locks import DomainLocks
 from framework.retention import RetentionRun, TableReport, ensure_tables, run_retention
 from framework.retention.job import RetainDomain, retain_domain
 from spark_batch.apps import load_app

@@ -13,6 +13,8 @@ import abc
 import re
 from dataclasses import dataclass
 
+from framework.core.errors import ConvergeError, Transient
+
 __all__ = [
     "Checkpoint",
     "CheckpointStore",
@@ -31,7 +33,7 @@ _SEGMENT = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
 _MAX_NAME = 255
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ConvergeError, ValueError):
     """A checkpoint name or value is malformed."""
 
 
@@ -45,7 +47,7 @@ class CheckpointConflict(CheckpointError):
         self.actual = actual
 
 
-class CheckpointUnavailable(Exception):
+class CheckpointUnavailable(Transient):
     """The backend cannot be reached now; the operation may be retried."""
 
 

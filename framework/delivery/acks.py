@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from framework.core.errors import BadMessage
 from framework.core.events import Event
 from framework.core.mutations import Mutation
 from framework.delivery.ledger import DeliveryLedger
@@ -38,7 +39,7 @@ MAX_BATCH = 1000
 MAX_BODY_BYTES = 1 << 20
 
 
-class AckFormatError(DeliveryError):
+class AckFormatError(DeliveryError, BadMessage):
     """An ack record or body is malformed; ``field`` names the offending part."""
 
 

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from framework.core.errors import Transient
 from framework.delivery.model import Location
 
 __all__ = ["Record", "RecordFetcher", "RecordPublisher", "FetchTimeout"]
 
 
-class FetchTimeout(Exception):
+class FetchTimeout(Transient):
     """The record exists but did not arrive in time (transient)."""
 
 

@@ -17,6 +17,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 
+from framework.core.errors import ConvergeError
 from framework.core.mutations import CellValue
 from framework.core.rows import Row
 from framework.core.schema import Column, TableSchema
@@ -41,7 +42,7 @@ MAX_ID_CHARS = 512
 MINUTE_US = 60_000_000
 
 
-class DeliveryError(ValueError):
+class DeliveryError(ConvergeError, ValueError):
     """Malformed delivery input (consumer, message id, configuration); ``field`` names the part."""
 
     def __init__(self, field: str, message: str) -> None:

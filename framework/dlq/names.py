@@ -13,6 +13,7 @@ import hashlib
 import re
 from pathlib import Path
 
+from framework.core.errors import ConvergeError
 from framework.dlq.record import Partition
 
 __all__ = ["MAX_COMPONENT", "sanitise", "partition_dir", "label", "UnsafePathError"]
@@ -23,7 +24,7 @@ _SAFE = re.compile(r"[A-Za-z0-9._-]+")
 _UNSAFE_CHAR = re.compile(r"[^A-Za-z0-9._-]")
 
 
-class UnsafePathError(ValueError):
+class UnsafePathError(ConvergeError, ValueError):
     """A computed path would leave the WAL directory."""
 
 

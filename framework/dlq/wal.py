@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
+from framework.core.errors import ConvergeError
 from framework.dlq.index import NewSegment, SegmentFilter, SegmentInfo, Status
 from framework.dlq.names import partition_dir
 from framework.dlq.record import ParkedRecord, Partition, record_to_json
@@ -40,7 +41,7 @@ DEFAULT_MAX_SEGMENT_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_SEGMENT_AGE_S = 3600.0
 
 
-class WALLockedError(RuntimeError):
+class WALLockedError(ConvergeError, RuntimeError):
     """Another live process is writing this WAL root."""
 
 

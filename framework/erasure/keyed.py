@@ -16,6 +16,8 @@ import os
 from collections.abc import Mapping
 from typing import Literal, overload
 
+from framework.core.errors import ConvergeError
+
 __all__ = ["ENV_KEY", "ErasureKeyError", "erasure_key", "subject_hash"]
 
 #: Environment variable holding the erasure key.
@@ -23,7 +25,7 @@ ENV_KEY = "CONVERGE_ERASURE_KEY"
 _MIN_KEY_BYTES = 16
 
 
-class ErasureKeyError(ValueError):
+class ErasureKeyError(ConvergeError, ValueError):
     """No erasure key, or one too short to be a secret."""
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from framework.core.errors import ConvergeError
 from framework.core.mutations import Upsert
 from framework.core.schema import SchemaError
 from framework.core.sync import run_sync
@@ -38,7 +39,7 @@ TARGET = "target"
 _FLAG = "--denylist-store (CONVERGE_DENYLIST_STORE)"
 
 
-class DenylistMissing(ValueError):
+class DenylistMissing(ConvergeError, ValueError):
     """A job would write an app's personal data into a store with no deny-list of record."""
 
 

@@ -64,10 +64,10 @@ def _checkpoints_url(args: argparse.Namespace, settings: Any) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     from framework.coordination import open_checkpoint_store
+    from framework.coordination.open import JOB_LOCKS_ENV, open_domain_locks
     from framework.dlq import DeadLetterWAL
     from framework.idmutation.job import run_id_mutation
     from framework.idmutation.topic import KafkaLog
-    from framework.jobs.locks_open import JOB_LOCKS_ENV, open_domain_locks
     from stores.open import open_search_index
 
     app = app_declaring(args.app, "id_mutation", "id_mutation=IdMutation(...)")

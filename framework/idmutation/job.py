@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from framework.coordination.checkpoints import CheckpointStore
+from framework.coordination.locks import DomainLocks
 from framework.idmutation.apply import ApplyReport, sweep
 from framework.idmutation.collapse import Interval
 from framework.idmutation.declare import IdMutation, MutatingApp
@@ -50,10 +51,9 @@ from framework.idmutation.steps import (
 )
 from framework.idmutation.tables import ID_TABLES, MAP_TABLE, REQUESTS_TABLE, decode_intervals, request_of_row
 from framework.idmutation.topic import KafkaLog
-from framework.jobs.checkpoint import Batch, BatchInput, JobCheckpoints
+from framework.jobs.batches import Batch, BatchInput, JobCheckpoints
 from framework.jobs.coordinator import CoordinatorSettings, JobCoordinator
 from framework.jobs.kafka_ranges import plan_ranges
-from framework.jobs.locks import DomainLocks
 from framework.jobs.micro_batch import JobProcess, run_job
 from framework.jobs.reprojection import PENDING_TABLE, reproject_pending
 from framework.notifications.reader import DEFAULT_SETTLE, NotificationReader

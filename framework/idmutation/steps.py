@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from framework.core.errors import ConvergeError
 from framework.core.mutations import CellValue, Mutation
 from framework.core.schema import SchemaError, TableSchema
 from framework.dlq.record import ParkedRecord
@@ -39,7 +40,7 @@ from framework.idmutation.tables import (
     request_row,
 )
 from framework.idmutation.topic import KafkaLog
-from framework.jobs.checkpoint import Batch
+from framework.jobs.batches import Batch
 from framework.jobs.reprojection import pending_row
 from framework.notifications.config import NotificationConfig
 from framework.notifications.entries import batch_id_of, fixed_tenant, notification_mutations
@@ -70,7 +71,7 @@ Applier = Callable[[str, Batch, Mapping[tuple[str, str], Sequence[Interval]]], A
 _WRITE_CHUNK = 2000
 
 
-class IdMutationError(RuntimeError):
+class IdMutationError(ConvergeError, RuntimeError):
     """The ID mutation job cannot go on (nowhere to park a bad request, no index to re-project)."""
 
 

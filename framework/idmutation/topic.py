@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 
-from framework.jobs.checkpoint import OffsetRange
+from framework.jobs.batches import OffsetRange
 from framework.jobs.kafka_ranges import Bounds, RangeError, partition_bounds, read_range
 from framework.kafka_admin import produce
 

@@ -1,9 +1,10 @@
 """Micro-batch jobs: the job checkpoint store (exactly-once effect across tables) and the job
-coordinator (one job at a time per lock domain, in a declared order)."""
+coordinator (one job at a time per lock domain, in a declared order). The lock domains and
+checkpoint stores they stand on are ``framework.coordination``'s."""
 
 from __future__ import annotations
 
-from framework.jobs.checkpoint import (
+from framework.jobs.batches import (
     Batch,
     BatchInput,
     JobCheckpointError,
@@ -13,15 +14,6 @@ from framework.jobs.checkpoint import (
     OffsetRange,
 )
 from framework.jobs.coordinator import CoordinatorSettings, JobCoordinator, Turn, TurnLost
-from framework.jobs.locks import (
-    DomainLocks,
-    DomainStatus,
-    JobLockError,
-    LastRunner,
-    LeaseLost,
-    LocksUnavailable,
-)
-from framework.jobs.locks_open import open_domain_locks
 from framework.jobs.micro_batch import JobProcess, JobRun, run_job
 
 __all__: list[str] = [
@@ -38,14 +30,7 @@ __all__: list[str] = [
     "run_job",
     # job coordinator
     "CoordinatorSettings",
-    "DomainLocks",
-    "DomainStatus",
     "JobCoordinator",
-    "JobLockError",
-    "LastRunner",
-    "LeaseLost",
-    "LocksUnavailable",
     "Turn",
     "TurnLost",
-    "open_domain_locks",
 ]

@@ -46,7 +46,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 from framework.coordination.checkpoints import Checkpoint, CheckpointStore
-from framework.jobs.locks import (
+from framework.coordination.locks import (
     DomainLocks,
     LastRunner,
     LastRunnerConflict,
@@ -56,11 +56,12 @@ from framework.jobs.locks import (
     check_job_name,
     default_holder_id,
 )
+from framework.core.errors import Transient
 
 __all__ = ["CoordinatorSettings", "JobCoordinator", "Turn", "TurnLost", "checkpoint_name"]
 
 
-class TurnLost(Exception):
+class TurnLost(Transient):
     """The turn's lock was lost before it finished (session or lease expired); no checkpoint was written."""
 
 

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from framework.cli_support import CliParser, UserError, add_json_flag, print_json
+from framework.coordination.locks import DomainLocks, DomainStatus, LastRunner
+from framework.coordination.open import DEFAULT_JOB_LOCKS_URL, JOB_LOCKS_ENV, open_domain_locks
 from framework.jobs.coordinator import checkpoint_name
-from framework.jobs.locks import DomainLocks, DomainStatus, LastRunner
-from framework.jobs.locks_open import DEFAULT_JOB_LOCKS_URL, JOB_LOCKS_ENV, open_domain_locks
 
 __all__ = ["register", "domain_report"]
 

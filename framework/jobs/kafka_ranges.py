@@ -13,12 +13,13 @@ from collections.abc import AsyncIterator, Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from framework.jobs.checkpoint import BatchInput, OffsetRange
+from framework.core.errors import ConvergeError
+from framework.jobs.batches import BatchInput, OffsetRange
 
 __all__ = ["Bounds", "RangeError", "Record", "partition_bounds", "plan_ranges", "read_range"]
 
 
-class RangeError(ValueError):
+class RangeError(ConvergeError, ValueError):
     """A topic is missing, lost offsets a job has not read, or sent nothing for too long."""
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from framework.jobs.checkpoint import Batch, BatchInput, JobCheckpoints, JobState
+from framework.jobs.batches import Batch, BatchInput, JobCheckpoints, JobState
 
 __all__ = ["JobProcess", "JobRun", "run_job", "CRASH_AFTER_ENV"]
 

@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from framework.core.errors import ConvergeError
 from framework.core.mutations import CellValue, Upsert
 from framework.core.projection import Projection
 from framework.core.schema import Column, TableSchema
@@ -44,7 +45,7 @@ PENDING_TABLE = TableSchema(
 )
 
 
-class ReprojectionError(RuntimeError):
+class ReprojectionError(ConvergeError, RuntimeError):
     """Pending documents cannot be re-projected (no index given, or the index refused some)."""
 
 

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from framework.coordination import Checkpoint, CheckpointStore
+from framework.core.errors import ConvergeError
 from framework.core.rows import cell_int
 from framework.notifications.entries import Entry, entry_from_row
 from framework.notifications.schema import (
@@ -50,7 +51,7 @@ CHECKPOINT_PREFIX = "converge/notifications"
 DEFAULT_SETTLE = 30.0
 
 
-class NotificationGap(Exception):
+class NotificationGap(ConvergeError):
     """The consumer's checkpoint is older than the notification retention."""
 
     def __init__(self, consumer: str, at: int, oldest: int, retention: int) -> None:

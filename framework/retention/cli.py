@@ -70,7 +70,7 @@ def _run(args: argparse.Namespace) -> int:
 
 async def _coordinated(args: argparse.Namespace, app: Any, settings: Any, store: Any) -> Any:
     from framework.coordination import open_checkpoint_store
-    from framework.jobs.locks_open import JOB_LOCKS_ENV, open_domain_locks
+    from framework.coordination.open import JOB_LOCKS_ENV, open_domain_locks
     from framework.retention.job import run_retention
     from stores.open import open_search_index
 

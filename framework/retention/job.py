@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from framework.coordination.checkpoints import CheckpointStore
-from framework.jobs.checkpoint import Batch, BatchInput, JobCheckpoints
+from framework.coordination.locks import DomainLocks
+from framework.core.errors import ConvergeError
+from framework.jobs.batches import Batch, BatchInput, JobCheckpoints
 from framework.jobs.coordinator import CoordinatorSettings, JobCoordinator
-from framework.jobs.locks import DomainLocks
 from framework.jobs.micro_batch import JobProcess, run_job
 from framework.jobs.reprojection import PENDING_TABLE, ReprojectionError, reproject_pending
 from framework.notifications.schema import NOTIFICATION_TABLES
@@ -53,7 +54,7 @@ __all__ = [
 JOB = "retention"
 
 
-class RetentionError(RuntimeError):
+class RetentionError(ConvergeError, RuntimeError):
     """A retention run cannot go on (no policy, or no index for documents it must re-project)."""
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from stores.errors import TransientStoreError
+from framework.core.errors import BadMessage, Transient
 
 __all__ = ["MessageError", "SinkFailure", "is_io_failure", "is_transient", "error_class", "stage_of"]
 
 
-class MessageError(Exception):
+class MessageError(BadMessage):
     """The message itself is bad: retrying it gives the same failure. It is parked.
 
     ``stage`` is where it failed: ``parse``, ``map`` or ``sink``.
@@ -19,7 +19,7 @@ class MessageError(Exception):
         self.cause = cause
 
 
-class SinkFailure(Exception):
+class SinkFailure(Transient):
     """A transient failure of one sink; ``sink`` names the destination for back-off."""
 
     def __init__(self, sink: str, cause: BaseException) -> None:
@@ -30,8 +30,9 @@ class SinkFailure(Exception):
 
 def is_io_failure(exc: BaseException) -> bool:
     """True when a sink call failed in its I/O: a timeout, a connection or socket error, or
-    a store's TransientStoreError (its adapter's verdict on 5xx, 429, unavailable...)."""
-    return isinstance(exc, TransientStoreError | TimeoutError | OSError)
+    a ``Transient`` error (e.g. a store's TransientStoreError: its adapter's verdict on 5xx,
+    429, unavailable...)."""
+    return isinstance(exc, Transient | TimeoutError | OSError)
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections import deque
 from typing import Generic, TypeVar
 
+from framework.core.errors import ConvergeError
+
 __all__ = ["OffsetTracker", "OffsetOrderError"]
 
 T = TypeVar("T")
 
 
-class OffsetOrderError(RuntimeError):
+class OffsetOrderError(ConvergeError, RuntimeError):
     """Offsets were tracked out of order, or an unknown offset was finished."""
 
 

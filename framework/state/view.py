@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from framework.core.errors import ConvergeError
 from framework.core.lookup import Entry
 
 __all__ = ["StateView", "Missing"]
 
 
-class Missing(LookupError):
+class Missing(ConvergeError, LookupError):
     """The entry ``key`` of lookup ``lookup`` has not arrived: the event waits for it.
 
     ``handle`` lets it propagate; the runtime keeps the event pending (never

@@ -49,6 +49,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from framework.core.errors import ConvergeError
 from framework.core.events import Event, parse_event
 from framework.core.lookup import Entry
 from framework.core.mutations import Mutation
@@ -85,7 +86,7 @@ _FUNCTIONS: tuple[tuple[Any, str, str], ...] = (
 )  # fmt: skip
 
 
-class Impurity(AssertionError):
+class Impurity(ConvergeError, AssertionError):
     """``handle`` called something that makes it impure; ``call`` names it."""
 
     def __init__(self, call: str) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from stores.cassandra.errors import reraise
+from stores.cassandra.error_map import reraise
 from stores.errors import TransientStoreError
 
 __all__ = ["Page", "execute", "GRACE_S"]
@@ -65,7 +65,7 @@ async def execute(
     """Run ``statement`` on ``session`` and return its first (or ``paging_state``'s) page.
 
     Driver failures become TransientStoreError / PermanentStoreError (see
-    ``stores.cassandra.errors``); the wait itself is bounded by ``timeout + GRACE_S``.
+    ``stores.cassandra.error_map``); the wait itself is bounded by ``timeout + GRACE_S``.
     """
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[Any] = loop.create_future()

@@ -12,7 +12,7 @@ import asyncio
 from typing import Any
 
 from framework.core.schema import Column, SchemaError, TableSchema
-from stores.cassandra.errors import reraise
+from stores.cassandra.error_map import reraise
 from stores.cassandra.statements import COLUMN_ORDER_PREFIX
 from stores.evolution import added_columns
 

@@ -26,7 +26,7 @@ from stores.base import WideColumnStore
 from stores.cassandra import statements as cql
 from stores.cassandra.batches import MAX_BATCH_STATEMENTS, requests
 from stores.cassandra.bridge import Page, execute
-from stores.cassandra.errors import reraise
+from stores.cassandra.error_map import reraise
 from stores.cassandra.existing import (
     columns_to_add,
     refreshed_metadata,

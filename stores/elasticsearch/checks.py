@@ -1,4 +1,4 @@
-"""Input checks for the Elasticsearch adapter (errors: ``stores.elasticsearch.errors``).
+"""Input checks for the Elasticsearch adapter (errors: ``stores.elasticsearch.error_map``).
 
 Everything here runs without I/O: names, ids, versions and documents are
 checked (and documents encoded) before a request is built.

@@ -49,7 +49,7 @@ from stores.elasticsearch.checks import (
     check_name,
     encode_document,
 )
-from stores.elasticsearch.errors import bulk_item, error_summary, map_error
+from stores.elasticsearch.error_map import bulk_item, error_summary, map_error
 from stores.errors import PermanentStoreError
 
 __all__ = ["ElasticsearchIndex", "DocumentError", "TOMBSTONE_FIELD"]

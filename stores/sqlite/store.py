@@ -6,7 +6,7 @@ a transaction. Concurrent ``apply`` calls are group-committed: all that wait
 together share one durable transaction (one fsync), and each returns once that
 commit is on disk. When one batch of a group is invalid, nothing of the group
 is written and each batch is applied on its own, so only the bad one fails.
-SQLite errors become (``stores.sqlite.errors.map_error``) ``TransientStoreError`` (locked, I/O) or
+SQLite errors become (``stores.sqlite.error_map.map_error``) ``TransientStoreError`` (locked, I/O) or
 ``PermanentStoreError``; schema and mutation errors pass through unchanged.
 """
 
@@ -28,7 +28,7 @@ from framework.core.schema import TableSchema
 from stores.base import WideColumnStore
 from stores.errors import StoreError
 from stores.sqlite.engine import ScanCursor, SqliteEngine
-from stores.sqlite.errors import map_error
+from stores.sqlite.error_map import map_error
 
 __all__ = ["SqliteStore"]
 

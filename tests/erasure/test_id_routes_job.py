@@ -11,14 +11,13 @@ import uuid
 from pathlib import Path
 
 from framework import App
-from framework.coordination.sqlite import SqliteCheckpointStore
+from framework.coordination.sqlite import SqliteCheckpointStore, SqliteDomainLocks
 from framework.dlq import DeadLetterWAL
 from framework.erasure.run import erase
 from framework.idmutation import IdMutation, IdRequest, map_topic_of
 from framework.idmutation.job import run_id_mutation
 from framework.idmutation.routes import ROUTES_TABLE
 from framework.idmutation.topic import KafkaLog
-from framework.jobs.locks_sqlite import SqliteDomainLocks
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import StackInfo
 from framework.testing import Driver

@@ -13,14 +13,13 @@ from typing import Any
 
 import pytest
 
-from framework.coordination.sqlite import SqliteCheckpointStore
+from framework.coordination.sqlite import SqliteCheckpointStore, SqliteDomainLocks
 from framework.dlq import DeadLetterWAL
 from framework.idmutation import IdRequest, map_topic_of
 from framework.idmutation.job import run_id_mutation, status
 from framework.idmutation.tables import MAP_TABLE, decode_intervals
 from framework.idmutation.topic import KafkaLog
 from framework.jobs import CoordinatorSettings, JobCoordinator
-from framework.jobs.locks_sqlite import SqliteDomainLocks
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import StackInfo
 from framework.testing import Driver

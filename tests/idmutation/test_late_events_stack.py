@@ -13,11 +13,10 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from framework.coordination.sqlite import SqliteCheckpointStore
+from framework.coordination.sqlite import SqliteCheckpointStore, SqliteDomainLocks
 from framework.idmutation import IdRequest, map_topic_of
 from framework.idmutation.job import run_id_mutation
 from framework.idmutation.topic import KafkaLog
-from framework.jobs.locks_sqlite import SqliteDomainLocks
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import StackInfo, free_port
 from framework.metrics.summary import fetch_metrics

@@ -25,7 +25,7 @@ from framework.idmutation import IdRequest, collapse
 from framework.idmutation.apply import apply_id_map
 from framework.idmutation.job import ensure_tables
 from framework.idmutation.tables import MAP_TABLE, map_row
-from framework.jobs.checkpoint import Batch, BatchInput
+from framework.jobs.batches import Batch, BatchInput
 from framework.testing import Driver
 from spark_batch.archive import write_jsonl
 from spark_batch.backfill import backfill

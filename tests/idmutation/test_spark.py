@@ -16,13 +16,12 @@ from typing import Any
 import pytest
 
 from framework.cli import main
-from framework.coordination.sqlite import SqliteCheckpointStore
+from framework.coordination.sqlite import SqliteCheckpointStore, SqliteDomainLocks
 from framework.core.mutations import LogState, Upsert
 from framework.idmutation import IdRequest, map_topic_of
 from framework.idmutation.job import ensure_tables, run_id_mutation
 from framework.idmutation.tables import MAP_TABLE
 from framework.idmutation.topic import KafkaLog
-from framework.jobs.locks_sqlite import SqliteDomainLocks
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import StackInfo
 from stores.open import sqlite_url

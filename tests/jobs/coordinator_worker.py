@@ -19,8 +19,8 @@ import sqlite3
 import sys
 import time
 
-from framework.coordination import open_checkpoint_store
-from framework.jobs import CoordinatorSettings, JobCoordinator, open_domain_locks
+from framework.coordination import open_checkpoint_store, open_domain_locks
+from framework.jobs import CoordinatorSettings, JobCoordinator
 
 RECORD_DDL = (
     "CREATE TABLE IF NOT EXISTS turns (round INTEGER NOT NULL, job TEXT NOT NULL, pid INTEGER NOT NULL,"

@@ -15,7 +15,7 @@ import pytest
 from framework.coordination.checkpoints import CheckpointStore
 from framework.coordination.sqlite import SqliteCheckpointStore
 from framework.coordination.zookeeper import ZooKeeperCheckpointStore
-from framework.jobs.checkpoint import (
+from framework.jobs.batches import (
     Batch,
     BatchInput,
     JobCheckpointError,

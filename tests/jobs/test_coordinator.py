@@ -12,18 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from framework.coordination import CheckpointStore, open_checkpoint_store
-from framework.jobs import (
-    CoordinatorSettings,
+from framework.coordination import (
+    CheckpointStore,
     DomainLocks,
-    JobCoordinator,
     JobLockError,
+    LastRunner,
+    LastRunnerConflict,
     LeaseLost,
     LocksUnavailable,
-    TurnLost,
+    open_checkpoint_store,
     open_domain_locks,
 )
-from framework.jobs.locks import LastRunner, LastRunnerConflict
+from framework.jobs import CoordinatorSettings, JobCoordinator, TurnLost
 from framework.local_stack import free_port
 from tests.support.zookeeper import ZooKeeperServer, zookeeper_server
 
@@ -210,7 +210,7 @@ def test_status_lists_domains_members_and_the_holder(open_locks: Opener) -> None
 
 
 def test_sqlite_lease_expires_when_its_holder_stops_renewing(tmp_path: Path) -> None:
-    from framework.jobs.locks_sqlite import SqliteDomainLocks
+    from framework.coordination.sqlite import SqliteDomainLocks
 
     holder = SqliteDomainLocks(tmp_path / "j.db", lease=1.5)
     other = SqliteDomainLocks(tmp_path / "j.db", lease=1.5)
@@ -246,7 +246,7 @@ def test_names_and_urls_are_checked(tmp_path: Path) -> None:
 
 
 def test_an_unreachable_ensemble_is_unavailable_not_a_hang() -> None:
-    from framework.jobs.locks_zookeeper import ZooKeeperDomainLocks
+    from framework.coordination.zookeeper import ZooKeeperDomainLocks
 
     with pytest.raises(LocksUnavailable):
         ZooKeeperDomainLocks(f"127.0.0.1:{free_port()}", connect_timeout=1.0)
@@ -254,7 +254,7 @@ def test_an_unreachable_ensemble_is_unavailable_not_a_hang() -> None:
 
 def test_zookeeper_going_away_ends_the_turn_without_a_checkpoint(tmp_path: Path) -> None:
     from framework.coordination.sqlite import SqliteCheckpointStore
-    from framework.jobs.locks_zookeeper import ZooKeeperDomainLocks
+    from framework.coordination.zookeeper import ZooKeeperDomainLocks
 
     server = ZooKeeperServer(tmp_path / "zk").start()
     locks = ZooKeeperDomainLocks(server.hosts, root="/gone", session_timeout=2.0)

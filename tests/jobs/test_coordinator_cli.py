@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from framework.cli import main
-from framework.coordination import open_checkpoint_store
-from framework.jobs import CoordinatorSettings, JobCoordinator, open_domain_locks
+from framework.coordination import open_checkpoint_store, open_domain_locks
+from framework.jobs import CoordinatorSettings, JobCoordinator
 from tests.support.zookeeper import ZooKeeperServer, zookeeper_server
 
 __all__ = ["zookeeper_server"]
@@ -90,4 +90,4 @@ def test_status_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["jobs", "status", "--locks", url, "--domain", "nothing"]) == 2
     assert "no lock domain 'nothing'" in capsys.readouterr().err
     assert main(["jobs", "status", "--locks", "redis://x"]) == 1
-    assert "unknown job lock scheme" in capsys.readouterr().err
+    assert "job lock URL 'redis://x': unknown scheme" in capsys.readouterr().err

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from kazoo.exceptions import NoNodeError
 
+from framework.coordination.locks import Member
+from framework.coordination.zookeeper import ZooKeeperDomainLocks
 from framework.jobs import CoordinatorSettings, JobCoordinator
-from framework.jobs.locks import Member
-from framework.jobs.locks_zookeeper import ZooKeeperDomainLocks
 from tests.support.zookeeper import ZooKeeperServer, zookeeper_server
 
 __all__ = ["zookeeper_server"]

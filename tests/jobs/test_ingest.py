@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from examples.support_desk.generator import generate_history
 from examples.support_desk.history import by_topic, deliver
 from framework.coordination.sqlite import SqliteCheckpointStore
-from framework.jobs.checkpoint import JobCheckpoints
+from framework.jobs.batches import JobCheckpoints
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import StackInfo
 from framework.notifications import NOTIFICATION_TABLE, entry_from_row

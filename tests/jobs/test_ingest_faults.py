@@ -41,7 +41,7 @@ from examples.activity_platform.generator import generate_history
 from examples.activity_platform.oracle import compare_documents, compare_rows, expected_state
 from framework.coordination import open_checkpoint_store
 from framework.core.events import parse_event
-from framework.jobs.checkpoint import Batch, BatchInput, JobCheckpoints, JobState
+from framework.jobs.batches import Batch, BatchInput, JobCheckpoints, JobState
 from framework.jobs.micro_batch import CRASH_AFTER_ENV
 from framework.local_stack import StackInfo
 from framework.notifications import DEFAULT_TENANT, NOTIFICATION_TABLE, default_tenant_of, entry_from_row

@@ -24,7 +24,7 @@ from examples.activity_platform.app import app as reference_app
 from examples.activity_platform.generator import generate_history
 from framework.coordination.sqlite import SqliteCheckpointStore
 from framework.core.mutations import Upsert
-from framework.jobs.checkpoint import BatchInput
+from framework.jobs.batches import BatchInput
 from framework.local_stack import StackInfo
 from framework.notifications import Entry, NotificationReader
 from framework.notifications.sink import write_notifications

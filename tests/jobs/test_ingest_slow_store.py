@@ -25,7 +25,7 @@ from examples.support_desk.app import app as support_desk
 from examples.support_desk.generator import generate_history
 from examples.support_desk.history import by_topic, deliver
 from framework.core.events import parse_event
-from framework.jobs.checkpoint import Batch
+from framework.jobs.batches import Batch
 from framework.jobs.kafka_ranges import partition_bounds, plan_ranges
 from framework.local_stack import StackInfo
 from framework.notifications import default_tenant_of

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from framework.coordination.sqlite import SqliteCheckpointStore
-from framework.jobs.checkpoint import Batch, BatchInput, JobCheckpoints, OffsetRange
+from framework.jobs.batches import Batch, BatchInput, JobCheckpoints, OffsetRange
 from framework.jobs.micro_batch import CRASH_AFTER_ENV, JobProcess, run_job
 
 PROCESSES = ("store", "notifications", "index")
@@ -107,7 +107,7 @@ _CHILD = """
 import asyncio, sys
 sys.path.insert(0, {root!r})
 from framework.coordination.sqlite import SqliteCheckpointStore
-from framework.jobs.checkpoint import JobCheckpoints
+from framework.jobs.batches import JobCheckpoints
 from framework.jobs.micro_batch import run_job
 from tests.jobs.test_micro_batch import PROCESSES, Tables, _planner
 

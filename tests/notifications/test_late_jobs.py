@@ -31,7 +31,7 @@ from framework.idmutation.apply import apply_id_map
 from framework.idmutation.collapse import collapse
 from framework.idmutation.requests import IdRequest
 from framework.idmutation.steps import StepContext, writes_extra
-from framework.jobs.checkpoint import Batch, BatchInput
+from framework.jobs.batches import Batch, BatchInput
 from framework.notifications import NotificationReader
 from framework.notifications.entries import Entry, key_ident
 from framework.retention.job import ensure_tables, retain_domain

@@ -7,8 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from framework.coordination.sqlite import SqliteCheckpointStore
-from framework.jobs.locks_sqlite import SqliteDomainLocks
+from framework.coordination.sqlite import SqliteCheckpointStore, SqliteDomainLocks
 from framework.retention import RetentionRun, run_retention
 from framework.testing import Driver
 

@@ -12,8 +12,9 @@ A lock domain is the resource that jobs must not change at the same time
 - the members: the jobs that declared themselves in the domain (name,
   predecessor), for ``converge jobs status``.
 
-Backends: ``SqliteDomainLocks`` (embedded stack) and ``ZooKeeperDomainLocks``
-(kazoo). Each method blocks; the coordinator calls them from a thread.
+Backends: ``sqlite.SqliteDomainLocks`` (embedded stack) and
+``zookeeper.ZooKeeperDomainLocks`` (kazoo), beside the checkpoint stores of
+the same backend. Each method blocks; the coordinator calls them from a thread.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import os
 import re
 import socket
 from dataclasses import asdict, dataclass, field
+
+from framework.core.errors import ConvergeError, Transient
 
 __all__ = [
     "DomainLocks",
@@ -42,19 +45,19 @@ __all__ = [
 _NAME = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
 
 
-class JobLockError(ValueError):
+class JobLockError(ConvergeError, ValueError):
     """A domain or job name is malformed, or a backend URL is unusable."""
 
 
-class LocksUnavailable(Exception):
+class LocksUnavailable(Transient):
     """The backend cannot be reached now; the round may be retried."""
 
 
-class LeaseLost(Exception):
+class LeaseLost(Transient):
     """The caller no longer holds the domain's lock (its session or lease expired, or it was taken)."""
 
 
-class LastRunnerConflict(Exception):
+class LastRunnerConflict(ConvergeError):
     """The last runner changed since it was read (``actual`` is its current version, None when absent)."""
 
     def __init__(self, domain: str, expected: int | None, actual: int | None) -> None:

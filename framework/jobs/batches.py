@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from framework.coordination.checkpoints import CheckpointConflict, CheckpointStore, check_name
+from framework.core.errors import ConvergeError
 
 __all__ = [
     "OffsetRange",
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 
-class JobCheckpointError(RuntimeError):
+class JobCheckpointError(ConvergeError, RuntimeError):
     """The job's checkpoints do not allow the step asked for (or are malformed)."""
 
 
