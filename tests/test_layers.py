@@ -38,13 +38,10 @@ LAYERS: list[tuple[str, ...]] = [
         "framework.wiring",
         "framework.resources",
         "framework.worker",
-        "framework.cli",
-        "framework.cli_support",
-        "framework.dlq.cli",
-        "framework.delivery.cli",
         "framework.testing",
     ),
     ("spark_batch",),
+    ("framework.cli",),  # the top: its ``spark`` command runs the batch layer
     ("agents", "examples"),
 ]
 

@@ -9,9 +9,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from framework.settings import ENV, env_setting
+
 __all__ = ["add_changes"]
 
-_ENV_CHECKPOINTS = "CONVERGE_CHECKPOINTS"
+_ENV_CHECKPOINTS = ENV["checkpoints"]
 #: Exit status when the consumer fell behind the notification retention (as ``converge changes read``).
 GAP_STATUS = 3
 
@@ -20,7 +22,7 @@ def _checkpoints(args: argparse.Namespace, store: str) -> str:
     from spark_batch.apps import JobError
     from stores.open import sqlite_path, sqlite_url
 
-    url = args.checkpoints or os.environ.get(_ENV_CHECKPOINTS)
+    url = args.checkpoints or env_setting("checkpoints")
     if url:
         return str(url)
     if not store.startswith("sqlite:"):
@@ -87,7 +89,7 @@ def add_changes(
     guarded: Callable[[Callable[[argparse.Namespace], int]], Any],
 ) -> None:
     """Add the ``changes`` job to ``converge spark``."""
-    from framework.cli_support import DURATION_HELP, parse_duration
+    from framework.cli.common import DURATION_HELP, parse_duration
     from framework.notifications import DEFAULT_RETENTION
     from framework.notifications.reader import DEFAULT_SETTLE
 

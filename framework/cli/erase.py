@@ -15,7 +15,7 @@ import argparse
 import asyncio
 from typing import Any
 
-from framework.cli_support import CliParser, UserError, add_json_flag, load_spec, print_json
+from framework.cli.common import CliParser, UserError, add_json_flag, load_spec, print_json
 
 __all__ = ["register"]
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from framework.cli_support import UserError, parse_duration, parse_time, run_command
+from framework.cli.common import UserError, parse_duration, parse_time, run_command
+from framework.cli.dlq import dlq_root
 from framework.coordination import open_checkpoint_store
-from framework.dlq.cli import dlq_root
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import StackInfo, die_with_parent
 from framework.worker_process import stop_worker

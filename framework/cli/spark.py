@@ -16,7 +16,6 @@ import contextlib
 import functools
 import json
 import logging
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -184,16 +183,25 @@ def _reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def _crash_hook(args: argparse.Namespace) -> Any:
+    """The fault tests' hook (hidden ``--crash-after PROCESS[@BATCH]``), else None."""
+    if args.crash_after is None:
+        return None
+    from framework.testing.faults import kill_after
+
+    return kill_after(args.crash_after)
+
+
 def _ingest(args: argparse.Namespace) -> int:
     from framework.coordination import CheckpointError, CheckpointUnavailable, open_checkpoint_store
-    from framework.settings import ENV
+    from framework.settings import env_setting
     from spark_batch.apps import JobError, load_app
     from spark_batch.ingest import app_topics, ingest, prepare_ingest, print_run
     from spark_batch.ingest_processes import IngestConfig
     from spark_batch.preflight import Job, absolute_store_url
     from spark_batch.report import console, write_json
 
-    indexed = bool(args.es_url or os.environ.get(ENV["es_url"])) and bool(load_app(args.app).projections)
+    indexed = bool(args.es_url or env_setting("es_url")) and bool(load_app(args.app).projections)
     job = Job(args, need_projection=indexed)
     es_url, projections = job.settings.es_url, job.projections
     cfg = IngestConfig(
@@ -219,7 +227,7 @@ def _ingest(args: argparse.Namespace) -> int:
         run = ingest(
             spark, cfg, checkpoints, topics=args.topic or app_topics(args.app), max_offsets=args.max_offsets,
             max_batches=args.max_batches, apply_log=args.apply_log,
-            notifications=False if args.no_notifications else None,
+            notifications=False if args.no_notifications else None, after_process=_crash_hook(args),
         )  # fmt: skip
     finally:
         checkpoints.close_sync()
@@ -237,7 +245,8 @@ def _coordinated(args: argparse.Namespace, declared: str, name: str) -> Iterator
     import time
 
     from framework.coordination import open_checkpoint_store
-    from framework.jobs.locks_open import DEFAULT_JOB_LOCKS_URL, JOB_LOCKS_ENV, open_domain_locks
+    from framework.jobs.locks_open import DEFAULT_JOB_LOCKS_URL, open_domain_locks
+    from framework.settings import env_setting
     from spark_batch.apps import JobError
     from spark_batch.preflight import Job, absolute_store_url
     from stores.open import open_search_index
@@ -253,7 +262,7 @@ def _coordinated(args: argparse.Namespace, declared: str, name: str) -> Iterator
     index = None if es_url is None else functools.partial(open_search_index, es_url, job.tombstones)
     checkpoints = open_checkpoint_store(absolute_store_url(args.checkpoints))
     locks = open_domain_locks(
-        absolute_store_url(args.locks or os.environ.get(JOB_LOCKS_ENV, DEFAULT_JOB_LOCKS_URL))
+        absolute_store_url(args.locks or (env_setting("job_locks") or DEFAULT_JOB_LOCKS_URL))
     )
     try:
         clock = time.time if args.now is None else (lambda: args.now)
@@ -283,7 +292,7 @@ def _reported(args: argparse.Namespace, run: Any, print_run: Callable[[Any], Non
 
 
 def _retention(args: argparse.Namespace) -> int:
-    from framework.retention.cli import print_run
+    from framework.cli.retention import print_run
     from spark_batch.retention import spark_retention
 
     with _coordinated(args, "retention", "retention") as c:
@@ -295,7 +304,7 @@ def _retention(args: argparse.Namespace) -> int:
 
 
 def _idmap(args: argparse.Namespace) -> int:
-    from framework.idmutation.cli import print_run
+    from framework.cli.idmap import print_run
     from spark_batch.id_mutation import spark_id_mutation
 
     with _coordinated(args, "id_mutation", "idmap") as c:
@@ -352,7 +361,7 @@ def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
 
     @functools.wraps(fn)
     def run(args: argparse.Namespace) -> int:
-        from framework.cli_support import UserError
+        from framework.cli.common import UserError
         from framework.jobs.kafka_ranges import RangeError
         from spark_batch.apps import JobError
 
@@ -469,6 +478,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--apply-log", default=None, help="append a JSON line per process run here")
     p.add_argument("--dlq-root", type=Path, default=None, help="dead-letter WAL (env CONVERGE_DLQ_ROOT)")
     p.add_argument("--no-notifications", action="store_true", help="no notifications process")
+    p.add_argument("--crash-after", default=None, help=argparse.SUPPRESS)  # fault tests: kill_after
     p.add_argument(
         "--denylist-store",
         default=None,
@@ -477,6 +487,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.set_defaults(func=_guarded(_ingest))
 
-    from spark_batch.changes_cli import add_changes
+    from framework.cli.spark_changes import add_changes
 
     add_changes(cmds, common, _guarded)

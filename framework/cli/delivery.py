@@ -5,26 +5,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from framework.cli_support import (
-    TIME_HELP,
+from framework.cli.common import (
     CliParser,
     UserError,
     add_json_flag,
     load_spec,
     print_json,
-    time_arg,
+    window_flags,
 )
+from framework.settings import ENV, env_setting
 
 __all__ = ["register"]
-
-_ENV_STORE = "CONVERGE_WIDE_STORE"
-_ENV_CHECKPOINTS = "CONVERGE_CHECKPOINTS"
 
 
 def _micros(seconds: float | None) -> int | None:
@@ -110,7 +106,7 @@ async def _verify(args: argparse.Namespace) -> int:
     from stores.open import sqlite_url
 
     refetch = _load_refetch(args.refetch)
-    cp_url = args.checkpoints or os.environ.get(_ENV_CHECKPOINTS)
+    cp_url = args.checkpoints or env_setting("checkpoints")
     cp_url = cp_url or sqlite_url(_beside_store(args, None, "--checkpoints", "checkpoints.db"))
     dlq_root = _beside_store(args, args.dlq_root, "--dlq-root", "delivery-dlq")
     ledger = await _open_ledger(args)
@@ -230,9 +226,10 @@ def _consumers(text: str) -> list[str]:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--wide-store",
-        default=os.environ.get(_ENV_STORE),
-        required=os.environ.get(_ENV_STORE) is None,
-        help=f"store holding the ledger: sqlite:///PATH or cassandra://HOST/KEYSPACE (env {_ENV_STORE})",
+        default=env_setting("wide_store"),
+        required=env_setting("wide_store") is None,
+        help="store holding the ledger: sqlite:///PATH or cassandra://HOST/KEYSPACE "
+        f"(env {ENV['wide_store']})",
     )
     p.add_argument("--table", default="delivery_ledger", help="ledger table (default delivery_ledger)")
     p.add_argument(
@@ -249,8 +246,6 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _window(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", default=None, help="only this data source")
-    p.add_argument("--since", type=time_arg, default=None, help=f"captured at or after: {TIME_HELP}")
-    p.add_argument("--until", type=time_arg, default=None, help=f"captured before: {TIME_HELP}")
 
 
 def register(sub: argparse._SubParsersAction[CliParser]) -> None:
@@ -268,12 +263,12 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
         "verify", help="retry unacknowledged messages of complete buckets, checkpoint"
     )
     _common(verify)
-    verify.add_argument("--broker", default=os.environ.get("CONVERGE_BROKER", "127.0.0.1:9092"),
-                        help="HOST:PORT or kafka://HOST:PORT (env CONVERGE_BROKER)")  # fmt: skip
+    verify.add_argument("--broker", default=env_setting("broker") or "127.0.0.1:9092",
+                        help=f"HOST:PORT or kafka://HOST:PORT (env {ENV['broker']})")  # fmt: skip
     verify.add_argument(
         "--checkpoints",
         default=None,
-        help=f"sqlite:///PATH or zookeeper://HOSTS/ROOT (env {_ENV_CHECKPOINTS}; default: checkpoints.db "
+        help=f"sqlite:///PATH or zookeeper://HOSTS/ROOT (env {ENV['checkpoints']}; default: checkpoints.db "
         "beside a SQLite store)",
     )
     verify.add_argument("--grace-minutes", type=int, default=10, help="wait after a bucket ends (default 10)")
@@ -289,13 +284,19 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     )
     verify.set_defaults(func=_runner(_verify))
 
-    failed = actions.add_parser("failed", help="list messages not delivered to at least one consumer")
+    failed = actions.add_parser(
+        "failed",
+        help="list messages not delivered to at least one consumer",
+        parents=[window_flags("captured")],
+    )
     _common(failed)
     _window(failed)
     failed.add_argument("--consumer", default=None, help="only messages this consumer has not acknowledged")
     failed.set_defaults(func=_runner(_failed))
 
-    report = actions.add_parser("report", help="counts per bucket and in total, and a PNG chart")
+    report = actions.add_parser(
+        "report", help="counts per bucket and in total, and a PNG chart", parents=[window_flags("captured")]
+    )
     _common(report)
     _window(report)
     report.add_argument("--png", type=Path, default=Path("delivery-report.png"), help="chart path")

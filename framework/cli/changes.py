@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from framework.cli_support import (
+from framework.cli.common import (
     DURATION_HELP,
     TIME_HELP,
     CliParser,
@@ -20,14 +19,15 @@ from framework.cli_support import (
     print_json,
     time_arg,
 )
+from framework.settings import ENV, env_setting
 
 __all__ = ["register", "GAP_STATUS"]
 
 #: Exit status of ``read`` when the consumer fell behind the retention.
 GAP_STATUS = 3
 
-_ENV_STORE = "CONVERGE_WIDE_STORE"
-_ENV_CHECKPOINTS = "CONVERGE_CHECKPOINTS"
+_ENV_STORE = ENV["wide_store"]
+_ENV_CHECKPOINTS = ENV["checkpoints"]
 
 
 def _iso(micros: int) -> str:
@@ -37,7 +37,7 @@ def _iso(micros: int) -> str:
 def _checkpoints_url(args: argparse.Namespace) -> str:
     from stores.open import sqlite_path, sqlite_url
 
-    url = args.checkpoints or os.environ.get(_ENV_CHECKPOINTS)
+    url = args.checkpoints or env_setting("checkpoints")
     if url:
         return url
     if not args.wide_store.startswith("sqlite:"):
@@ -124,7 +124,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     from framework.notifications.reader import DEFAULT_SETTLE
     from framework.notifications.schema import DEFAULT_RETENTION
 
-    env_store = os.environ.get(_ENV_STORE)
+    env_store = env_setting("wide_store")
     p.add_argument("--consumer", required=True, help="the consumer's name (its checkpoint's)")
     p.add_argument(
         "--wide-store",
