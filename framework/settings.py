@@ -62,10 +62,12 @@ class Settings:
     - ``dlq_root``: ``<data_dir>/dlq``, the dead-letter WAL
     - ``denylist_store``: none; the store holding the erasure deny-list of record, when a
       backfill or ingestion writes into another store (``framework.erasure.record``)
-    - ``checkpoints``: none; the job checkpoint store URL (``sqlite:///PATH`` or
-      ``zookeeper://HOSTS/ROOT``); the commands default to ``checkpoints.db`` beside a SQLite store
-    - ``job_locks``: none; the job lock URL (same forms); the commands default to ``jobs.db``
-      beside a SQLite store, ``converge jobs status`` to ``sqlite:///.converge/jobs.db``
+    - ``checkpoints``: none; the checkpoint store URL (``sqlite:///PATH`` or
+      ``zookeeper://HOSTS/ROOT``) of ``converge changes``, ``spark changes``, ``delivery
+      verify``, ``retention`` and ``idmap``, which default to ``checkpoints.db`` beside a SQLite store
+    - ``job_locks``: none; the job lock URL (same forms); ``converge retention`` and ``idmap``
+      default to ``jobs.db`` beside a SQLite store, ``jobs status`` and the Spark jobs to
+      ``sqlite:///.converge/jobs.db``
     - ``erasure_key``: none; the secret key of the erasure deny-list's subject hashes, required
       once subjects are erased (``framework.erasure.keyed``); never printed
     - ``metrics_token``: none; the bearer token ``converge status`` sends to a worker's metrics

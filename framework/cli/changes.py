@@ -17,6 +17,7 @@ from framework.cli.common import (
     add_json_flag,
     parse_duration,
     print_json,
+    store_beside,
     time_arg,
 )
 from framework.settings import ENV, env_setting
@@ -35,14 +36,8 @@ def _iso(micros: int) -> str:
 
 
 def _checkpoints_url(args: argparse.Namespace) -> str:
-    from stores.open import sqlite_path, sqlite_url
-
-    url = args.checkpoints or env_setting("checkpoints")
-    if url:
-        return url
-    if not args.wide_store.startswith("sqlite:"):
-        raise UserError(f"--checkpoints: give a checkpoint store URL (or set {_ENV_CHECKPOINTS})")
-    return sqlite_url(sqlite_path(args.wide_store).parent / "checkpoints.db")
+    configured = args.checkpoints or env_setting("checkpoints")
+    return store_beside(args.wide_store, "checkpoints.db", "--checkpoints", configured)
 
 
 async def _with_reader(args: argparse.Namespace, use: Any) -> Any:

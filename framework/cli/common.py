@@ -239,20 +239,20 @@ def index_flags(text: str = f"http://HOST:PORT of the index (env {ENV['es_url']}
 
 
 def checkpoints_flag(
-    text: str = "job checkpoint store URL (default: beside a SQLite store)", **kw: Any
+    text: str = "job checkpoint store URL (default: beside a SQLite store)", default: str | None = None
 ) -> CliParser:
     """``--checkpoints URL``."""
     p = _parent()
-    p.add_argument("--checkpoints", default=None, help=text, **kw)
+    p.add_argument("--checkpoints", default=default, help=text)
     return p
 
 
-def turn_flags(job: str) -> CliParser:
-    """The flags of one coordinated turn of ``job``: its lock URL, predecessor, first job of a new
-    domain, and a fixed clock for tests (``--now``)."""
+def turn_flags(job: str, locks_default: str = "beside the store") -> CliParser:
+    """The flags of one coordinated turn of ``job``: its lock URL (``locks_default`` says where it
+    is without one), predecessor, first job of a new domain, and a fixed clock for tests (``--now``)."""
     p = _parent()
     p.add_argument(
-        "--locks", default=None, help=f"job lock URL (env {ENV['job_locks']}; default: beside the store)"
+        "--locks", default=None, help=f"job lock URL (env {ENV['job_locks']}; default: {locks_default})"
     )
     p.add_argument("--predecessor", default=None, help=f"the job whose turn comes right before {job}'s")
     p.add_argument("--start-with", default=None, help="the job taking the first turn of a new domain")

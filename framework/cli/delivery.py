@@ -16,6 +16,7 @@ from framework.cli.common import (
     add_json_flag,
     load_spec,
     print_json,
+    store_beside,
     window_flags,
 )
 from framework.settings import ENV, env_setting
@@ -103,11 +104,10 @@ async def _verify(args: argparse.Namespace) -> int:
     from framework.delivery.kafka_io import RecordFetcher, RecordPublisher
     from framework.delivery.verifier import Verifier, VerifierConfig
     from framework.dlq import DeadLetterWAL
-    from stores.open import sqlite_url
 
     refetch = _load_refetch(args.refetch)
-    cp_url = args.checkpoints or env_setting("checkpoints")
-    cp_url = cp_url or sqlite_url(_beside_store(args, None, "--checkpoints", "checkpoints.db"))
+    configured = args.checkpoints or env_setting("checkpoints")
+    cp_url = store_beside(args.wide_store, "checkpoints.db", "--checkpoints", configured)
     dlq_root = _beside_store(args, args.dlq_root, "--dlq-root", "delivery-dlq")
     ledger = await _open_ledger(args)
     try:

@@ -20,7 +20,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from framework.cli.common import UserError, checkpoints_flag, turn_flags
+
 __all__ = ["register"]
+
+#: The jobs' default checkpoint and lock file (the embedded stack's).
+_JOBS_DB = ".converge/jobs.db"
 
 
 def _setup(args: argparse.Namespace, name: str) -> Any:
@@ -216,7 +221,7 @@ def _ingest(args: argparse.Namespace) -> int:
         split=args.split,
         dlq_root=str(job.settings.dlq_root),
     )
-    url = args.checkpoints or "sqlite:///.converge/jobs.db"
+    url = args.checkpoints or f"sqlite:///{_JOBS_DB}"
     try:
         checkpoints = open_checkpoint_store(absolute_store_url(url))
     except (CheckpointError, CheckpointUnavailable) as exc:
@@ -355,13 +360,16 @@ def _common() -> argparse.ArgumentParser:
     return p
 
 
+def _job_checkpoints() -> argparse.ArgumentParser:
+    return checkpoints_flag("job checkpoint store URL", default=f"sqlite:///{_JOBS_DB}")
+
+
 def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """``fn`` with the jobs' ``JobError`` and ``RangeError`` as the CLI's ``UserError``: one line on
     stderr, exit status 2 (``converge`` prints store failures, e.g. an unreachable index, as one line too)."""
 
     @functools.wraps(fn)
     def run(args: argparse.Namespace) -> int:
-        from framework.cli.common import UserError
         from framework.jobs.kafka_ranges import RangeError
         from spark_batch.apps import JobError
 
@@ -430,33 +438,23 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(func=_guarded(_reindex))
 
     p = cmds.add_parser(
-        "retention", parents=[common], help="the app's retention job with its store side on Spark"
+        "retention",
+        parents=[common, _job_checkpoints(), turn_flags("retention", _JOBS_DB)],
+        help="the app's retention job with its store side on Spark",
     )
     p.add_argument("--shards", type=int, default=None, help="tasks per table (default: parallelism)")
-    p.add_argument("--checkpoints", default="sqlite:///.converge/jobs.db", help="job checkpoint store URL")
-    p.add_argument(
-        "--locks", default=None, help="job lock URL (env CONVERGE_JOB_LOCKS, default .converge/jobs.db)"
-    )
-    p.add_argument("--predecessor", default=None, help="the job whose turn comes right before retention's")
-    p.add_argument("--start-with", default=None, help="the job taking the first turn of a new domain")
-    p.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)  # tests: a fixed clock
     p.set_defaults(func=_guarded(_retention))
 
     p = cmds.add_parser(
-        "idmap", parents=[common], help="the app's ID mutation job with its collapse and moves on Spark"
+        "idmap",
+        parents=[common, _job_checkpoints(), turn_flags("id_mutation", _JOBS_DB)],
+        help="the app's ID mutation job with its collapse and moves on Spark",
     )
     p.add_argument("--shards", type=int, default=None, help="tasks for the moves (default: parallelism)")
-    p.add_argument("--checkpoints", default="sqlite:///.converge/jobs.db", help="job checkpoint store URL")
-    p.add_argument(
-        "--locks", default=None, help="job lock URL (env CONVERGE_JOB_LOCKS, default .converge/jobs.db)"
-    )
     p.add_argument("--broker", default=None, help="Kafka broker (env CONVERGE_BROKER)")
     p.add_argument("--dlq-root", type=Path, default=None, help="dead-letter WAL (env CONVERGE_DLQ_ROOT)")
-    p.add_argument("--predecessor", default=None, help="the job whose turn comes right before id_mutation's")
-    p.add_argument("--start-with", default=None, help="the job taking the first turn of a new domain")
     p.add_argument("--until-idle", action="store_true", help="batches until the requests topic is drained")
     p.add_argument("--settle", type=float, default=30.0, help="seconds before the sweep reads a notification")
-    p.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)  # tests: a fixed clock
     p.set_defaults(func=_guarded(_idmap))
 
     p = cmds.add_parser(

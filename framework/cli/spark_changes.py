@@ -19,15 +19,11 @@ GAP_STATUS = 3
 
 
 def _checkpoints(args: argparse.Namespace, store: str) -> str:
-    from spark_batch.apps import JobError
-    from stores.open import sqlite_path, sqlite_url
+    from framework.cli.common import store_beside
 
-    url = args.checkpoints or env_setting("checkpoints")
-    if url:
-        return str(url)
-    if not store.startswith("sqlite:"):
-        raise JobError(f"--checkpoints: give a checkpoint store URL (or set {_ENV_CHECKPOINTS})")
-    return sqlite_url(sqlite_path(store).parent / "checkpoints.db")
+    return store_beside(
+        store, "checkpoints.db", "--checkpoints", args.checkpoints or env_setting("checkpoints")
+    )
 
 
 def _session(args: argparse.Namespace) -> Any:
