@@ -15,29 +15,22 @@ from framework.cli.common import (
     CliParser,
     UserError,
     add_json_flag,
+    checkpoints_flag,
+    checkpoints_url,
+    env_store_flag,
     parse_duration,
     print_json,
-    store_beside,
     time_arg,
 )
-from framework.settings import ENV, env_setting
 
 __all__ = ["register", "GAP_STATUS"]
 
 #: Exit status of ``read`` when the consumer fell behind the retention.
 GAP_STATUS = 3
 
-_ENV_STORE = ENV["wide_store"]
-_ENV_CHECKPOINTS = ENV["checkpoints"]
-
 
 def _iso(micros: int) -> str:
     return datetime.fromtimestamp(micros / 1e6, UTC).isoformat(timespec="seconds")
-
-
-def _checkpoints_url(args: argparse.Namespace) -> str:
-    configured = args.checkpoints or env_setting("checkpoints")
-    return store_beside(args.wide_store, "checkpoints.db", "--checkpoints", configured)
 
 
 async def _with_reader(args: argparse.Namespace, use: Any) -> Any:
@@ -59,7 +52,9 @@ async def _with_reader(args: argparse.Namespace, use: Any) -> Any:
         raise UserError(f"--wide-store: {exc}") from None
     try:
         try:
-            checkpoints = await asyncio.to_thread(open_checkpoint_store, _checkpoints_url(args))
+            checkpoints = await asyncio.to_thread(
+                open_checkpoint_store, checkpoints_url(args.wide_store, args.checkpoints)
+            )
         except CheckpointError as exc:
             raise UserError(f"--checkpoints: {exc}") from None
         try:
@@ -119,20 +114,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     from framework.notifications.reader import DEFAULT_SETTLE
     from framework.notifications.schema import DEFAULT_RETENTION
 
-    env_store = env_setting("wide_store")
     p.add_argument("--consumer", required=True, help="the consumer's name (its checkpoint's)")
-    p.add_argument(
-        "--wide-store",
-        default=env_store,
-        required=env_store is None,
-        help=f"store of the notifications: sqlite:///PATH or cassandra://HOST/KEYSPACE (env {_ENV_STORE})",
-    )
-    p.add_argument(
-        "--checkpoints",
-        default=None,
-        help=f"sqlite:///PATH or zookeeper://HOSTS/ROOT (env {_ENV_CHECKPOINTS}; default: "
-        "checkpoints.db beside a SQLite store)",
-    )
     p.add_argument(
         "--retention",
         type=parse_duration,
@@ -161,8 +143,10 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
         "changes", help="incremental reads: notification entries since a consumer's checkpoint"
     )
     actions = changes.add_subparsers(dest="changes_command", metavar="ACTION", required=True)
+    shared = [env_store_flag("store of the notifications"), checkpoints_flag()]
     read = actions.add_parser(
-        "read", help="the entries since the consumer's checkpoint (commit them with --commit)",
+        "read", parents=shared,
+        help="the entries since the consumer's checkpoint (commit them with --commit)",
         description="Print the notification entries after the consumer's checkpoint, oldest first: "
         "table, tenant, counts and changed keys (or 're-read'). With --commit the checkpoint moves past "
         "them. Exit 3 when the checkpoint is older than the retention (a gap: "
@@ -173,7 +157,7 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     read.add_argument("--commit", action="store_true", help="move the checkpoint past the entries printed")
     read.set_defaults(func=_read)
     reset = actions.add_parser(
-        "reset", help="move the consumer's checkpoint to a time (default now)",
+        "reset", help="move the consumer's checkpoint to a time (default now)", parents=shared,
         description="Move the checkpoint, e.g. after re-reading the tables in full following a gap.",
     )  # fmt: skip
     _common(reset)

@@ -12,7 +12,7 @@ let any other exception escape; ``run_command`` prints it as ONE line on
 stderr (``converge dlq list: error: ...``) and returns a non-zero status.
 ``CONVERGE_DEBUG=1`` (the ``debug`` setting) lets exceptions through with their traceback.
 
-Parent parsers: ``app_flag``, ``store_flag``, ``index_flags``, ``checkpoints_flag``,
+Parent parsers: ``app_flag``, ``store_flag``, ``env_store_flag``, ``index_flags``, ``checkpoints_flag``,
 ``turn_flags``, ``json_flag`` and ``window_flags`` each return a parser without help to
 pass as ``parents=[...]`` to ``add_parser``, so a flag reads the same in every command.
 """
@@ -37,6 +37,9 @@ __all__ = [
     "store_flag",
     "index_flags",
     "checkpoints_flag",
+    "env_store_flag",
+    "checkpoints_url",
+    "locks_url",
     "turn_flags",
     "json_flag",
     "window_flags",
@@ -211,6 +214,11 @@ def _error(prog: str, message: str) -> None:
 
 # -- parent parsers of the common flags -------------------------------------------------------
 
+CHECKPOINTS_HELP = (
+    f"sqlite:///PATH or zookeeper://HOSTS/ROOT (env {ENV['checkpoints']}; default: checkpoints.db beside "
+    "a SQLite store)"
+)
+
 
 def _parent() -> CliParser:
     return CliParser(add_help=False)
@@ -238,9 +246,20 @@ def index_flags(text: str = f"http://HOST:PORT of the index (env {ENV['es_url']}
     return p
 
 
-def checkpoints_flag(
-    text: str = "job checkpoint store URL (default: beside a SQLite store)", default: str | None = None
-) -> CliParser:
+def env_store_flag(text: str) -> CliParser:
+    """``--wide-store URL`` defaulting to the ``wide_store`` setting, required without one."""
+    p = _parent()
+    store = env_setting("wide_store")
+    p.add_argument(
+        "--wide-store",
+        default=store,
+        required=store is None,
+        help=f"{text}: sqlite:///PATH or cassandra://HOST/KEYSPACE (env {ENV['wide_store']})",
+    )
+    return p
+
+
+def checkpoints_flag(text: str = CHECKPOINTS_HELP, default: str | None = None) -> CliParser:
     """``--checkpoints URL``."""
     p = _parent()
     p.add_argument("--checkpoints", default=default, help=text)
@@ -309,6 +328,20 @@ def store_beside(store_url: str, name: str, flag: str, configured: str | None) -
     if not store_url.startswith("sqlite:"):
         raise UserError(f"{flag}: give a URL (the store is not SQLite, nothing to put it beside)")
     return sqlite_url(sqlite_path(store_url).parent / name)
+
+
+def checkpoints_url(store_url: str, configured: str | None) -> str:
+    """The checkpoint store: ``configured`` (``--checkpoints``), else the ``checkpoints`` setting,
+    else ``checkpoints.db`` beside a SQLite wide store (see ``store_beside``)."""
+    return store_beside(
+        store_url, "checkpoints.db", "--checkpoints", configured or env_setting("checkpoints")
+    )
+
+
+def locks_url(store_url: str, configured: str | None) -> str:
+    """The job lock backend: ``configured`` (``--locks``), else the ``job_locks`` setting, else
+    ``jobs.db`` beside a SQLite wide store (see ``store_beside``)."""
+    return store_beside(store_url, "jobs.db", "--locks", configured or env_setting("job_locks"))
 
 
 async def open_existing_store(url: str) -> Any:

@@ -14,9 +14,11 @@ from framework.cli.common import (
     CliParser,
     UserError,
     add_json_flag,
+    checkpoints_flag,
+    checkpoints_url,
+    env_store_flag,
     load_spec,
     print_json,
-    store_beside,
     window_flags,
 )
 from framework.settings import ENV, env_setting
@@ -106,8 +108,7 @@ async def _verify(args: argparse.Namespace) -> int:
     from framework.dlq import DeadLetterWAL
 
     refetch = _load_refetch(args.refetch)
-    configured = args.checkpoints or env_setting("checkpoints")
-    cp_url = store_beside(args.wide_store, "checkpoints.db", "--checkpoints", configured)
+    cp_url = checkpoints_url(args.wide_store, args.checkpoints)
     dlq_root = _beside_store(args, args.dlq_root, "--dlq-root", "delivery-dlq")
     ledger = await _open_ledger(args)
     try:
@@ -223,14 +224,9 @@ def _consumers(text: str) -> list[str]:
     return [c.strip() for c in text.split(",") if c.strip()]
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--wide-store",
-        default=env_setting("wide_store"),
-        required=env_setting("wide_store") is None,
-        help="store holding the ledger: sqlite:///PATH or cassandra://HOST/KEYSPACE "
-        f"(env {ENV['wide_store']})",
-    )
+def _ledger() -> CliParser:
+    """The flags naming the ledger (every action's)."""
+    p = CliParser(add_help=False, parents=[env_store_flag("store holding the ledger")])
     p.add_argument("--table", default="delivery_ledger", help="ledger table (default delivery_ledger)")
     p.add_argument(
         "--consumers",
@@ -242,10 +238,14 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shards", type=int, default=1, help="shards per bucket the ledger was written with")
     p.add_argument("--ttl-days", type=int, default=7, help="ledger TTL (bounds the default time range)")
     add_json_flag(p)
+    return p
 
 
-def _window(p: argparse.ArgumentParser) -> None:
+def _window() -> CliParser:
+    """The filters of ``failed`` and ``report``."""
+    p = CliParser(add_help=False, parents=[window_flags("captured")])
     p.add_argument("--source", default=None, help="only this data source")
+    return p
 
 
 def register(sub: argparse._SubParsersAction[CliParser]) -> None:
@@ -259,18 +259,14 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
 
     group.set_defaults(func=show_help)
 
+    ledger, window = _ledger(), _window()
     verify = actions.add_parser(
-        "verify", help="retry unacknowledged messages of complete buckets, checkpoint"
+        "verify",
+        help="retry unacknowledged messages of complete buckets, checkpoint",
+        parents=[ledger, checkpoints_flag()],
     )
-    _common(verify)
     verify.add_argument("--broker", default=env_setting("broker") or "127.0.0.1:9092",
                         help=f"HOST:PORT or kafka://HOST:PORT (env {ENV['broker']})")  # fmt: skip
-    verify.add_argument(
-        "--checkpoints",
-        default=None,
-        help=f"sqlite:///PATH or zookeeper://HOSTS/ROOT (env {ENV['checkpoints']}; default: checkpoints.db "
-        "beside a SQLite store)",
-    )
     verify.add_argument("--grace-minutes", type=int, default=10, help="wait after a bucket ends (default 10)")
     verify.add_argument("--max-retries", type=int, default=3)
     verify.add_argument(
@@ -287,17 +283,13 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     failed = actions.add_parser(
         "failed",
         help="list messages not delivered to at least one consumer",
-        parents=[window_flags("captured")],
+        parents=[ledger, window],
     )
-    _common(failed)
-    _window(failed)
     failed.add_argument("--consumer", default=None, help="only messages this consumer has not acknowledged")
     failed.set_defaults(func=_runner(_failed))
 
     report = actions.add_parser(
-        "report", help="counts per bucket and in total, and a PNG chart", parents=[window_flags("captured")]
+        "report", help="counts per bucket and in total, and a PNG chart", parents=[ledger, window]
     )
-    _common(report)
-    _window(report)
     report.add_argument("--png", type=Path, default=Path("delivery-report.png"), help="chart path")
     report.set_defaults(func=_runner(_report))

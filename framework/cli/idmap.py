@@ -15,12 +15,13 @@ from framework.cli.common import (
     app_declaring,
     app_flag,
     checkpoints_flag,
+    checkpoints_url,
     index_flags,
     json_flag,
+    locks_url,
     open_existing_store,
     print_json,
     settings_of,
-    store_beside,
     store_flag,
     turn_flags,
 )
@@ -54,10 +55,6 @@ def print_run(run: Any) -> None:
         print(f"{domain}: not this job's turn: {reason}")
 
 
-def _checkpoints_url(args: argparse.Namespace, settings: Any) -> str:
-    return store_beside(settings.wide_store, "checkpoints.db", "--checkpoints", settings.checkpoints)
-
-
 def _run(args: argparse.Namespace) -> int:
     from framework.coordination import open_checkpoint_store
     from framework.dlq import DeadLetterWAL
@@ -75,9 +72,10 @@ def _run(args: argparse.Namespace) -> int:
 
     async def go() -> Any:
         store = await open_existing_store(settings.wide_store)
-        checkpoints = await asyncio.to_thread(open_checkpoint_store, _checkpoints_url(args, settings))
-        locks_url = args.locks or store_beside(settings.wide_store, "jobs.db", "--locks", settings.job_locks)
-        locks = await asyncio.to_thread(open_domain_locks, locks_url)
+        checkpoints = await asyncio.to_thread(
+            open_checkpoint_store, checkpoints_url(settings.wide_store, args.checkpoints)
+        )
+        locks = await asyncio.to_thread(open_domain_locks, locks_url(settings.wide_store, args.locks))
         index = (
             None if settings.es_url is None else open_search_index(settings.es_url, settings.es_tombstones)
         )
@@ -114,7 +112,9 @@ def _status(args: argparse.Namespace) -> int:
 
     async def go() -> Any:
         store = await open_existing_store(settings.wide_store)
-        checkpoints = await asyncio.to_thread(open_checkpoint_store, _checkpoints_url(args, settings))
+        checkpoints = await asyncio.to_thread(
+            open_checkpoint_store, checkpoints_url(settings.wide_store, args.checkpoints)
+        )
         try:
             await ensure_tables(store, app)
             return await status(store, app, checkpoints)

@@ -14,12 +14,13 @@ from framework.cli.common import (
     app_declaring,
     app_flag,
     checkpoints_flag,
+    checkpoints_url,
     index_flags,
     json_flag,
+    locks_url,
     open_existing_store,
     print_json,
     settings_of,
-    store_beside,
     store_flag,
     turn_flags,
 )
@@ -77,12 +78,9 @@ async def _coordinated(args: argparse.Namespace, app: Any, settings: Any, store:
     from framework.retention.job import run_retention
     from stores.open import open_search_index
 
-    checkpoints_url = store_beside(
-        settings.wide_store, "checkpoints.db", "--checkpoints", settings.checkpoints
-    )
-    locks_url = args.locks or store_beside(settings.wide_store, "jobs.db", "--locks", settings.job_locks)
-    checkpoints = await asyncio.to_thread(open_checkpoint_store, checkpoints_url)
-    locks = await asyncio.to_thread(open_domain_locks, locks_url)
+    cp_url = checkpoints_url(settings.wide_store, args.checkpoints)
+    checkpoints = await asyncio.to_thread(open_checkpoint_store, cp_url)
+    locks = await asyncio.to_thread(open_domain_locks, locks_url(settings.wide_store, args.locks))
     index = None
     if settings.es_url is not None:
         index = open_search_index(settings.es_url, settings.es_tombstones)
