@@ -24,6 +24,7 @@ from framework.cli.common import (
     CliParser,
     UserError,
     add_json_flag,
+    app_flag,
     load_spec,
     parse_duration,
     print_json,
@@ -393,12 +394,11 @@ def _salvage(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     """Add the ``dlq`` command group to the ``converge`` subparsers."""
-    root = CliParser(add_help=False)
+    app = app_flag("the converge App whose app id names the default WAL directory", required=False)
+    root = CliParser(add_help=False, parents=[app])
     root.add_argument("--root", type=Path, default=None,
                       help="the WAL directory (default: the worker's: CONVERGE_DLQ_ROOT, else "
                            "<CONVERGE_DATA_DIR or var/<app id>>/dlq)")  # fmt: skip
-    root.add_argument("--app", default=None, metavar="MODULE:ATTR",
-                      help="the converge App whose app id names the default WAL directory")  # fmt: skip
     filt = CliParser(add_help=False, parents=[window_flags("parked")])
     for flag in ("--pipeline", "--event-type", "--stage", "--error-class"):
         filt.add_argument(flag, default=None, help="exact partition label")
