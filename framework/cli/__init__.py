@@ -1,6 +1,6 @@
 """The ``converge`` command line: one module per command, named as the command.
 
-``build_parser`` registers the built-in commands (``worker``, ``stack``, ``delivery``, ``dlq``,
+``build_parser`` registers the built-in commands (``stack``, ``worker``, ``delivery``, ``dlq``,
 ``status``, ``jobs``, ``changes``, ``erase``, ``retention``, ``idmap``, ``spark``), then the
 plugins: every entry point of the group ``converge.commands`` names a ``register(subparsers)``
 function (this project registers ``demo`` from ``examples``); a plugin that fails to load costs
