@@ -23,7 +23,9 @@ import tempfile
 
 STATEMENTS = {
     "import framework": "import framework",
-    "worker start": "from framework.worker import load_app; load_app('examples.support_desk.app:app')",
+    "worker start": (
+        "from framework.worker.loading import load_app; load_app('examples.support_desk.app:app')"
+    ),
 }
 #: The packages of the extras: loaded by neither statement in a lean worker.
 OPTIONAL = ("pyspark", "pandas", "pyarrow", "matplotlib", "hypothesis", "kazoo", "noida_db", "numpy")

@@ -1,4 +1,9 @@
-"""One settings object for workers, jobs and the CLI, resolved from flags and the environment."""
+"""One settings object for workers, jobs and the CLI, resolved from flags and the environment.
+
+This module is the only one that reads the environment: ``Settings.resolve`` for an app's
+settings, ``env_setting`` for one setting where no app is known (a command's default).
+``tests/test_settings_env.py`` fails when another module reads ``os.environ``.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["Settings", "ENV"]
+__all__ = ["Settings", "ENV", "env_setting"]
 
 Tombstones = Literal["native", "document"]
 
@@ -25,6 +30,16 @@ ENV: dict[str, str] = {
     "web_port": "CONVERGE_WEB_PORT",
     "dlq_root": "CONVERGE_DLQ_ROOT",
     "denylist_store": "CONVERGE_DENYLIST_STORE",
+    "checkpoints": "CONVERGE_CHECKPOINTS",
+    "job_locks": "CONVERGE_JOB_LOCKS",
+    "erasure_key": "CONVERGE_ERASURE_KEY",
+    "metrics_token": "CONVERGE_METRICS_TOKEN",
+    "loglevel": "CONVERGE_LOGLEVEL",
+    "loop": "CONVERGE_LOOP",
+    "gc": "CONVERGE_GC",
+    "spark_master": "CONVERGE_SPARK_MASTER",
+    "spark_log_level": "CONVERGE_SPARK_LOG_LEVEL",
+    "debug": "CONVERGE_DEBUG",
 }
 
 
@@ -47,6 +62,21 @@ class Settings:
     - ``dlq_root``: ``<data_dir>/dlq``, the dead-letter WAL
     - ``denylist_store``: none; the store holding the erasure deny-list of record, when a
       backfill or ingestion writes into another store (``framework.erasure.record``)
+    - ``checkpoints``: none; the checkpoint store URL (``sqlite:///PATH`` or
+      ``zookeeper://HOSTS/ROOT``) of ``converge changes``, ``spark changes``, ``delivery
+      verify``, ``retention`` and ``idmap``, which default to ``checkpoints.db`` beside a SQLite store
+    - ``job_locks``: none; the job lock URL (same forms); ``converge retention`` and ``idmap``
+      default to ``jobs.db`` beside a SQLite store, ``jobs status`` and the Spark jobs to
+      ``sqlite:///.converge/jobs.db``
+    - ``erasure_key``: none; the secret key of the erasure deny-list's subject hashes, required
+      once subjects are erased (``framework.erasure.keyed``); never printed
+    - ``metrics_token``: none; the bearer token ``converge status`` sends to a worker's metrics
+    - ``loglevel``: ``warning``, of the workers ``framework.worker.processes`` spawns
+    - ``loop``: ``uvloop`` (or ``asyncio``), the event loop of ``converge worker``
+    - ``gc``: ``freeze``, the garbage collector mode of ``converge worker`` (``framework.worker.heap``)
+    - ``spark_master``: ``local[2]``, the Spark master of the batch jobs
+    - ``spark_log_level``: ``WARN``, the log level of the Spark context
+    - ``debug``: off; ``1`` lets a command's exceptions through with their traceback
     """
 
     app_id: str
@@ -59,6 +89,16 @@ class Settings:
     web_port: int | None
     dlq_root: Path
     denylist_store: str | None = None
+    checkpoints: str | None = None
+    job_locks: str | None = None
+    erasure_key: str | None = dataclasses.field(default=None, repr=False)
+    metrics_token: str | None = dataclasses.field(default=None, repr=False)
+    loglevel: str = "warning"
+    loop: str = "uvloop"
+    gc: str = "freeze"
+    spark_master: str = "local[2]"
+    spark_log_level: str = "WARN"
+    debug: bool = False
 
     @classmethod
     def resolve(
@@ -94,6 +134,8 @@ class Settings:
             web_port=None if get("web_port") is None else _int(get("web_port"), "web_port", minimum=0),
             dlq_root=Path(get("dlq_root") or data_dir / "dlq"),
             denylist_store=get("denylist_store"),
+            **{name: get(name) for name in _OPTIONAL if get(name) is not None},
+            debug=get("debug") in (True, "1"),
         )
 
     def replace(self, **changes: Any) -> Settings:
@@ -105,14 +147,31 @@ class Settings:
         out: dict[str, str] = {}
         for name, var in ENV.items():
             value = getattr(self, name)
-            if value is not None:
-                out[var] = str(value)
+            if value is not None and value != _DEFAULTS.get(name):
+                out[var] = "1" if value is True else str(value)
         return out
 
     @property
     def bootstrap(self) -> str:
         """The broker as ``host:port`` (without ``kafka://``)."""
         return self.broker.split("://", 1)[-1]
+
+
+#: Settings read as given (a string), each with its fixed default (None: none).
+_OPTIONAL = ("checkpoints", "job_locks", "erasure_key", "metrics_token", "loglevel", "loop", "gc",
+             "spark_master", "spark_log_level")  # fmt: skip
+_DEFAULTS: dict[str, Any] = {
+    f.name: f.default for f in dataclasses.fields(Settings) if f.default is not dataclasses.MISSING
+}
+
+
+def env_setting(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """Setting ``name`` from the environment alone (``env``, default ``os.environ``), else its
+    fixed default; None when it has none. For a value needed where no app is known."""
+    if name not in ENV:
+        raise TypeError(f"unknown setting: {name!r}")
+    value = (os.environ if env is None else env).get(ENV[name]) or _DEFAULTS.get(name)
+    return None if value is None or value is False else str(value)
 
 
 def _tombstones(value: Any) -> Tombstones:

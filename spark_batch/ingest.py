@@ -32,7 +32,7 @@ from pyspark.sql import SparkSession
 from framework.coordination import CheckpointStore
 from framework.core.sync import run_sync
 from framework.jobs.batches import Batch, BatchInput, JobCheckpoints
-from framework.jobs.micro_batch import JobProcess, JobRun, run_job
+from framework.jobs.micro_batch import AfterProcess, JobProcess, JobRun, run_job
 from spark_batch.apps import JobError, load_app
 from spark_batch.backfill import prepare
 from spark_batch.ingest_processes import IngestConfig, index_process, notification_process, store_process
@@ -120,10 +120,11 @@ def ingest(
     max_batches: int | None = None,
     apply_log: str | None = None,
     notifications: bool | None = None,
+    after_process: AfterProcess | None = None,
 ) -> JobRun:
     """Repair the current batch where it lags, then ingest new batches of ``topics`` (see the
     module doc). ``JobError`` for a missing topic or an offset gap; a process's failure
-    propagates, leaving its batch to the next run."""
+    propagates, leaving its batch to the next run. ``after_process``: see ``run_job``."""
     if not topics:
         raise JobError("no topic to read: give --topic")
     steps = ingest_processes(cfg, notifications=notifications)
@@ -148,7 +149,10 @@ def ingest(
         return plan_ranges(None if previous is None else previous.input, bounds, max_offsets)
 
     return run_sync(
-        run_job(job, [process(n, s) for n, s in steps], plan, max_batches=max_batches, apply_log=apply_log)
+        run_job(
+            job, [process(n, s) for n, s in steps], plan, max_batches=max_batches, apply_log=apply_log,
+            after_process=after_process,
+        )  # fmt: skip
     )
 
 

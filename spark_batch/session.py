@@ -1,7 +1,7 @@
 """The Spark session factory of the batch layer.
 
-The master comes from the argument, else ``CONVERGE_SPARK_MASTER``, else
-``local[2]``. Local masters get small-machine defaults (few shuffle
+The master comes from the argument, else the ``spark_master`` setting
+(``CONVERGE_SPARK_MASTER``), else ``local[2]``. Local masters get small-machine defaults (few shuffle
 partitions, no UI, no console progress bar: the jobs draw their own). The
 executors' Python is the driver's interpreter unless ``PYSPARK_PYTHON`` is
 set, and the project root and the working directory are put on their
@@ -20,6 +20,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from framework.settings import env_setting
+
 __all__ = ["spark_session", "default_master", "parallelism", "PROJECT_ROOT"]
 
 #: The directory holding the ``spark_batch`` package.
@@ -37,8 +39,8 @@ _LOCAL_DEFAULTS: dict[str, str] = {
 
 
 def default_master() -> str:
-    """``CONVERGE_SPARK_MASTER`` or ``local[2]``."""
-    return os.environ.get("CONVERGE_SPARK_MASTER") or "local[2]"
+    """The ``spark_master`` setting (``CONVERGE_SPARK_MASTER``, default ``local[2]``)."""
+    return env_setting("spark_master") or "local[2]"
 
 
 def _python_env() -> None:
@@ -62,7 +64,7 @@ def spark_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("CONVERGE_SPARK_LOG_LEVEL", "WARN"))
+    spark.sparkContext.setLogLevel(env_setting("spark_log_level") or "WARN")
     return spark
 
 

@@ -38,21 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("framework.testing",),
     ("framework",),  # the public API facade
     ("spark_batch",),
-    (  # the command line (until the one CLI package holds every command)
-        "framework.cli",
-        "framework.cli_support",
-        "framework.delivery.cli",
-        "framework.dlq.cli",
-        "framework.erasure.cli",
-        "framework.idmutation.cli",
-        "framework.jobs.cli_common",
-        "framework.jobs.coordinator_cli",
-        "framework.metrics.cli",
-        "framework.notifications.cli",
-        "framework.retention.cli",
-        "spark_batch.cli",
-        "spark_batch.changes_cli",
-    ),
+    ("framework.cli",),  # the command line, the top: its ``spark`` command runs the batch layer
     ("agents", "examples"),
 ]
 

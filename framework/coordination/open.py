@@ -10,10 +10,8 @@ from framework.coordination.checkpoints import BlockingCheckpointStore
 from framework.coordination.locks import DomainLocks
 from framework.coordination.urls import CoordinationUrl, parse_coordination_url
 
-__all__ = ["open_checkpoint_store", "open_domain_locks", "JOB_LOCKS_ENV", "DEFAULT_JOB_LOCKS_URL"]
+__all__ = ["open_checkpoint_store", "open_domain_locks", "DEFAULT_JOB_LOCKS_URL"]
 
-#: Environment variable naming the lock backend of ``converge jobs`` and of coordinators built from a URL.
-JOB_LOCKS_ENV = "CONVERGE_JOB_LOCKS"
 #: The embedded default, beside the local stack's data.
 DEFAULT_JOB_LOCKS_URL = "sqlite:///.converge/jobs.db"
 

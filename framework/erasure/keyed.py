@@ -4,24 +4,24 @@
 the erasure key, so the same subject always has the same hash (the deny-list
 and the audit trail can be matched against a later request), while a reader
 without the key cannot test guesses (an e-mail address is guessable; a plain
-hash of it would not protect it). The key comes from ``CONVERGE_ERASURE_KEY``
-(at least 16 bytes); there is no default key.
+hash of it would not protect it). The key is the ``erasure_key`` setting
+(``CONVERGE_ERASURE_KEY``, at least 16 bytes); there is no default key.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 from collections.abc import Mapping
 from typing import Literal, overload
 
 from framework.core.errors import ConvergeError
+from framework.settings import ENV, env_setting
 
 __all__ = ["ENV_KEY", "ErasureKeyError", "erasure_key", "subject_hash"]
 
 #: Environment variable holding the erasure key.
-ENV_KEY = "CONVERGE_ERASURE_KEY"
+ENV_KEY = ENV["erasure_key"]
 _MIN_KEY_BYTES = 16
 
 
@@ -40,7 +40,7 @@ def erasure_key(env: Mapping[str, str] | None = None, *, required: bool) -> byte
 def erasure_key(env: Mapping[str, str] | None = None, *, required: bool = True) -> bytes | None:
     """The erasure key from ``env`` (default ``os.environ``); ErasureKeyError when missing (and
     ``required``) or shorter than 16 bytes."""
-    text = (os.environ if env is None else env).get(ENV_KEY)
+    text = env_setting("erasure_key", env)
     if not text:
         if required:
             raise ErasureKeyError(f"set {ENV_KEY} to the erasure key (a secret of at least 16 bytes)")

@@ -9,16 +9,15 @@ writes are durable.
 
 ``apply_log`` (optional) gets one JSON line per process run, ``start`` (with
 the batch's input) before it and ``done`` after its checkpoint, so a test or an operator can see which
-process ran which batch, and how often. ``CONVERGE_JOB_CRASH_AFTER=PROCESS``
-(or ``PROCESS@BATCH``) is a fault-test hook: the job kills itself with
-SIGKILL right after that process recorded (that) batch.
+process ran which batch, and how often. ``after_process`` (optional) is called with the
+process's name and the batch id right after a process recorded a batch: a fault test
+passes one that kills the job there (``framework.testing.faults.kill_after``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,10 +26,10 @@ from typing import Any
 
 from framework.jobs.batches import Batch, BatchInput, JobCheckpoints, JobState
 
-__all__ = ["JobProcess", "JobRun", "run_job", "CRASH_AFTER_ENV"]
+__all__ = ["JobProcess", "JobRun", "run_job", "AfterProcess"]
 
-#: The fault-test hook: ``PROCESS`` or ``PROCESS@BATCH``.
-CRASH_AFTER_ENV = "CONVERGE_JOB_CRASH_AFTER"
+#: Called with a process's name and the batch id once the process recorded the batch.
+AfterProcess = Callable[[str, int], None]
 
 
 @dataclass(frozen=True)
@@ -73,17 +72,13 @@ def _log(path: Path | None, **entry: Any) -> None:
         os.fsync(f.fileno())
 
 
-def _crash_hook(process: str, batch_id: int) -> None:
-    wanted = os.environ.get(CRASH_AFTER_ENV, "")
-    if not wanted:
-        return
-    name, _, at = wanted.partition("@")
-    if name == process and (not at or int(at) == batch_id):
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 async def _run(
-    checkpoints: JobCheckpoints, process: JobProcess, batch: Batch, repair: bool, log: Path | None
+    checkpoints: JobCheckpoints,
+    process: JobProcess,
+    batch: Batch,
+    repair: bool,
+    log: Path | None,
+    after: AfterProcess | None,
 ) -> Any:
     entry = {"job": checkpoints.job, "process": process.name, "batch_id": batch.batch_id, "repair": repair}
     _log(log, phase="start", input=batch.input.to_json(), began_at=batch.began_at, **entry)
@@ -92,7 +87,8 @@ async def _run(
     await checkpoints.complete(process.name, batch)
     report["seconds"] = round(time.monotonic() - started, 3)
     _log(log, phase="done", seconds=report["seconds"], **entry)
-    _crash_hook(process.name, batch.batch_id)
+    if after is not None:
+        after(process.name, batch.batch_id)
     return report
 
 
@@ -104,6 +100,7 @@ async def run_job(
     max_batches: int | None = None,
     apply_log: str | os.PathLike[str] | None = None,
     clock: Callable[[], float] = time.time,
+    after_process: AfterProcess | None = None,
 ) -> JobRun:
     """Repair the current batch in its lagging processes, then run new batches until ``plan``
     returns None (nothing new) or ``max_batches`` new batches ran.
@@ -124,7 +121,7 @@ async def run_job(
         run.repaired[state.batch.batch_id] = list(lagging)
         for p in processes:
             if p.name in lagging:
-                report = await _run(checkpoints, p, state.batch, True, log)
+                report = await _run(checkpoints, p, state.batch, True, log, after_process)
                 run.reports.setdefault(state.batch.batch_id, {})[p.name] = report
     current = state.batch
     while max_batches is None or len(run.batches) < max_batches:
@@ -135,7 +132,7 @@ async def run_job(
         run.batches.append(current.batch_id)
         for p in processes:
             run.reports.setdefault(current.batch_id, {})[p.name] = await _run(
-                checkpoints, p, current, False, log
+                checkpoints, p, current, False, log, after_process
             )
     run.final = (await checkpoints.state()).to_dict()
     return run

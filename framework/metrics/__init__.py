@@ -3,8 +3,8 @@
 - ``names``: every metric name; ``snapshot``: what a scrape reads from the
   worker; ``collector``: the snapshot as metric families; ``observers``: sink
   latency and batch sizes, observed as they happen; ``endpoint``: ``GET
-  /metrics`` on the worker's web server; ``summary`` and ``cli``: ``converge
-  status``.
+  /metrics`` on the worker's web server; ``summary``: what ``converge
+  status`` prints (its command is ``framework.cli.status``).
 """
 
 from framework.metrics.collector import ConvergeCollector

@@ -16,6 +16,8 @@
 - ``MemoryIndex``: the in-memory ``SearchIndex``.
 - ``compare_rows``, ``compare_documents``, ``row_cells``, ``hit_document``, ``Divergence``:
   what a run stored against what an oracle expects, one difference at a time.
+- ``framework.testing.faults.kill_after``: a fault test's ``after_process`` hook for
+  ``run_job`` (SIGKILL after a process recorded a batch).
 - The pytest plugin (``framework.testing.plugin``, a ``pytest11`` entry point, so pytest
   loads it wherever converge is installed): fixtures ``converge_driver`` and ``converge_stack``.
 

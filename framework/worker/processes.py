@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from framework.local_stack import die_with_parent
+from framework.settings import env_setting
 
 
 def start_worker(
@@ -19,7 +20,7 @@ def start_worker(
     data_dir.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, "CONVERGE_BROKER": broker, "CONVERGE_DATA_DIR": str(data_dir), **(env or {})}
     log = open(data_dir / "worker.log", "ab")  # noqa: SIM115 - owned by the child
-    level = os.environ.get("CONVERGE_LOGLEVEL", "warning")
+    level = env_setting("loglevel", full_env) or "warning"
     return subprocess.Popen(
         [sys.executable, "-m", "framework.cli", "worker", app, "--loglevel", level],
         env=full_env,

@@ -224,7 +224,7 @@ _SAMPLE = {"text": "x", "bigint": 1, "int": 1, "double": 1.0, "boolean": True, "
 def test_a_turn_moves_the_owner_rows_of_both_example_apps(
     spec: str, tmp_path: Path, stack: StackInfo
 ) -> None:
-    from framework.cli_support import load_spec
+    from framework.cli.common import load_spec
     from framework.core.mutations import Upsert
 
     app = load_spec(spec)

@@ -3,9 +3,9 @@ exactly the lagging processes, and the end state is the oracle's.
 
 The job runs as a real subprocess (``converge spark ingest``, Spark
 ``local[1]``) on the embedded stack, reading the reference app's history
-from topics of the test's own in capped batches. The hook
-``CONVERGE_JOB_CRASH_AFTER=PROCESS@BATCH`` makes it kill itself right after
-that process recorded that batch:
+from topics of the test's own in capped batches. The hidden flag
+``--crash-after PROCESS@BATCH`` (``framework.testing.faults.kill_after``) makes it kill
+itself right after that process recorded that batch:
 
     run 1: batch 1, killed after ``store``          -> notifications, index lag batch 1
     run 2: repairs them, batch 2, killed after ``notifications`` -> index lags batch 2
@@ -42,7 +42,6 @@ from examples.activity_platform.oracle import compare_documents, compare_rows, e
 from framework.coordination import open_checkpoint_store
 from framework.core.events import parse_event
 from framework.jobs.batches import Batch, BatchInput, JobCheckpoints, JobState
-from framework.jobs.micro_batch import CRASH_AFTER_ENV
 from framework.local_stack import StackInfo
 from framework.notifications import DEFAULT_TENANT, NOTIFICATION_TABLE, default_tenant_of, entry_from_row
 from framework.runtime.mapping import map_event
@@ -82,12 +81,10 @@ class Job:
     def run(self, crash_after: str | None) -> tuple[int, dict[str, Any] | None]:
         self.runs += 1
         report = self.tmp / f"report-{self.runs}.json"
-        env = {k: v for k, v in os.environ.items() if k != CRASH_AFTER_ENV}
-        env["CONVERGE_DATA_DIR"] = str(self.tmp / "var")
-        if crash_after:
-            env[CRASH_AFTER_ENV] = crash_after
+        env = {**os.environ, "CONVERGE_DATA_DIR": str(self.tmp / "var")}
+        crash = ["--crash-after", crash_after] if crash_after else []
         done = subprocess.run(
-            [*self.argv, "--report", str(report)],
+            [*self.argv, "--report", str(report), *crash],
             cwd=ROOT,
             env=env,
             capture_output=True,

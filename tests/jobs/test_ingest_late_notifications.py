@@ -1,8 +1,8 @@
 """A notification consumer sees the entries of a batch the Spark ingestion job redoes (issue 22, case 10).
 
 The job runs as a real subprocess (``converge spark ingest``, Spark ``local[1]``) on the
-embedded stack and kills itself after the ``store`` process of batch 1 (the crash hook
-``CONVERGE_JOB_CRASH_AFTER``). Another writer of the same store then records an entry; once it
+embedded stack and kills itself after the ``store`` process of batch 1 (the hidden flag
+``--crash-after``, the ``kill_after`` hook). Another writer of the same store then records an entry; once it
 is ``settle`` old a ``NotificationReader`` reads it and commits past it. The job runs again and
 writes batch 1's entries; the consumer must read them, with every row key batch 1 changed.
 Before the fix they carried the batch's recorded start, behind the consumer's checkpoint.

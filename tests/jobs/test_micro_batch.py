@@ -20,7 +20,7 @@ import pytest
 
 from framework.coordination.sqlite import SqliteCheckpointStore
 from framework.jobs.batches import Batch, BatchInput, JobCheckpoints, OffsetRange
-from framework.jobs.micro_batch import CRASH_AFTER_ENV, JobProcess, run_job
+from framework.jobs.micro_batch import JobProcess, run_job
 
 PROCESSES = ("store", "notifications", "index")
 TOTAL = 10  # offsets in the one partition of the input
@@ -109,12 +109,14 @@ sys.path.insert(0, {root!r})
 from framework.coordination.sqlite import SqliteCheckpointStore
 from framework.jobs.batches import JobCheckpoints
 from framework.jobs.micro_batch import run_job
+from framework.testing.faults import kill_after
 from tests.jobs.test_micro_batch import PROCESSES, Tables, _planner
 
 tables = Tables()
 store = SqliteCheckpointStore({db!r})
+hook = kill_after(sys.argv[1]) if len(sys.argv) > 1 else None
 run = asyncio.run(run_job(JobCheckpoints(store, "j", PROCESSES), tables.processes(), _planner(4),
-                          apply_log={log!r}))
+                          apply_log={log!r}, after_process=hook))
 print(run.repaired, run.batches)
 """
 
@@ -125,10 +127,11 @@ def test_sigkill_after_a_process_checkpointed_repairs_exactly_the_rest(tmp_path:
     processes after it, for batch 2 only, and every process applies every batch once."""
     db, log = str(tmp_path / "cp.db"), str(tmp_path / "apply.jsonl")
     code = _CHILD.format(root=str(Path(__file__).resolve().parents[2]), db=db, log=log)
-    env = {**os.environ, CRASH_AFTER_ENV: f"{process}@2"}
-    killed = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=60)
+    env = dict(os.environ)
+    killed = subprocess.run(
+        [sys.executable, "-c", code, f"{process}@2"], env=env, capture_output=True, timeout=60
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
-    env.pop(CRASH_AFTER_ENV)
     after = PROCESSES[PROCESSES.index(process) + 1 :]
     finished = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, timeout=60, text=True

@@ -9,23 +9,16 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from framework.cli.common import checkpoints_flag, checkpoints_url
+
 __all__ = ["add_changes"]
 
-_ENV_CHECKPOINTS = "CONVERGE_CHECKPOINTS"
 #: Exit status when the consumer fell behind the notification retention (as ``converge changes read``).
 GAP_STATUS = 3
 
 
 def _checkpoints(args: argparse.Namespace, store: str) -> str:
-    from spark_batch.apps import JobError
-    from stores.open import sqlite_path, sqlite_url
-
-    url = args.checkpoints or os.environ.get(_ENV_CHECKPOINTS)
-    if url:
-        return str(url)
-    if not store.startswith("sqlite:"):
-        raise JobError(f"--checkpoints: give a checkpoint store URL (or set {_ENV_CHECKPOINTS})")
-    return sqlite_url(sqlite_path(store).parent / "checkpoints.db")
+    return checkpoints_url(store, args.checkpoints)
 
 
 def _session(args: argparse.Namespace) -> Any:
@@ -87,12 +80,12 @@ def add_changes(
     guarded: Callable[[Callable[[argparse.Namespace], int]], Any],
 ) -> None:
     """Add the ``changes`` job to ``converge spark``."""
-    from framework.cli_support import DURATION_HELP, parse_duration
+    from framework.cli.common import DURATION_HELP, parse_duration
     from framework.notifications import DEFAULT_RETENTION
     from framework.notifications.reader import DEFAULT_SETTLE
 
     p = cmds.add_parser(
-        "changes", parents=[common],
+        "changes", parents=[common, checkpoints_flag()],
         help="export the current rows changed since a consumer's checkpoint to Parquet, then commit",
         description="Read the consumer's notification entries since its checkpoint, write the current "
         "rows of the changed keys (and of re-read tenants) per table to OUT/<table> as Parquet, with "
@@ -102,9 +95,6 @@ def add_changes(
     p.add_argument("--consumer", required=True, help="the consumer's name (its checkpoint's)")
     p.add_argument("--out", required=True, help="output directory: one Parquet directory per table")
     p.add_argument("--table", action="append", default=[], help="only this table (repeatable)")
-    p.add_argument("--checkpoints", default=None,
-                   help=f"sqlite:///PATH or zookeeper://HOSTS/ROOT (env {_ENV_CHECKPOINTS}; default: "
-                   "checkpoints.db beside a SQLite store)")  # fmt: skip
     p.add_argument("--retention", type=parse_duration, default=float(DEFAULT_RETENTION),
                    help=f"the writers' notification retention ({DURATION_HELP}; default 7d)")  # fmt: skip
     p.add_argument("--settle", type=parse_duration, default=DEFAULT_SETTLE,

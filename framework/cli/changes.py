@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from framework.cli_support import (
+from framework.cli.common import (
     DURATION_HELP,
     TIME_HELP,
     CliParser,
     UserError,
     add_json_flag,
+    checkpoints_flag,
+    checkpoints_url,
+    env_store_flag,
     parse_duration,
     print_json,
     time_arg,
@@ -26,23 +28,9 @@ __all__ = ["register", "GAP_STATUS"]
 #: Exit status of ``read`` when the consumer fell behind the retention.
 GAP_STATUS = 3
 
-_ENV_STORE = "CONVERGE_WIDE_STORE"
-_ENV_CHECKPOINTS = "CONVERGE_CHECKPOINTS"
-
 
 def _iso(micros: int) -> str:
     return datetime.fromtimestamp(micros / 1e6, UTC).isoformat(timespec="seconds")
-
-
-def _checkpoints_url(args: argparse.Namespace) -> str:
-    from stores.open import sqlite_path, sqlite_url
-
-    url = args.checkpoints or os.environ.get(_ENV_CHECKPOINTS)
-    if url:
-        return url
-    if not args.wide_store.startswith("sqlite:"):
-        raise UserError(f"--checkpoints: give a checkpoint store URL (or set {_ENV_CHECKPOINTS})")
-    return sqlite_url(sqlite_path(args.wide_store).parent / "checkpoints.db")
 
 
 async def _with_reader(args: argparse.Namespace, use: Any) -> Any:
@@ -64,7 +52,9 @@ async def _with_reader(args: argparse.Namespace, use: Any) -> Any:
         raise UserError(f"--wide-store: {exc}") from None
     try:
         try:
-            checkpoints = await asyncio.to_thread(open_checkpoint_store, _checkpoints_url(args))
+            checkpoints = await asyncio.to_thread(
+                open_checkpoint_store, checkpoints_url(args.wide_store, args.checkpoints)
+            )
         except CheckpointError as exc:
             raise UserError(f"--checkpoints: {exc}") from None
         try:
@@ -124,20 +114,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     from framework.notifications.reader import DEFAULT_SETTLE
     from framework.notifications.schema import DEFAULT_RETENTION
 
-    env_store = os.environ.get(_ENV_STORE)
     p.add_argument("--consumer", required=True, help="the consumer's name (its checkpoint's)")
-    p.add_argument(
-        "--wide-store",
-        default=env_store,
-        required=env_store is None,
-        help=f"store of the notifications: sqlite:///PATH or cassandra://HOST/KEYSPACE (env {_ENV_STORE})",
-    )
-    p.add_argument(
-        "--checkpoints",
-        default=None,
-        help=f"sqlite:///PATH or zookeeper://HOSTS/ROOT (env {_ENV_CHECKPOINTS}; default: "
-        "checkpoints.db beside a SQLite store)",
-    )
     p.add_argument(
         "--retention",
         type=parse_duration,
@@ -166,8 +143,10 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
         "changes", help="incremental reads: notification entries since a consumer's checkpoint"
     )
     actions = changes.add_subparsers(dest="changes_command", metavar="ACTION", required=True)
+    shared = [env_store_flag("store of the notifications"), checkpoints_flag()]
     read = actions.add_parser(
-        "read", help="the entries since the consumer's checkpoint (commit them with --commit)",
+        "read", parents=shared,
+        help="the entries since the consumer's checkpoint (commit them with --commit)",
         description="Print the notification entries after the consumer's checkpoint, oldest first: "
         "table, tenant, counts and changed keys (or 're-read'). With --commit the checkpoint moves past "
         "them. Exit 3 when the checkpoint is older than the retention (a gap: "
@@ -178,7 +157,7 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     read.add_argument("--commit", action="store_true", help="move the checkpoint past the entries printed")
     read.set_defaults(func=_read)
     reset = actions.add_parser(
-        "reset", help="move the consumer's checkpoint to a time (default now)",
+        "reset", help="move the consumer's checkpoint to a time (default now)", parents=shared,
         description="Move the checkpoint, e.g. after re-reading the tables in full following a gap.",
     )  # fmt: skip
     _common(reset)

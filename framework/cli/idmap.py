@@ -9,25 +9,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from framework.cli_support import CliParser, UserError, add_json_flag, print_json
-from framework.jobs.cli_common import add_turn_flags, app_declaring, open_existing_store, store_beside
+from framework.cli.common import (
+    CliParser,
+    UserError,
+    app_declaring,
+    app_flag,
+    checkpoints_flag,
+    checkpoints_url,
+    index_flags,
+    json_flag,
+    locks_url,
+    open_existing_store,
+    print_json,
+    settings_of,
+    store_flag,
+    turn_flags,
+)
 
 __all__ = ["register", "print_run"]
-
-_ENV_CHECKPOINTS = "CONVERGE_CHECKPOINTS"
-
-
-def _settings(args: argparse.Namespace, app: Any) -> Any:
-    from framework.settings import Settings
-
-    return Settings.resolve(
-        app.name,
-        wide_store=args.wide_store,
-        es_url=getattr(args, "es_url", None),
-        es_tombstones=getattr(args, "es_tombstones", None),
-        broker=getattr(args, "broker", None),
-        dlq_root=getattr(args, "dlq_root", None),
-    )
 
 
 def print_run(run: Any) -> None:
@@ -56,22 +55,16 @@ def print_run(run: Any) -> None:
         print(f"{domain}: not this job's turn: {reason}")
 
 
-def _checkpoints_url(args: argparse.Namespace, settings: Any) -> str:
-    return args.checkpoints or store_beside(
-        settings.wide_store, "checkpoints.db", "--checkpoints", _ENV_CHECKPOINTS
-    )
-
-
 def _run(args: argparse.Namespace) -> int:
     from framework.coordination import open_checkpoint_store
-    from framework.coordination.open import JOB_LOCKS_ENV, open_domain_locks
+    from framework.coordination.open import open_domain_locks
     from framework.dlq import DeadLetterWAL
     from framework.idmutation.job import run_id_mutation
     from framework.idmutation.topic import KafkaLog
     from stores.open import open_search_index
 
     app = app_declaring(args.app, "id_mutation", "id_mutation=IdMutation(...)")
-    settings = _settings(args, app)
+    settings = settings_of(args, app.name)
     if app.projections and settings.es_url is None:
         raise UserError(
             "--es-url: the app has projections: give the index their documents are re-projected into"
@@ -79,9 +72,10 @@ def _run(args: argparse.Namespace) -> int:
 
     async def go() -> Any:
         store = await open_existing_store(settings.wide_store)
-        checkpoints = await asyncio.to_thread(open_checkpoint_store, _checkpoints_url(args, settings))
-        locks_url = args.locks or store_beside(settings.wide_store, "jobs.db", "--locks", JOB_LOCKS_ENV)
-        locks = await asyncio.to_thread(open_domain_locks, locks_url)
+        checkpoints = await asyncio.to_thread(
+            open_checkpoint_store, checkpoints_url(settings.wide_store, args.checkpoints)
+        )
+        locks = await asyncio.to_thread(open_domain_locks, locks_url(settings.wide_store, args.locks))
         index = (
             None if settings.es_url is None else open_search_index(settings.es_url, settings.es_tombstones)
         )
@@ -114,11 +108,13 @@ def _status(args: argparse.Namespace) -> int:
     from framework.idmutation.job import ensure_tables, status
 
     app = app_declaring(args.app, "id_mutation", "id_mutation=IdMutation(...)")
-    settings = _settings(args, app)
+    settings = settings_of(args, app.name)
 
     async def go() -> Any:
         store = await open_existing_store(settings.wide_store)
-        checkpoints = await asyncio.to_thread(open_checkpoint_store, _checkpoints_url(args, settings))
+        checkpoints = await asyncio.to_thread(
+            open_checkpoint_store, checkpoints_url(settings.wide_store, args.checkpoints)
+        )
         try:
             await ensure_tables(store, app)
             return await status(store, app, checkpoints)
@@ -141,19 +137,14 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--app", required=True, metavar="MODULE:ATTR", help="the converge App (with id_mutation=...)"
-    )
-    p.add_argument("--wide-store", default=None, help="sqlite:///PATH or cassandra://HOST/KEYSPACE")
-    p.add_argument(
-        "--checkpoints", default=None, help="job checkpoint store URL (default: beside a SQLite store)"
-    )
-    add_json_flag(p, "print the report as JSON")
-
-
 def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     """Add ``converge idmap`` and its subcommands."""
+    common = [
+        app_flag("the converge App (with id_mutation=...)"),
+        store_flag(),
+        checkpoints_flag(),
+        json_flag("print the report as JSON"),
+    ]
     top = sub.add_parser("idmap", help="cascading ID mutation: collapse requests, move rows to final ids")
     cmds = top.add_subparsers(dest="idmap_command", metavar="SUBCOMMAND", required=True)
     run = cmds.add_parser(
@@ -163,15 +154,12 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
         "the touched tenants, store and publish the changed map entries, move the rows, re-project "
         "their documents, then sweep partitions written under old ids since the last turn. Exit 3 "
         "when the turn was given up (another job holds a table, or its predecessor has not run).",
+        parents=[*common, index_flags(), turn_flags("id_mutation")],
     )
-    _common(run)
-    run.add_argument("--es-url", default=None, help="http://HOST:PORT of the index (env CONVERGE_ES_URL)")
-    run.add_argument("--es-tombstones", choices=("native", "document"), default=None)
     run.add_argument("--broker", default=None, help="Kafka broker (env CONVERGE_BROKER)")
     run.add_argument(
         "--dlq-root", default=None, help="dead-letter WAL for malformed requests (env CONVERGE_DLQ_ROOT)"
     )
-    add_turn_flags(run, "id_mutation")
     run.add_argument("--until-idle", action="store_true", help="batches until the requests topic is drained")
     run.add_argument("--max-offsets", type=int, default=None, help="offsets per partition per batch")
     run.add_argument(
@@ -181,6 +169,7 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
         help="seconds a notification must be old before the sweep reads it",
     )
     run.set_defaults(func=_run)
-    st = cmds.add_parser("status", help="the job's checkpoints and the size of its request and map tables")
-    _common(st)
+    st = cmds.add_parser(
+        "status", help="the job's checkpoints and the size of its request and map tables", parents=common
+    )
     st.set_defaults(func=_status)

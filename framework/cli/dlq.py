@@ -20,15 +20,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from framework.cli_support import (
-    TIME_HELP,
+from framework.cli.common import (
     CliParser,
     UserError,
     add_json_flag,
+    app_flag,
     load_spec,
     parse_duration,
     print_json,
-    time_arg,
+    window_flags,
 )
 from framework.dlq.health import SegmentHealth
 from framework.dlq.index import SegmentFilter, Status
@@ -115,7 +115,7 @@ def dlq_root(args: argparse.Namespace) -> Path:
     """The WAL directory: ``--root``, else the worker's ``Settings.dlq_root`` (``CONVERGE_DLQ_ROOT``,
     else ``<CONVERGE_DATA_DIR or var/<app id>>/dlq``) with the app id of ``--app`` or ``CONVERGE_APP_ID``."""
     from framework.app import App
-    from framework.settings import ENV, Settings
+    from framework.settings import Settings, env_setting
 
     if args.root is not None:
         return Path(args.root)
@@ -126,7 +126,7 @@ def dlq_root(args: argparse.Namespace) -> Path:
         if not isinstance(app, App):
             raise UserError(f"--app {args.app} is not a converge App (got {type(app).__name__})")
         app_id = app.name
-    elif not os.environ.get(ENV["app_id"]) and any(os.environ.get(ENV[k]) for k in ("dlq_root", "data_dir")):
+    elif not env_setting("app_id") and any(env_setting(k) for k in ("dlq_root", "data_dir")):
         app_id = "-"  # the app id only names the default data dir, which the environment gives
     try:
         return Settings.resolve(app_id).dlq_root
@@ -273,11 +273,14 @@ def _show(args: argparse.Namespace) -> int:
 def _broker(args: argparse.Namespace) -> str:
     if args.broker:
         return str(args.broker)
-    if os.environ.get("CONVERGE_BROKER"):
-        return os.environ["CONVERGE_BROKER"]
+    from framework.cli.stack import DEFAULT_STACK_DIR
     from framework.local_stack import LocalStack
+    from framework.settings import env_setting
 
-    info = LocalStack.read_state(Path(".converge/stack"))
+    broker = env_setting("broker")
+    if broker:
+        return broker
+    info = LocalStack.read_state(DEFAULT_STACK_DIR)
     if info is None:
         raise UserError("give --broker (or set CONVERGE_BROKER, or run converge stack up)")
     return info.kafka_bootstrap
@@ -391,17 +394,14 @@ def _salvage(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     """Add the ``dlq`` command group to the ``converge`` subparsers."""
-    root = CliParser(add_help=False)
+    app = app_flag("the converge App whose app id names the default WAL directory", required=False)
+    root = CliParser(add_help=False, parents=[app])
     root.add_argument("--root", type=Path, default=None,
                       help="the WAL directory (default: the worker's: CONVERGE_DLQ_ROOT, else "
                            "<CONVERGE_DATA_DIR or var/<app id>>/dlq)")  # fmt: skip
-    root.add_argument("--app", default=None, metavar="MODULE:ATTR",
-                      help="the converge App whose app id names the default WAL directory")  # fmt: skip
-    filt = CliParser(add_help=False)
+    filt = CliParser(add_help=False, parents=[window_flags("parked")])
     for flag in ("--pipeline", "--event-type", "--stage", "--error-class"):
         filt.add_argument(flag, default=None, help="exact partition label")
-    filt.add_argument("--since", type=time_arg, default=None, help=f"parked at or after: {TIME_HELP}")
-    filt.add_argument("--until", type=time_arg, default=None, help=f"parked before: {TIME_HELP}")
     status = CliParser(add_help=False)
     status.add_argument("--status", action="append", choices=[s.value for s in Status],
                         help="segment status (repeatable)")  # fmt: skip

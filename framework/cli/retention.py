@@ -8,20 +8,24 @@ import asyncio
 import time
 from typing import Any
 
-from framework.cli_support import CliParser, UserError, add_json_flag, print_json
-from framework.jobs.cli_common import add_turn_flags, app_declaring, open_existing_store, store_beside
+from framework.cli.common import (
+    CliParser,
+    UserError,
+    app_declaring,
+    app_flag,
+    checkpoints_flag,
+    checkpoints_url,
+    index_flags,
+    json_flag,
+    locks_url,
+    open_existing_store,
+    print_json,
+    settings_of,
+    store_flag,
+    turn_flags,
+)
 
 __all__ = ["register", "print_run"]
-
-_ENV_CHECKPOINTS = "CONVERGE_CHECKPOINTS"
-
-
-def _settings(args: argparse.Namespace, app: Any) -> Any:
-    from framework.settings import Settings
-
-    return Settings.resolve(
-        app.name, wide_store=args.wide_store, es_url=args.es_url, es_tombstones=args.es_tombstones
-    )
 
 
 def print_run(run: Any) -> None:
@@ -48,7 +52,7 @@ def _run(args: argparse.Namespace) -> int:
     from framework.retention.job import dry_run, ensure_tables
 
     app = app_declaring(args.app, "retention", "retention=RetentionPolicy(...)")
-    settings = _settings(args, app)
+    settings = settings_of(args, app.name)
 
     async def go() -> Any:
         store = await open_existing_store(settings.wide_store)
@@ -70,16 +74,13 @@ def _run(args: argparse.Namespace) -> int:
 
 async def _coordinated(args: argparse.Namespace, app: Any, settings: Any, store: Any) -> Any:
     from framework.coordination import open_checkpoint_store
-    from framework.coordination.open import JOB_LOCKS_ENV, open_domain_locks
+    from framework.coordination.open import open_domain_locks
     from framework.retention.job import run_retention
     from stores.open import open_search_index
 
-    checkpoints_url = args.checkpoints or store_beside(
-        settings.wide_store, "checkpoints.db", "--checkpoints", _ENV_CHECKPOINTS
-    )
-    locks_url = args.locks or store_beside(settings.wide_store, "jobs.db", "--locks", JOB_LOCKS_ENV)
-    checkpoints = await asyncio.to_thread(open_checkpoint_store, checkpoints_url)
-    locks = await asyncio.to_thread(open_domain_locks, locks_url)
+    cp_url = checkpoints_url(settings.wide_store, args.checkpoints)
+    checkpoints = await asyncio.to_thread(open_checkpoint_store, cp_url)
+    locks = await asyncio.to_thread(open_domain_locks, locks_url(settings.wide_store, args.locks))
     index = None
     if settings.es_url is not None:
         index = open_search_index(settings.es_url, settings.es_tombstones)
@@ -111,7 +112,7 @@ def _set(args: argparse.Namespace) -> int:
     from framework.retention.policy import policy_row
 
     app = app_declaring(args.app, "retention", "retention=RetentionPolicy(...)")
-    settings = _settings(args, app)
+    settings = settings_of(args, app.name)
     days = None if args.days == 0 else args.days
     row = policy_row(args.tenant, args.table, days, int(time.time() * 1_000_000))
 
@@ -128,17 +129,9 @@ def _set(args: argparse.Namespace) -> int:
     return 0
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--app", required=True, metavar="MODULE:ATTR", help="the converge App (with retention=...)"
-    )
-    p.add_argument("--wide-store", default=None, help="sqlite:///PATH or cassandra://HOST/KEYSPACE")
-    p.add_argument("--es-url", default=None, help="http://HOST:PORT of the index (env CONVERGE_ES_URL)")
-    p.add_argument("--es-tombstones", choices=("native", "document"), default=None)
-
-
 def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     """Add ``converge retention`` and its subcommands."""
+    common = [app_flag("the converge App (with retention=...)"), store_flag(), index_flags()]
     top = sub.add_parser("retention", help="per-tenant retention: delete what is older than the policy")
     cmds = top.add_subparsers(dest="retention_command", metavar="SUBCOMMAND", required=True)
     run = cmds.add_parser(
@@ -147,17 +140,18 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
         description="Delete, per tenant and table, what is older than the app's retention policy: "
         "cutoff tombstones in the store, documents re-projected, notifications written. Exit 3 when "
         "a domain's turn was given up (another job holds it, or its predecessor has not run).",
+        parents=[
+            *common,
+            checkpoints_flag(),
+            turn_flags("retention"),
+            json_flag("print the run's report as JSON"),
+        ],
     )
-    _common(run)
     run.add_argument("--dry-run", action="store_true", help="report what would be deleted; write nothing")
-    run.add_argument(
-        "--checkpoints", default=None, help="job checkpoint store URL (default: beside a SQLite store)"
-    )
-    add_turn_flags(run, "retention")
-    add_json_flag(run, "print the run's report as JSON")
     run.set_defaults(func=_run)
-    setp = cmds.add_parser("set", help="a tenant's retention of a table (or *) in the store's policy table")
-    _common(setp)
+    setp = cmds.add_parser(
+        "set", help="a tenant's retention of a table (or *) in the store's policy table", parents=common
+    )
     setp.add_argument("--tenant", required=True)
     setp.add_argument("--table", required=True, help="a table name, or * for every table")
     setp.add_argument("--days", type=int, required=True, help="days to keep (0: forever)")

@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from framework.cli_support import CliParser, add_json_flag, print_json
+from framework.cli.common import CliParser, add_json_flag, print_json
 from framework.metrics.summary import RuntimeSummary, fetch_metrics, metrics_url, summarize
+from framework.settings import ENV, env_setting
 
 __all__ = ["register"]
 
 #: The worker's web port setting (``framework.settings``), used for the default URL.
-_PORT_ENV = "CONVERGE_WEB_PORT"
+_PORT_ENV = ENV["web_port"]
 
 
 def _default_url() -> str:
-    return f"http://127.0.0.1:{os.environ.get(_PORT_ENV) or 6066}"
+    return f"http://127.0.0.1:{env_setting('web_port') or 6066}"
 
 
 def _table(rows: dict[str, RuntimeSummary]) -> Table:
@@ -74,7 +74,7 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the answer (default 5)")
     p.add_argument(
         "--token",
-        default=os.environ.get("CONVERGE_METRICS_TOKEN"),
+        default=env_setting("metrics_token"),
         help="bearer token, when the endpoint requires one (env CONVERGE_METRICS_TOKEN)",
     )
     add_json_flag(p, "print JSON: the summary per runtime")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 from datetime import UTC, datetime
 from typing import Any
 
-from framework.cli_support import CliParser, UserError, add_json_flag, print_json
+from framework.cli.common import CliParser, UserError, add_json_flag, print_json
 from framework.coordination.locks import DomainLocks, DomainStatus, LastRunner
-from framework.coordination.open import DEFAULT_JOB_LOCKS_URL, JOB_LOCKS_ENV, open_domain_locks
+from framework.coordination.open import DEFAULT_JOB_LOCKS_URL, open_domain_locks
 from framework.jobs.coordinator import checkpoint_name
+from framework.settings import ENV, env_setting
 
 __all__ = ["register", "domain_report"]
 
@@ -152,8 +152,8 @@ def register(
     )
     p.add_argument(
         "--locks",
-        default=os.environ.get(JOB_LOCKS_ENV) or DEFAULT_JOB_LOCKS_URL,
-        help=f"sqlite:///PATH or zookeeper://HOSTS/ROOT (env {JOB_LOCKS_ENV}, "
+        default=env_setting("job_locks") or DEFAULT_JOB_LOCKS_URL,
+        help=f"sqlite:///PATH or zookeeper://HOSTS/ROOT (env {ENV['job_locks']}, "
         f"default {DEFAULT_JOB_LOCKS_URL})",
     )
     p.add_argument("--domain", default=None, help="only this lock domain")

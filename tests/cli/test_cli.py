@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from framework.cli_support import UserError, parse_duration, parse_time, run_command
+import framework.cli as framework_cli
+from framework.cli.common import UserError, parse_duration, parse_time, run_command
+from framework.cli.dlq import dlq_root
 from framework.coordination import open_checkpoint_store
-from framework.dlq.cli import dlq_root
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import StackInfo, die_with_parent
 from framework.worker.processes import stop_worker
@@ -205,8 +206,26 @@ def test_commands_come_from_entry_points_and_a_broken_one_is_one_warning(tmp_pat
         "spark",
         "demo",
         "hello",
-    ):  # project plugins: spark, demo
+    ):  # built in: stack, worker, dlq, delivery, spark; plugins: demo, hello
         assert f"    {name} " in helped.stdout, name
+
+
+def test_one_module_per_command_named_as_the_command_and_the_help_lists_them() -> None:
+    """Every module of ``framework.cli`` but the shared ones registers the command of its name,
+    and the top-level help lists exactly the registered commands (built-in, then plugins)."""
+    from importlib.metadata import entry_points
+
+    from framework.cli import COMMANDS, PLUGIN_GROUP, build_parser
+
+    shared = {"__init__", "__main__", "common", "spark_changes"}  # spark_changes: ``spark changes``
+    files = {p.stem for p in Path(framework_cli.__file__).parent.glob("*.py")} - shared
+    assert {m.__name__.rpartition(".")[2] for m in COMMANDS} == files
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    plugins = {ep.name for ep in entry_points(group=PLUGIN_GROUP)}
+    assert set(sub.choices) == files | plugins
+    listed = [line.split()[0] for line in parser.format_help().splitlines() if line.startswith("    ")]
+    assert [name for name in listed if name in sub.choices] == list(sub.choices)
 
 
 # -- the dead-letter WAL of an app ------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from framework.cli import main
 from framework.core.events import Event
 from framework.runtime.mapping import map_event
 from stores.open import open_wide_store
+from tests.erasure.conftest import erasure_key  # noqa: F401 - the autouse key of the erasure tests
 from tests.erasure.notes_app import NotesAgent, app
 from tests.erasure.support import park
 

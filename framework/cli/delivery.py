@@ -5,26 +5,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from framework.cli_support import (
-    TIME_HELP,
+from framework.cli.common import (
     CliParser,
     UserError,
     add_json_flag,
+    checkpoints_flag,
+    checkpoints_url,
+    env_store_flag,
     load_spec,
     print_json,
-    time_arg,
+    window_flags,
 )
+from framework.settings import ENV, env_setting
 
 __all__ = ["register"]
-
-_ENV_STORE = "CONVERGE_WIDE_STORE"
-_ENV_CHECKPOINTS = "CONVERGE_CHECKPOINTS"
 
 
 def _micros(seconds: float | None) -> int | None:
@@ -107,11 +106,9 @@ async def _verify(args: argparse.Namespace) -> int:
     from framework.delivery.kafka_io import RecordFetcher, RecordPublisher
     from framework.delivery.verifier import Verifier, VerifierConfig
     from framework.dlq import DeadLetterWAL
-    from stores.open import sqlite_url
 
     refetch = _load_refetch(args.refetch)
-    cp_url = args.checkpoints or os.environ.get(_ENV_CHECKPOINTS)
-    cp_url = cp_url or sqlite_url(_beside_store(args, None, "--checkpoints", "checkpoints.db"))
+    cp_url = checkpoints_url(args.wide_store, args.checkpoints)
     dlq_root = _beside_store(args, args.dlq_root, "--dlq-root", "delivery-dlq")
     ledger = await _open_ledger(args)
     try:
@@ -227,13 +224,9 @@ def _consumers(text: str) -> list[str]:
     return [c.strip() for c in text.split(",") if c.strip()]
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--wide-store",
-        default=os.environ.get(_ENV_STORE),
-        required=os.environ.get(_ENV_STORE) is None,
-        help=f"store holding the ledger: sqlite:///PATH or cassandra://HOST/KEYSPACE (env {_ENV_STORE})",
-    )
+def _ledger() -> CliParser:
+    """The flags naming the ledger (every action's)."""
+    p = CliParser(add_help=False, parents=[env_store_flag("store holding the ledger")])
     p.add_argument("--table", default="delivery_ledger", help="ledger table (default delivery_ledger)")
     p.add_argument(
         "--consumers",
@@ -245,12 +238,14 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shards", type=int, default=1, help="shards per bucket the ledger was written with")
     p.add_argument("--ttl-days", type=int, default=7, help="ledger TTL (bounds the default time range)")
     add_json_flag(p)
+    return p
 
 
-def _window(p: argparse.ArgumentParser) -> None:
+def _window() -> CliParser:
+    """The filters of ``failed`` and ``report``."""
+    p = CliParser(add_help=False, parents=[window_flags("captured")])
     p.add_argument("--source", default=None, help="only this data source")
-    p.add_argument("--since", type=time_arg, default=None, help=f"captured at or after: {TIME_HELP}")
-    p.add_argument("--until", type=time_arg, default=None, help=f"captured before: {TIME_HELP}")
+    return p
 
 
 def register(sub: argparse._SubParsersAction[CliParser]) -> None:
@@ -264,18 +259,14 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
 
     group.set_defaults(func=show_help)
 
+    ledger, window = _ledger(), _window()
     verify = actions.add_parser(
-        "verify", help="retry unacknowledged messages of complete buckets, checkpoint"
+        "verify",
+        help="retry unacknowledged messages of complete buckets, checkpoint",
+        parents=[ledger, checkpoints_flag()],
     )
-    _common(verify)
-    verify.add_argument("--broker", default=os.environ.get("CONVERGE_BROKER", "127.0.0.1:9092"),
-                        help="HOST:PORT or kafka://HOST:PORT (env CONVERGE_BROKER)")  # fmt: skip
-    verify.add_argument(
-        "--checkpoints",
-        default=None,
-        help=f"sqlite:///PATH or zookeeper://HOSTS/ROOT (env {_ENV_CHECKPOINTS}; default: checkpoints.db "
-        "beside a SQLite store)",
-    )
+    verify.add_argument("--broker", default=env_setting("broker") or "127.0.0.1:9092",
+                        help=f"HOST:PORT or kafka://HOST:PORT (env {ENV['broker']})")  # fmt: skip
     verify.add_argument("--grace-minutes", type=int, default=10, help="wait after a bucket ends (default 10)")
     verify.add_argument("--max-retries", type=int, default=3)
     verify.add_argument(
@@ -289,14 +280,16 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     )
     verify.set_defaults(func=_runner(_verify))
 
-    failed = actions.add_parser("failed", help="list messages not delivered to at least one consumer")
-    _common(failed)
-    _window(failed)
+    failed = actions.add_parser(
+        "failed",
+        help="list messages not delivered to at least one consumer",
+        parents=[ledger, window],
+    )
     failed.add_argument("--consumer", default=None, help="only messages this consumer has not acknowledged")
     failed.set_defaults(func=_runner(_failed))
 
-    report = actions.add_parser("report", help="counts per bucket and in total, and a PNG chart")
-    _common(report)
-    _window(report)
+    report = actions.add_parser(
+        "report", help="counts per bucket and in total, and a PNG chart", parents=[ledger, window]
+    )
     report.add_argument("--png", type=Path, default=Path("delivery-report.png"), help="chart path")
     report.set_defaults(func=_runner(_report))

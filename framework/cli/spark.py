@@ -16,12 +16,16 @@ import contextlib
 import functools
 import json
 import logging
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from framework.cli.common import UserError, checkpoints_flag, turn_flags
+
 __all__ = ["register"]
+
+#: The jobs' default checkpoint and lock file (the embedded stack's).
+_JOBS_DB = ".converge/jobs.db"
 
 
 def _setup(args: argparse.Namespace, name: str) -> Any:
@@ -184,16 +188,25 @@ def _reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def _crash_hook(args: argparse.Namespace) -> Any:
+    """The fault tests' hook (hidden ``--crash-after PROCESS[@BATCH]``), else None."""
+    if args.crash_after is None:
+        return None
+    from framework.testing.faults import kill_after
+
+    return kill_after(args.crash_after)
+
+
 def _ingest(args: argparse.Namespace) -> int:
     from framework.coordination import CheckpointError, CheckpointUnavailable, open_checkpoint_store
-    from framework.settings import ENV
+    from framework.settings import env_setting
     from spark_batch.apps import JobError, load_app
     from spark_batch.ingest import app_topics, ingest, prepare_ingest, print_run
     from spark_batch.ingest_processes import IngestConfig
     from spark_batch.preflight import Job, absolute_store_url
     from spark_batch.report import console, write_json
 
-    indexed = bool(args.es_url or os.environ.get(ENV["es_url"])) and bool(load_app(args.app).projections)
+    indexed = bool(args.es_url or env_setting("es_url")) and bool(load_app(args.app).projections)
     job = Job(args, need_projection=indexed)
     es_url, projections = job.settings.es_url, job.projections
     cfg = IngestConfig(
@@ -208,7 +221,7 @@ def _ingest(args: argparse.Namespace) -> int:
         split=args.split,
         dlq_root=str(job.settings.dlq_root),
     )
-    url = args.checkpoints or "sqlite:///.converge/jobs.db"
+    url = args.checkpoints or f"sqlite:///{_JOBS_DB}"
     try:
         checkpoints = open_checkpoint_store(absolute_store_url(url))
     except (CheckpointError, CheckpointUnavailable) as exc:
@@ -219,7 +232,7 @@ def _ingest(args: argparse.Namespace) -> int:
         run = ingest(
             spark, cfg, checkpoints, topics=args.topic or app_topics(args.app), max_offsets=args.max_offsets,
             max_batches=args.max_batches, apply_log=args.apply_log,
-            notifications=False if args.no_notifications else None,
+            notifications=False if args.no_notifications else None, after_process=_crash_hook(args),
         )  # fmt: skip
     finally:
         checkpoints.close_sync()
@@ -237,7 +250,8 @@ def _coordinated(args: argparse.Namespace, declared: str, name: str) -> Iterator
     import time
 
     from framework.coordination import open_checkpoint_store
-    from framework.coordination.open import DEFAULT_JOB_LOCKS_URL, JOB_LOCKS_ENV, open_domain_locks
+    from framework.coordination.open import DEFAULT_JOB_LOCKS_URL, open_domain_locks
+    from framework.settings import env_setting
     from spark_batch.apps import JobError
     from spark_batch.preflight import Job, absolute_store_url
     from stores.open import open_search_index
@@ -253,7 +267,7 @@ def _coordinated(args: argparse.Namespace, declared: str, name: str) -> Iterator
     index = None if es_url is None else functools.partial(open_search_index, es_url, job.tombstones)
     checkpoints = open_checkpoint_store(absolute_store_url(args.checkpoints))
     locks = open_domain_locks(
-        absolute_store_url(args.locks or os.environ.get(JOB_LOCKS_ENV, DEFAULT_JOB_LOCKS_URL))
+        absolute_store_url(args.locks or (env_setting("job_locks") or DEFAULT_JOB_LOCKS_URL))
     )
     try:
         clock = time.time if args.now is None else (lambda: args.now)
@@ -283,7 +297,7 @@ def _reported(args: argparse.Namespace, run: Any, print_run: Callable[[Any], Non
 
 
 def _retention(args: argparse.Namespace) -> int:
-    from framework.retention.cli import print_run
+    from framework.cli.retention import print_run
     from spark_batch.retention import spark_retention
 
     with _coordinated(args, "retention", "retention") as c:
@@ -295,7 +309,7 @@ def _retention(args: argparse.Namespace) -> int:
 
 
 def _idmap(args: argparse.Namespace) -> int:
-    from framework.idmutation.cli import print_run
+    from framework.cli.idmap import print_run
     from spark_batch.id_mutation import spark_id_mutation
 
     with _coordinated(args, "id_mutation", "idmap") as c:
@@ -346,13 +360,16 @@ def _common() -> argparse.ArgumentParser:
     return p
 
 
+def _job_checkpoints() -> argparse.ArgumentParser:
+    return checkpoints_flag("job checkpoint store URL", default=f"sqlite:///{_JOBS_DB}")
+
+
 def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """``fn`` with the jobs' ``JobError`` and ``RangeError`` as the CLI's ``UserError``: one line on
     stderr, exit status 2 (``converge`` prints store failures, e.g. an unreachable index, as one line too)."""
 
     @functools.wraps(fn)
     def run(args: argparse.Namespace) -> int:
-        from framework.cli_support import UserError
         from framework.jobs.kafka_ranges import RangeError
         from spark_batch.apps import JobError
 
@@ -421,33 +438,23 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(func=_guarded(_reindex))
 
     p = cmds.add_parser(
-        "retention", parents=[common], help="the app's retention job with its store side on Spark"
+        "retention",
+        parents=[common, _job_checkpoints(), turn_flags("retention", _JOBS_DB)],
+        help="the app's retention job with its store side on Spark",
     )
     p.add_argument("--shards", type=int, default=None, help="tasks per table (default: parallelism)")
-    p.add_argument("--checkpoints", default="sqlite:///.converge/jobs.db", help="job checkpoint store URL")
-    p.add_argument(
-        "--locks", default=None, help="job lock URL (env CONVERGE_JOB_LOCKS, default .converge/jobs.db)"
-    )
-    p.add_argument("--predecessor", default=None, help="the job whose turn comes right before retention's")
-    p.add_argument("--start-with", default=None, help="the job taking the first turn of a new domain")
-    p.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)  # tests: a fixed clock
     p.set_defaults(func=_guarded(_retention))
 
     p = cmds.add_parser(
-        "idmap", parents=[common], help="the app's ID mutation job with its collapse and moves on Spark"
+        "idmap",
+        parents=[common, _job_checkpoints(), turn_flags("id_mutation", _JOBS_DB)],
+        help="the app's ID mutation job with its collapse and moves on Spark",
     )
     p.add_argument("--shards", type=int, default=None, help="tasks for the moves (default: parallelism)")
-    p.add_argument("--checkpoints", default="sqlite:///.converge/jobs.db", help="job checkpoint store URL")
-    p.add_argument(
-        "--locks", default=None, help="job lock URL (env CONVERGE_JOB_LOCKS, default .converge/jobs.db)"
-    )
     p.add_argument("--broker", default=None, help="Kafka broker (env CONVERGE_BROKER)")
     p.add_argument("--dlq-root", type=Path, default=None, help="dead-letter WAL (env CONVERGE_DLQ_ROOT)")
-    p.add_argument("--predecessor", default=None, help="the job whose turn comes right before id_mutation's")
-    p.add_argument("--start-with", default=None, help="the job taking the first turn of a new domain")
     p.add_argument("--until-idle", action="store_true", help="batches until the requests topic is drained")
     p.add_argument("--settle", type=float, default=30.0, help="seconds before the sweep reads a notification")
-    p.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)  # tests: a fixed clock
     p.set_defaults(func=_guarded(_idmap))
 
     p = cmds.add_parser(
@@ -469,6 +476,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--apply-log", default=None, help="append a JSON line per process run here")
     p.add_argument("--dlq-root", type=Path, default=None, help="dead-letter WAL (env CONVERGE_DLQ_ROOT)")
     p.add_argument("--no-notifications", action="store_true", help="no notifications process")
+    p.add_argument("--crash-after", default=None, help=argparse.SUPPRESS)  # fault tests: kill_after
     p.add_argument(
         "--denylist-store",
         default=None,
@@ -477,6 +485,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.set_defaults(func=_guarded(_ingest))
 
-    from spark_batch.changes_cli import add_changes
+    from framework.cli.spark_changes import add_changes
 
     add_changes(cmds, common, _guarded)

@@ -15,7 +15,17 @@ import argparse
 import asyncio
 from typing import Any
 
-from framework.cli_support import CliParser, UserError, add_json_flag, load_spec, print_json
+from framework.cli.common import (
+    CliParser,
+    UserError,
+    app_flag,
+    index_flags,
+    json_flag,
+    load_spec,
+    print_json,
+    settings_of,
+    store_flag,
+)
 
 __all__ = ["register"]
 
@@ -23,7 +33,6 @@ __all__ = ["register"]
 def _inputs(args: argparse.Namespace) -> tuple[Any, Any, bytes, Any]:
     from framework.erasure.declare import parse_subject
     from framework.erasure.keyed import ErasureKeyError, erasure_key
-    from framework.settings import Settings
 
     app = load_spec(args.app)
     if not getattr(app, "personal_data", ()):
@@ -36,11 +45,7 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, Any, bytes, Any]:
     if subject.kind not in {d.kind for d in app.personal_data}:
         kinds = sorted({d.kind for d in app.personal_data})
         raise UserError(f"--subject: {app.name} declares no personal data of kind {subject.kind!r} ({kinds})")
-    settings = Settings.resolve(
-        app.name, wide_store=args.wide_store, es_url=args.es_url, es_tombstones=args.es_tombstones,
-        dlq_root=args.dlq_root,
-    )  # fmt: skip
-    return app, subject, key, settings
+    return app, subject, key, settings_of(args, app.name)
 
 
 async def _with_stores(app: Any, settings: Any, use: Any) -> Any:
@@ -122,16 +127,20 @@ def _run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     """Add ``erase`` (and ``erase verify``) to the ``converge`` subcommands."""
-    p = sub.add_parser("erase", help="erase a data subject everywhere converge keeps data, or verify it")
+    p = sub.add_parser(
+        "erase",
+        help="erase a data subject everywhere converge keeps data, or verify it",
+        parents=[
+            app_flag(),
+            store_flag("store URL (default: the app's settings)"),
+            index_flags("index URL (default: the app's settings)"),
+            json_flag("print the report as JSON"),
+        ],
+    )
     p.add_argument("action", nargs="?", choices=("verify",), help="verify: look for residue (exit 1 if any)")
-    p.add_argument("--app", required=True, help="the app, MODULE:ATTR")
     p.add_argument("--subject", required=True, help="KIND:VALUE, e.g. email:ann@example.com")
     p.add_argument("--dry-run", action="store_true", help="count what would be erased, change nothing")
     p.add_argument("--export", action="append", default=[], metavar="PATH",
                    help="a dead-letter export file or a directory of them (repeatable)")  # fmt: skip
-    p.add_argument("--wide-store", help="store URL (default: the app's settings)")
-    p.add_argument("--es-url", help="index URL (default: the app's settings)")
-    p.add_argument("--es-tombstones", choices=("native", "document"))
     p.add_argument("--dlq-root", help="dead-letter WAL directory (default: the app's settings)")
-    add_json_flag(p, "print the report as JSON")
     p.set_defaults(func=_run)

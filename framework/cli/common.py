@@ -1,5 +1,6 @@
-"""What every ``converge`` command shares: time and duration arguments, ``MODULE:ATTR`` loading,
-``--json`` output, the one-line argument errors and the error wrapper.
+"""What the ``converge`` commands share: parent parsers of the common flags (``--app``, stores,
+checkpoints, locks, ``--json``, times), time and duration arguments, ``MODULE:ATTR`` loading,
+the app's settings from the flags, ``--json`` output, the one-line errors and the error wrapper.
 
 Times: ONE rule for every ``--since``/``--until``: an ISO-8601 time (UTC
 unless it carries an offset), epoch seconds, or a time relative to now
@@ -9,7 +10,11 @@ the epoch seconds to whatever they need internally.
 Errors: a command raises ``UserError`` for bad input (exit status 2) and may
 let any other exception escape; ``run_command`` prints it as ONE line on
 stderr (``converge dlq list: error: ...``) and returns a non-zero status.
-``CONVERGE_DEBUG=1`` lets exceptions through with their traceback.
+``CONVERGE_DEBUG=1`` (the ``debug`` setting) lets exceptions through with their traceback.
+
+Parent parsers: ``app_flag``, ``store_flag``, ``env_store_flag``, ``index_flags``, ``checkpoints_flag``,
+``turn_flags``, ``json_flag`` and ``window_flags`` each return a parser without help to
+pass as ``parents=[...]`` to ``add_parser``, so a flag reads the same in every command.
 """
 
 from __future__ import annotations
@@ -26,8 +31,23 @@ from typing import Any, NoReturn
 
 from framework.core.errors import ConvergeError
 from framework.core.extras import missing_extra
+from framework.settings import ENV, env_setting
 
 __all__ = [
+    "app_flag",
+    "store_flag",
+    "index_flags",
+    "checkpoints_flag",
+    "env_store_flag",
+    "checkpoints_url",
+    "locks_url",
+    "turn_flags",
+    "json_flag",
+    "window_flags",
+    "settings_of",
+    "app_declaring",
+    "store_beside",
+    "open_existing_store",
     "UserError",
     "CliParser",
     "parse_time",
@@ -43,7 +63,7 @@ __all__ = [
 ]
 
 #: Set to 1 to see tracebacks instead of one-line errors.
-DEBUG_ENV = "CONVERGE_DEBUG"
+DEBUG_ENV = ENV["debug"]
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 #: Epoch seconds beyond this (the year 5138) are taken for milli- or microseconds by mistake.
@@ -150,7 +170,7 @@ def one_line(exc: BaseException) -> str:
 
 def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namespace, prog: str) -> int:
     """Run one command: its status, or 1 (2 for a UserError) after one error line on stderr."""
-    if os.environ.get(DEBUG_ENV) == "1":
+    if env_setting("debug") == "1":
         return func(args)
     try:
         return func(args)
@@ -191,3 +211,144 @@ def leaf_prog(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
 
 def _error(prog: str, message: str) -> None:
     print(f"{prog}: error: {message}", file=sys.stderr)
+
+
+# -- parent parsers of the common flags -------------------------------------------------------
+
+CHECKPOINTS_HELP = (
+    f"sqlite:///PATH or zookeeper://HOSTS/ROOT (env {ENV['checkpoints']}; default: checkpoints.db beside "
+    "a SQLite store)"
+)
+
+
+def _parent() -> CliParser:
+    return CliParser(add_help=False)
+
+
+def app_flag(text: str = "the converge App", *, required: bool = True) -> CliParser:
+    """``--app MODULE:ATTR``."""
+    p = _parent()
+    p.add_argument("--app", required=required, default=None, metavar="MODULE:ATTR", help=text)
+    return p
+
+
+def store_flag(text: str = "sqlite:///PATH or cassandra://HOST/KEYSPACE") -> CliParser:
+    """``--wide-store URL`` (default: the app's settings)."""
+    p = _parent()
+    p.add_argument("--wide-store", default=None, help=text)
+    return p
+
+
+def index_flags(text: str = f"http://HOST:PORT of the index (env {ENV['es_url']})") -> CliParser:
+    """``--es-url URL`` and ``--es-tombstones {native,document}``."""
+    p = _parent()
+    p.add_argument("--es-url", default=None, help=text)
+    p.add_argument("--es-tombstones", choices=("native", "document"), default=None)
+    return p
+
+
+def env_store_flag(text: str) -> CliParser:
+    """``--wide-store URL`` defaulting to the ``wide_store`` setting, required without one."""
+    p = _parent()
+    store = env_setting("wide_store")
+    p.add_argument(
+        "--wide-store",
+        default=store,
+        required=store is None,
+        help=f"{text}: sqlite:///PATH or cassandra://HOST/KEYSPACE (env {ENV['wide_store']})",
+    )
+    return p
+
+
+def checkpoints_flag(text: str = CHECKPOINTS_HELP, default: str | None = None) -> CliParser:
+    """``--checkpoints URL``."""
+    p = _parent()
+    p.add_argument("--checkpoints", default=default, help=text)
+    return p
+
+
+def turn_flags(job: str, locks_default: str = "beside the store") -> CliParser:
+    """The flags of one coordinated turn of ``job``: its lock URL (``locks_default`` says where it
+    is without one), predecessor, first job of a new domain, and a fixed clock for tests (``--now``)."""
+    p = _parent()
+    p.add_argument(
+        "--locks", default=None, help=f"job lock URL (env {ENV['job_locks']}; default: {locks_default})"
+    )
+    p.add_argument("--predecessor", default=None, help=f"the job whose turn comes right before {job}'s")
+    p.add_argument("--start-with", default=None, help="the job taking the first turn of a new domain")
+    p.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def json_flag(text: str = "print JSON instead of a table") -> CliParser:
+    """``--json``."""
+    p = _parent()
+    add_json_flag(p, text)
+    return p
+
+
+def window_flags(what: str) -> CliParser:
+    """``--since`` and ``--until`` (epoch seconds); ``what`` says what is compared, e.g. ``parked``."""
+    p = _parent()
+    p.add_argument("--since", type=time_arg, default=None, help=f"{what} at or after: {TIME_HELP}")
+    p.add_argument("--until", type=time_arg, default=None, help=f"{what} before: {TIME_HELP}")
+    return p
+
+
+# -- the app, its settings and its stores -----------------------------------------------------
+
+
+def settings_of(args: argparse.Namespace, app_id: str | None) -> Any:
+    """``framework.settings.Settings`` of ``app_id`` with every settings flag ``args`` has."""
+    from framework.settings import Settings
+
+    flags = {name: getattr(args, name) for name in ENV if getattr(args, name, None) is not None}
+    return Settings.resolve(app_id, **flags)
+
+
+def app_declaring(spec: str, attribute: str, example: str) -> Any:
+    """The converge ``App`` named by ``--app``; UserError unless it declares ``attribute``
+    (``example`` shows how, e.g. ``retention=RetentionPolicy(...)``)."""
+    from framework.app import App
+
+    app = load_spec(spec)
+    if not isinstance(app, App):
+        raise UserError(f"--app {spec}: not a converge App")
+    if getattr(app, attribute) is None:
+        raise UserError(f"--app {spec}: the app declares no {attribute} (App(..., {example}))")
+    return app
+
+
+def store_beside(store_url: str, name: str, flag: str, configured: str | None) -> str:
+    """``configured`` (the setting) when set, else a SQLite file ``name`` beside a SQLite wide
+    store; UserError naming ``flag`` when the store is not SQLite."""
+    from stores.open import sqlite_path, sqlite_url
+
+    if configured:
+        return configured
+    if not store_url.startswith("sqlite:"):
+        raise UserError(f"{flag}: give a URL (the store is not SQLite, nothing to put it beside)")
+    return sqlite_url(sqlite_path(store_url).parent / name)
+
+
+def checkpoints_url(store_url: str, configured: str | None) -> str:
+    """The checkpoint store: ``configured`` (``--checkpoints``), else the ``checkpoints`` setting,
+    else ``checkpoints.db`` beside a SQLite wide store (see ``store_beside``)."""
+    return store_beside(
+        store_url, "checkpoints.db", "--checkpoints", configured or env_setting("checkpoints")
+    )
+
+
+def locks_url(store_url: str, configured: str | None) -> str:
+    """The job lock backend: ``configured`` (``--locks``), else the ``job_locks`` setting, else
+    ``jobs.db`` beside a SQLite wide store (see ``store_beside``)."""
+    return store_beside(store_url, "jobs.db", "--locks", configured or env_setting("job_locks"))
+
+
+async def open_existing_store(url: str) -> Any:
+    """Open the wide store; UserError when a SQLite store file does not exist (never create one)."""
+    from stores.open import open_wide_store, sqlite_path
+
+    if url.startswith("sqlite:") and not sqlite_path(url).exists():
+        raise UserError(f"--wide-store: {sqlite_path(url)} does not exist")
+    return await open_wide_store(url)

@@ -1,0 +1,1 @@
+"""Tests of the ``converge`` command line (``framework.cli``): one module per command."""
