@@ -49,7 +49,8 @@ def _modules() -> Iterator[str]:
         package = importlib.import_module(name)
         yield name
         for info in pkgutil.walk_packages(package.__path__, f"{name}."):
-            yield info.name
+            if not info.name.endswith(".__main__"):  # running it is the command line itself
+                yield info.name
 
 
 def _exception_classes() -> dict[str, type[BaseException]]:
