@@ -5,26 +5,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
 from framework.cli.common import (
     CliParser,
-    UserError,
     app_declaring,
     app_flag,
     checkpoints_flag,
     checkpoints_url,
     index_flags,
     json_flag,
-    locks_url,
     open_existing_store,
     print_json,
     settings_of,
     store_flag,
     turn_flags,
 )
+from framework.cli.job_turn import job_turn
 
 __all__ = ["register", "print_run"]
 
@@ -56,43 +54,26 @@ def print_run(run: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from framework.coordination import open_checkpoint_store
-    from framework.coordination.open import open_domain_locks
     from framework.dlq import DeadLetterWAL
     from framework.idmutation.job import run_id_mutation
     from framework.idmutation.topic import KafkaLog
-    from stores.open import open_search_index
 
     app = app_declaring(args.app, "id_mutation", "id_mutation=IdMutation(...)")
     settings = settings_of(args, app.name)
-    if app.projections and settings.es_url is None:
-        raise UserError(
-            "--es-url: the app has projections: give the index their documents are re-projected into"
-        )
 
     async def go() -> Any:
         store = await open_existing_store(settings.wide_store)
-        checkpoints = await asyncio.to_thread(
-            open_checkpoint_store, checkpoints_url(settings.wide_store, args.checkpoints)
-        )
-        locks = await asyncio.to_thread(open_domain_locks, locks_url(settings.wide_store, args.locks))
-        index = (
-            None if settings.es_url is None else open_search_index(settings.es_url, settings.es_tombstones)
-        )
         wal = await asyncio.to_thread(DeadLetterWAL, Path(settings.dlq_root))
-        clock = time.time if args.now is None else (lambda: args.now)
         try:
-            return await run_id_mutation(
-                app, store, checkpoints=checkpoints, locks=locks, log=KafkaLog(settings.broker),
-                index=index, dlq=wal, predecessor=args.predecessor, start_with=args.start_with,
-                until_idle=args.until_idle, max_offsets=args.max_offsets, settle=args.settle, clock=clock,
-            )  # fmt: skip
+            async with job_turn(args, settings, app) as turn:
+                return await run_id_mutation(
+                    app, store, checkpoints=turn.checkpoints, locks=turn.locks, log=KafkaLog(settings.broker),
+                    index=turn.index, dlq=wal, predecessor=args.predecessor, start_with=args.start_with,
+                    until_idle=args.until_idle, max_offsets=args.max_offsets, settle=args.settle,
+                    clock=turn.clock,
+                )  # fmt: skip
         finally:
             wal.close()
-            if index is not None:
-                await index.close()
-            await checkpoints.close()
-            await asyncio.to_thread(locks.close)
             await store.close()
 
     run = asyncio.run(go())

@@ -10,20 +10,18 @@ from typing import Any
 
 from framework.cli.common import (
     CliParser,
-    UserError,
     app_declaring,
     app_flag,
     checkpoints_flag,
-    checkpoints_url,
     index_flags,
     json_flag,
-    locks_url,
     open_existing_store,
     print_json,
     settings_of,
     store_flag,
     turn_flags,
 )
+from framework.cli.job_turn import job_turn
 
 __all__ = ["register", "print_run"]
 
@@ -73,38 +71,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 async def _coordinated(args: argparse.Namespace, app: Any, settings: Any, store: Any) -> Any:
-    from framework.coordination import open_checkpoint_store
-    from framework.coordination.open import open_domain_locks
     from framework.retention.job import run_retention
-    from stores.open import open_search_index
 
-    cp_url = checkpoints_url(settings.wide_store, args.checkpoints)
-    checkpoints = await asyncio.to_thread(open_checkpoint_store, cp_url)
-    locks = await asyncio.to_thread(open_domain_locks, locks_url(settings.wide_store, args.locks))
-    index = None
-    if settings.es_url is not None:
-        index = open_search_index(settings.es_url, settings.es_tombstones)
-    elif app.projections:
-        raise UserError(
-            "--es-url: the app has projections: give the index their documents are re-projected into"
-        )
-    clock = time.time if args.now is None else (lambda: args.now)
-    try:
+    async with job_turn(args, settings, app) as turn:
         return await run_retention(
-            app,
-            store,
-            checkpoints=checkpoints,
-            locks=locks,
-            index=index,
-            predecessor=args.predecessor,
-            start_with=args.start_with,
-            clock=clock,
-        )
-    finally:
-        if index is not None:
-            await index.close()
-        await checkpoints.close()
-        await asyncio.to_thread(locks.close)
+            app, store, checkpoints=turn.checkpoints, locks=turn.locks, index=turn.index,
+            predecessor=args.predecessor, start_with=args.start_with, clock=turn.clock,
+        )  # fmt: skip
 
 
 def _set(args: argparse.Namespace) -> int:
