@@ -1,4 +1,5 @@
-"""Shared fixtures: the embedded stack (noida-db, from the test kit's pytest plugin) and fresh stacks."""
+"""Shared fixtures: the embedded stack (noida-db, from the test kit's pytest plugin), fresh stacks and
+the one local Spark session of the run."""
 
 from __future__ import annotations
 
@@ -6,10 +7,14 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from framework.local_stack import LocalStack, StackInfo
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -40,3 +45,47 @@ def fresh_stack(tmp_path: Path) -> Iterator[LocalStack]:
         yield s
     finally:
         s.stop()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One ``local[2]`` session (UI off, two shuffle partitions) for every test that runs Spark in
+    this process: a JVM starts once a run, on first use, and stops at its end."""
+    from spark_batch.session import spark_session
+
+    session = spark_session(
+        "converge-tests",
+        "local[2]",
+        {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+    )
+    yield session
+    session.stop()
+
+
+#: Tests that start worker or job processes and kill them, stop services or rebalance groups: one
+#: pytest-xdist worker runs them one after another, first, while the other runs the rest.
+PROCESS_FAULTS = (
+    "tests/faults/",
+    "tests/jobs/test_ingest_faults.py",
+    "tests/jobs/test_ingest_late_notifications.py",
+    "tests/test_readme.py",
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Groups for ``--dist loadgroup``: the process faults in one group, run first; every module whose
+    tests use the local Spark session in one group (one JVM a run); every other module a group of
+    its own, so its tests run in their order on one worker, as without xdist."""
+    placed = [(item, item.path.relative_to(config.rootpath).as_posix()) for item in items]
+    groups: dict[str, str] = {}
+    for item, module in placed:
+        if module.startswith(PROCESS_FAULTS):
+            groups[module] = "process-faults"
+        elif "spark" in getattr(item, "fixturenames", ()):
+            groups[module] = "spark"
+        else:
+            groups.setdefault(module, module)
+    for item, module in placed:
+        item.add_marker(pytest.mark.xdist_group(groups[module]))
+    items[:] = [item for item, module in sorted(placed, key=lambda p: groups[p[1]] != "process-faults")]

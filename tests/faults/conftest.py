@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.fault_figures import FaultFigures
 
-_LINES = pytest.StashKey[list[str]]()
+_FIGURES = "fault suite figures"
 
 
 @dataclass(frozen=True)
@@ -42,20 +42,28 @@ def fault_plan(pytestconfig: pytest.Config) -> FaultPlan:
 
 
 @pytest.fixture()
-def report(pytestconfig: pytest.Config) -> Callable[[FaultFigures], None]:
-    """Print a scenario's figures line and keep it for the terminal summary."""
+def report(request: pytest.FixtureRequest) -> Callable[[FaultFigures], None]:
+    """Print a scenario's figures line and keep it in the test's report for the terminal summary
+    (a report's user properties reach the summary from pytest-xdist's workers too)."""
 
     def emit(figures: FaultFigures) -> None:
         line = figures.line()
         print(line)
-        pytestconfig.stash.setdefault(_LINES, []).append(line)
+        request.node.user_properties.append((_FIGURES, line))
 
     return emit
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    lines = config.stash.get(_LINES, [])
+    lines = [
+        value
+        for reports in terminalreporter.stats.values()
+        for r in reports
+        if getattr(r, "when", None) == "call"
+        for name, value in getattr(r, "user_properties", ())
+        if name == _FIGURES
+    ]
     if lines:
-        terminalreporter.section("fault suite figures")
+        terminalreporter.section(_FIGURES)
         for line in lines:
             terminalreporter.write_line(line)
