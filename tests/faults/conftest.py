@@ -3,7 +3,8 @@
 ``pytest tests/faults`` runs the default variant; ``--faults-long`` (or
 ``CONVERGE_FAULTS_LONG=1``) the long one; ``CONVERGE_FAULTS_SEED`` picks the random
 kill points and histories (default 13). Each scenario's figures line is printed by the
-test (``pytest -s``) and again in the terminal summary.
+test (seen with ``pytest -s -n 0``: pytest-xdist's workers print nowhere) and again in the
+terminal summary, with or without xdist.
 """
 
 from __future__ import annotations
