@@ -66,8 +66,11 @@ def spark() -> Iterator[SparkSession]:
 #: pytest-xdist worker runs them one after another, first, while the other runs the rest.
 PROCESS_FAULTS = (
     "tests/faults/",
+    "tests/examples/support_desk/test_scale_out.py",
+    "tests/integration/test_runtime_kafka.py",
     "tests/jobs/test_ingest_faults.py",
     "tests/jobs/test_ingest_late_notifications.py",
+    "tests/state/test_join_worker.py",
     "tests/test_readme.py",
 )
 
