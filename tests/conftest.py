@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -50,7 +50,7 @@ def fresh_stack(tmp_path: Path) -> Iterator[LocalStack]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One ``local[2]`` session (UI off, two shuffle partitions) for every test that runs Spark in
-    this process: a JVM starts once a run, on first use, and stops at its end."""
+    this process: a JVM starts once a process (each xdist worker), on first use, and stops at its end."""
     from spark_batch.session import spark_session
 
     session = spark_session(
@@ -75,20 +75,27 @@ PROCESS_FAULTS = (
 )
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Groups for ``--dist loadgroup``: the process faults in one group, run first; every module whose
-    tests use the local Spark session in one group (one JVM a run); every other module a group of
-    its own, so its tests run in their order on one worker, as without xdist."""
-    placed = [(item, item.path.relative_to(config.rootpath).as_posix()) for item in items]
-    groups: dict[str, str] = {}
-    for item, module in placed:
-        if module.startswith(PROCESS_FAULTS):
-            groups[module] = "process-faults"
-        elif "spark" in getattr(item, "fixturenames", ()):
-            groups[module] = "spark"
-        else:
-            groups.setdefault(module, module)
-    for item, module in placed:
-        item.add_marker(pytest.mark.xdist_group(groups[module]))
-    items[:] = [item for item, module in sorted(placed, key=lambda p: groups[p[1]] != "process-faults")]
+def _scope(nodeid: str) -> str:
+    """A test's unit of work under xdist: ``process-faults`` for those above, else its module."""
+    module = nodeid.split("::", 1)[0]
+    return "process-faults" if module.startswith(PROCESS_FAULTS) else module
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The process faults first (stable otherwise), so that xdist hands them out first."""
+    items.sort(key=lambda item: _scope(item.nodeid) != "process-faults")
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadscope``: each module's tests on one worker, in their order, and the
+    process faults (``PROCESS_FAULTS``) all on one worker, one after another."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesAndProcessFaults(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    return ModulesAndProcessFaults(config, log)
