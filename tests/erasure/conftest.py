@@ -14,16 +14,3 @@ KEY = "erasure-test-key-0123456789abcdef"
 def erasure_key(monkeypatch: pytest.MonkeyPatch) -> bytes:
     monkeypatch.setenv(ENV_KEY, KEY)
     return KEY.encode()
-
-
-@pytest.fixture(scope="module")
-def spark():  # type: ignore[no-untyped-def]
-    """``local[2]`` for the backfill test (started only when a test asks for it)."""
-    from spark_batch.session import spark_session
-
-    session = spark_session(
-        "converge-erasure-tests", "local[2]",
-        {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
-    )  # fmt: skip
-    yield session
-    session.stop()

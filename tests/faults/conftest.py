@@ -3,7 +3,8 @@
 ``pytest tests/faults`` runs the default variant; ``--faults-long`` (or
 ``CONVERGE_FAULTS_LONG=1``) the long one; ``CONVERGE_FAULTS_SEED`` picks the random
 kill points and histories (default 13). Each scenario's figures line is printed by the
-test (``pytest -s``) and again in the terminal summary.
+test (seen with ``pytest -s -n 0``: pytest-xdist's workers print nowhere) and again in the
+terminal summary, with or without xdist.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 
 from tests.support.fault_figures import FaultFigures
 
-_LINES = pytest.StashKey[list[str]]()
+_FIGURES = "fault suite figures"
 
 
 @dataclass(frozen=True)
@@ -42,20 +43,28 @@ def fault_plan(pytestconfig: pytest.Config) -> FaultPlan:
 
 
 @pytest.fixture()
-def report(pytestconfig: pytest.Config) -> Callable[[FaultFigures], None]:
-    """Print a scenario's figures line and keep it for the terminal summary."""
+def report(request: pytest.FixtureRequest) -> Callable[[FaultFigures], None]:
+    """Print a scenario's figures line and keep it in the test's report for the terminal summary
+    (a report's user properties reach the summary from pytest-xdist's workers too)."""
 
     def emit(figures: FaultFigures) -> None:
         line = figures.line()
         print(line)
-        pytestconfig.stash.setdefault(_LINES, []).append(line)
+        request.node.user_properties.append((_FIGURES, line))
 
     return emit
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    lines = config.stash.get(_LINES, [])
+    lines = [
+        value
+        for reports in terminalreporter.stats.values()
+        for r in reports
+        if getattr(r, "when", None) == "call"
+        for name, value in getattr(r, "user_properties", ())
+        if name == _FIGURES
+    ]
     if lines:
-        terminalreporter.section("fault suite figures")
+        terminalreporter.section(_FIGURES)
         for line in lines:
             terminalreporter.write_line(line)

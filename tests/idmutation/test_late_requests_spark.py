@@ -15,7 +15,6 @@ import asyncio
 import random
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,7 +29,6 @@ from framework.testing import Driver
 from spark_batch.archive import write_jsonl
 from spark_batch.backfill import backfill
 from spark_batch.id_mutation import spark_applier
-from spark_batch.session import spark_session
 from stores.open import open_wide_store
 from tests.idmutation.late_histories import History, make_history, model_rows, stored
 from tests.idmutation.stream_app import app
@@ -42,14 +40,6 @@ APP = "tests.idmutation.stream_app:app"
 N = 300
 ACT_KEY = ("tenant", "owner_id", "activity_id")
 LOG_KEY = ("tenant", "owner_id", "at", "event_id")
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    conf = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
-    session = spark_session("converge-idm-late", "local[2]", conf)
-    yield session
-    session.stop()
 
 
 def schedule(history: History) -> tuple[list[IdRequest], list, list]:

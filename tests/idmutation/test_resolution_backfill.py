@@ -5,7 +5,6 @@ stores for the same events with the same map. Real parts: local Spark, a SQLite 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ from framework.idmutation.tables import MAP_TABLE, map_row
 from framework.testing import Driver
 from spark_batch.archive import write_jsonl
 from spark_batch.backfill import backfill
-from spark_batch.session import spark_session
 from stores.open import open_wide_store
 from tests.idmutation.stream_app import activity, app, linked, note, status
 from tests.spark.support import run, sqlite_url
@@ -44,14 +42,6 @@ async def _write_map(url: str, collapsed: dict) -> None:
         await store.apply([map_row(t, i, iv, 1, 1) for (t, i), iv in collapsed.items()])
     finally:
         await store.close()
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    conf = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
-    session = spark_session("converge-idm-backfill", "local[2]", conf)
-    yield session
-    session.stop()
 
 
 def test_backfill_and_stream_store_the_same_resolved_rows(spark: SparkSession, tmp_path: Path) -> None:

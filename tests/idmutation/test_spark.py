@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import random
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +30,6 @@ from tests.idmutation.job_app import REQUESTS_TOPIC, plain
 pytestmark = pytest.mark.slow
 SPEC = "tests.idmutation.job_app:plain"
 NOW = 1_800_000_000.0
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    from spark_batch.session import spark_session
-
-    session = spark_session(
-        "converge-idmap-tests", "local[2]",
-        {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
-    )  # fmt: skip
-    yield session
-    session.stop()
 
 
 def requests(seed: int = 5) -> list[IdRequest]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,19 +35,6 @@ from tests.spark.support import TOMBSTONES, documents, sqlite_url, unique_alias
 pytestmark = pytest.mark.slow
 
 SPEC = "examples.support_desk.app:app"
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    from spark_batch.session import spark_session
-
-    session = spark_session(
-        "converge-ingest-tests",
-        "local[2]",
-        {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
-    )
-    yield session
-    session.stop()
 
 
 def publish(broker: str, events: dict[str, list[Any]], names: dict[str, str]) -> dict[str, int]:

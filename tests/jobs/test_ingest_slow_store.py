@@ -1,6 +1,6 @@
 """A store process slower than readers' ``settle`` no longer hides its batch's entries (issue 22, case 10).
 
-The Spark ingestion job's processes run in this process (Spark ``local[1]``) over one batch of
+The Spark ingestion job's processes run in this process (local Spark) over one batch of
 the support desk app's topics on the embedded broker. The batch began a minute before its
 ``store`` process ended; meanwhile another writer recorded an entry and a consumer, once it was
 ``settle`` old, read and committed past it. The ``notifications`` process then writes the batch's
@@ -14,7 +14,6 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,15 +41,6 @@ from tests.spark.support import sqlite_url
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 SPEC = "examples.support_desk.app:app"
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    from spark_batch.session import spark_session
-
-    session = spark_session("converge-slow-store", "local[1]", {"spark.sql.shuffle.partitions": "1"})
-    yield session
-    session.stop()
 
 
 async def _changed(broker: str, batch: Batch) -> dict[tuple[str, str], set[str]]:

@@ -1,6 +1,6 @@
 """The Spark ingestion job parks a record whose Kafka key is not its event's ordering key, as the
 stream does (issue 22, case 9): stage ``key`` in the dead-letter WAL, nothing of it in the store
-or the notifications. Spark ``local[1]`` in this process, the support desk app on the embedded
+or the notifications. Local Spark in this process, the support desk app on the embedded
 broker, real SQLite stores."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import asyncio
 import dataclasses
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,15 +32,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 SPEC = "examples.support_desk.app:app"
 STRAY_KEYS = [b"", b"\xff\xfe"]  # and another entity's key, made in the test
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    from spark_batch.session import spark_session
-
-    session = spark_session("converge-stray-keys", "local[1]", {"spark.sql.shuffle.partitions": "1"})
-    yield session
-    session.stop()
 
 
 async def _contents(url: str) -> tuple[str, str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,6 @@ from framework.notifications.sink import NotificationSink
 from framework.runtime.mapping import map_event
 from spark_batch.backfill import backfill
 from spark_batch.changes import collect_changes, export_changes
-from spark_batch.session import spark_session
 from stores.sqlite import SqliteStore
 from tests.notifications.notified_desk import app as desk
 
@@ -32,17 +30,6 @@ pytestmark = pytest.mark.slow  # a JVM, as every Spark test
 T = TableSchema(
     "t", partition_key=(Column("org_id", "text"), Column("id", "text")), columns=(Column("v", "bigint"),)
 )
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = spark_session(
-        "converge-notifications",
-        "local[2]",
-        {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
-    )
-    yield session
-    session.stop()
 
 
 async def _write(path: Path, batches: list[list[Upsert | Delete]]) -> None:

@@ -1,28 +1,12 @@
-"""One local Spark session for every Spark test, and a small generated history."""
+"""A small generated history for the Spark tests (the session is ``tests/conftest.py``'s ``spark``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from pyspark.sql import SparkSession
 
 from examples.activity_platform.generator import generate_history
 from examples.activity_platform.history import History
 from examples.activity_platform.oracle import Expected, expected_state
-from spark_batch.session import spark_session
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """``local[2]``, UI off, two shuffle partitions: small data, shared cores."""
-    session = spark_session(
-        "converge-tests",
-        "local[2]",
-        {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
-    )
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="session")
