@@ -31,6 +31,7 @@ the session may be expiring on the server side.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from collections.abc import Callable
@@ -297,9 +298,12 @@ class ZooKeeperDomainLocks(DomainLocks):
         with self._mutex:
             lock = self._locks.pop(lease.token, None)
         if lock is not None and lock.node:
-            # never waits: while disconnected the delete is queued for the same session, and a
+            deleted = self._client.delete_async(f"{lock.path}/{lock.node}")
+            if self._connected:  # the next acquirer, in any session, finds the domain free
+                with contextlib.suppress(Exception):  # gone already, or the reply is late: see below
+                    deleted.get(timeout=self._op_timeout)
+            # never waits while disconnected: the delete is queued for the same session, and a
             # session that expires takes the ephemeral znode with it
-            self._client.delete_async(f"{lock.path}/{lock.node}")
 
     def _read_last(self, domain: str) -> LastRunner | None:
         try:
