@@ -6,6 +6,9 @@ Layout of a WAL root::
     writer.lock                        held (flock) by the one live ``DeadLetterWAL``
     ops.lock                           held while replay/discard/cleanup change segments
     segments/<pipeline>/<event_type>/<stage>/<error_class>/<first-lsn>-<token>.seg
+
+A store given an ``ObjectStore`` reads a segment uploaded there (``offload.py``) whose local
+file is gone by fetching it back into its place first (``local``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import fcntl
 import heapq
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -23,7 +27,8 @@ from framework.dlq.health import SegmentHealth, assess
 from framework.dlq.index import SegmentFilter, SegmentIndex, SegmentInfo, Status
 from framework.dlq.names import UnsafePathError
 from framework.dlq.record import ParkedRecord
-from framework.dlq.segment import SegmentReader
+from framework.dlq.segment import SegmentReader, fsync_dir
+from stores.objects.store import ObjectStore
 
 __all__ = ["DeadLetterStore", "Entry", "SegmentEnd", "LIVE"]
 
@@ -53,12 +58,19 @@ class DeadLetterStore:
     """The index plus the segment files of a WAL root; no writer lock needed.
 
     Damaged lines met while reading records are logged as warnings unless ``quiet``
-    (``SegmentEnd.health`` reports them either way).
+    (``SegmentEnd.health`` reports them either way). ``objects`` is where sealed segments are
+    uploaded (None: they stay local).
     """
 
     def __init__(
-        self, root: str | Path, *, clock: Callable[[], float] = time.time, quiet: bool = False
+        self,
+        root: str | Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        quiet: bool = False,
+        objects: ObjectStore | None = None,
     ) -> None:
+        self.objects = objects
         self.root = Path(root).resolve()
         self.quiet = quiet
         self.root.mkdir(parents=True, exist_ok=True)
@@ -75,6 +87,33 @@ class DeadLetterStore:
             raise UnsafePathError(f"segment path {rel!r} is outside {self.segments_root}")
         return path
 
+    def local(self, seg: SegmentInfo) -> Path:
+        """The file of ``seg``; one whose local copy was removed after its upload is fetched back first.
+
+        The object is checked against its SHA-256 as it is read (``DamagedObjectError``); an
+        object-storage outage raises ``TransientObjectError``. A missing object leaves the file
+        missing (the segment's health says so).
+        """
+        path = self.abspath(seg)
+        if self.objects is None or path.exists():
+            return path
+        up = self.index.upload(seg.id)
+        if up is None:
+            return path
+        try:
+            data = self.objects.get(up.name)
+        except FileNotFoundError:
+            return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.fetching")
+        with open(part, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        part.replace(path)
+        fsync_dir(path.parent)
+        return path
+
     def relpath(self, path: Path) -> str:
         """``path`` relative to the root, as stored in the index."""
         return path.relative_to(self.root).as_posix()
@@ -86,7 +125,7 @@ class DeadLetterStore:
     def reader(self, seg: SegmentInfo, *, quiet: bool | None = None) -> SegmentReader:
         """A reader of ``seg``; an open segment is read only up to its last fsynced byte."""
         limit = seg.bytes if seg.status is Status.OPEN else None
-        return SegmentReader(self.abspath(seg), limit=limit, quiet=self.quiet if quiet is None else quiet)
+        return SegmentReader(self.local(seg), limit=limit, quiet=self.quiet if quiet is None else quiet)
 
     def check(self, seg: SegmentInfo) -> SegmentHealth | None:
         """Read all of ``seg`` and say what is unreadable; None when the segment left the index meanwhile."""
