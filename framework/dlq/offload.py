@@ -27,7 +27,7 @@ from framework.settings import ENV, Settings
 from stores.objects.error_map import ObjectStoreError
 from stores.objects.store import ObjectStore, parse_s3_url
 
-__all__ = ["open_objects", "object_name", "offload", "offload_quietly", "Offloaded"]
+__all__ = ["open_objects", "object_name", "offload", "offload_quietly", "delete_stale", "Offloaded"]
 
 log = logging.getLogger("framework.dlq")
 
@@ -86,11 +86,17 @@ def offload(store: DeadLetterStore, objects: ObjectStore) -> Offloaded:
                 done.uploaded += up is not None
             if up is not None and _remove_local(store, now):
                 done.removed += 1
-    for up in store.index.stale_uploads():
+    done.deleted = delete_stale(store, objects)
+    return done
+
+
+def delete_stale(store: DeadLetterStore, objects: ObjectStore) -> int:
+    """Delete the objects whose segment left the index (cleaned up, split, rewritten); returns how many."""
+    stale = store.index.stale_uploads()
+    for up in stale:
         objects.delete(up.name)
         store.index.forget_upload(up.segment_id)
-        done.deleted += 1
-    return done
+    return len(stale)
 
 
 def _upload(store: DeadLetterStore, objects: ObjectStore, seg: SegmentInfo) -> Upload | None:

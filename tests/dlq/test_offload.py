@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from framework.dlq import DeadLetterStore, DeadLetterWAL, SegmentFilter, Status
+from framework.dlq.erase import drop_records
 from framework.dlq.lifecycle import cleanup, discard
-from framework.dlq.offload import object_name, offload, open_objects
+from framework.dlq.offload import delete_stale, object_name, offload, open_objects
 from framework.local_s3 import LocalS3
 from framework.settings import Settings
 from stores.objects.store import ObjectStore
@@ -109,3 +110,21 @@ def test_an_outage_leaves_the_segment_local_until_a_later_pass(tmp_path: Path) -
         wal.close()
         store = DeadLetterStore(tmp_path / "wal", objects=objects)
         assert [e.record.offset for e in store.records()] == [0, 1]
+
+
+def test_an_erasure_rewrites_uploaded_segments_and_deletes_the_old_objects(
+    tmp_path: Path, objects: ObjectStore
+) -> None:
+    with DeadLetterWAL(tmp_path, objects=objects) as wal:
+        for i, who in enumerate([b"ann", b"bo", b"ann"]):
+            wal.park_sync(rec(i, value=b'{"to": "%s"}' % who))
+    (old,) = list(objects.list())
+    store = DeadLetterStore(tmp_path, objects=objects)
+    dropped = drop_records(store, lambda r: b"ann" in (r.value or b""))
+    assert dropped.records == 2
+    assert delete_stale(store, objects) == 1  # as ``framework.erasure.run`` does after dropping
+    assert [o.key for o in objects.list()] == []  # the rewritten segment is local until the writer's pass
+    assert offload(store, objects).uploaded == 1
+    (new,) = list(objects.list())
+    assert new.key != old.key and b"ann" not in objects.get(new.key)
+    assert [e.record.offset for e in store.records()] == [1]
