@@ -70,8 +70,9 @@ class Settings:
       (``framework.dlq.offload``; the ``s3`` extra)
     - ``dlq_s3_endpoint``: none (AWS S3 itself); the URL of an S3-compatible service
     - ``dlq_s3_region``: none (``us-east-1``), the region of the bucket
-    - ``dlq_s3_access_key``, ``dlq_s3_secret_key``: none (boto3's default credentials: an
-      instance role or its config files); never printed
+    - ``dlq_s3_access_key``: none (boto3's default credentials: an instance role or its
+      config files); the access key id for ``dlq_objects``
+    - ``dlq_s3_secret_key``: none; the secret key for ``dlq_objects``, never printed
     - ``denylist_store``: none; the store holding the erasure deny-list of record, when a
       backfill or ingestion writes into another store (``framework.erasure.record``)
     - ``checkpoints``: none; the checkpoint store URL (``sqlite:///PATH`` or
