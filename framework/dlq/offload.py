@@ -69,24 +69,24 @@ class Offloaded:
 def offload(store: DeadLetterStore, objects: ObjectStore) -> Offloaded:
     """One pass: upload sealed segments, remove local copies of uploaded ones, delete stale objects.
 
-    Each segment is handled under ``store.exclusive()``, so no replay, discard, cleanup or
-    erasure changes it meanwhile. An object-storage error ends the pass (the rest waits for
-    the next one) and is raised; a segment whose file is damaged is left local (``converge dlq
-    verify`` reports it, ``salvage`` replaces it by a segment that is then uploaded).
+    The pass holds ``store.exclusive()``, so no replay, discard, cleanup or erasure changes a
+    segment meanwhile; when one of those holds it, the pass does nothing (the next one
+    catches up) rather than make the writer wait. An object-storage error ends the pass and
+    is raised; a segment whose file is damaged is left local (``converge dlq verify`` reports
+    it, ``salvage`` replaces it by a segment that is then uploaded).
     """
     done = Offloaded()
-    for seg in store.segments(SegmentFilter(statuses=(Status.SEALED, Status.REPLAYED, Status.DISCARDED))):
-        with store.exclusive():
-            now = store.index.get(seg.id)
-            if now is None or now.path != seg.path:
-                continue
+    with store.exclusive(wait=False) as held:
+        if not held:
+            return done
+        for seg in store.segments(SegmentFilter(statuses=(Status.SEALED, Status.REPLAYED, Status.DISCARDED))):
             up = store.index.upload(seg.id)
-            if up is None and now.status is Status.SEALED:
-                up = _upload(store, objects, now)
+            if up is None and seg.status is Status.SEALED:
+                up = _upload(store, objects, seg)
                 done.uploaded += up is not None
-            if up is not None and _remove_local(store, now):
+            if up is not None and _remove_local(store, seg):
                 done.removed += 1
-    done.deleted = delete_stale(store, objects)
+        done.deleted = delete_stale(store, objects)
     return done
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fcntl
 import heapq
+import logging
 import os
 import time
 import uuid
@@ -28,11 +29,14 @@ from framework.dlq.index import SegmentFilter, SegmentIndex, SegmentInfo, Status
 from framework.dlq.names import UnsafePathError
 from framework.dlq.record import ParkedRecord
 from framework.dlq.segment import SegmentReader, fsync_dir
+from stores.objects.error_map import DamagedObjectError
 from stores.objects.store import ObjectStore
 
 __all__ = ["DeadLetterStore", "Entry", "SegmentEnd", "LIVE"]
 
 LIVE = (Status.OPEN, Status.SEALED)
+
+log = logging.getLogger("framework.dlq")
 
 
 @dataclass(frozen=True)
@@ -90,9 +94,9 @@ class DeadLetterStore:
     def local(self, seg: SegmentInfo) -> Path:
         """The file of ``seg``; one whose local copy was removed after its upload is fetched back first.
 
-        The object is checked against its SHA-256 as it is read (``DamagedObjectError``); an
-        object-storage outage raises ``TransientObjectError``. A missing object leaves the file
-        missing (the segment's health says so).
+        The object is checked against its SHA-256 as it is read; a missing or damaged object
+        leaves the file missing (the segment's health says so, and a damaged one is logged).
+        An object-storage outage raises ``TransientObjectError``.
         """
         path = self.abspath(seg)
         if self.objects is None or path.exists():
@@ -103,6 +107,9 @@ class DeadLetterStore:
         try:
             data = self.objects.get(up.name)
         except FileNotFoundError:
+            return path
+        except DamagedObjectError as exc:  # the file stays missing: the segment reads as damaged
+            log.error("dead-letter segment %s: its object is damaged: %s", seg.path, exc)
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
         part = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.fetching")
@@ -201,12 +208,19 @@ class DeadLetterStore:
                 yield (last, 1), item
 
     @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """Hold ``ops.lock``: one replay, discard or cleanup at a time per root."""
+    def exclusive(self, *, wait: bool = True) -> Iterator[bool]:
+        """Hold ``ops.lock``: one replay, discard, cleanup or upload pass at a time per root.
+
+        Yields True once held; with ``wait=False`` yields False at once when another holds it.
+        """
         fd = os.open(self.root / "ops.lock", os.O_RDWR | os.O_CREAT, 0o640)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
         finally:
             os.close(fd)
 

@@ -128,3 +128,29 @@ def test_an_erasure_rewrites_uploaded_segments_and_deletes_the_old_objects(
     (new,) = list(objects.list())
     assert new.key != old.key and b"ann" not in objects.get(new.key)
     assert [e.record.offset for e in store.records()] == [1]
+
+
+def test_a_damaged_object_reads_as_a_damaged_segment(tmp_path: Path, objects: ObjectStore) -> None:
+    with DeadLetterWAL(tmp_path, objects=objects) as wal:
+        wal.park_sync(rec(0))
+    (stored,) = objects.list()
+    good = objects.get(stored.key)
+    objects._client.put_object(  # the bytes change behind the metadata naming their checksum
+        Bucket=objects.bucket, Key=objects.key(stored.key), Body=good[:-10] + b"0123456789",
+        Metadata={"converge-sha256": hashlib.sha256(good).hexdigest()},
+    )  # fmt: skip
+    (health,) = DeadLetterStore(tmp_path, objects=objects).check_all()
+    assert health.damaged and "missing" in health.describe()
+
+
+def test_a_pass_skips_while_an_operator_holds_the_root(tmp_path: Path, objects: ObjectStore) -> None:
+    wal = DeadLetterWAL(tmp_path, objects=objects)
+    wal.park_sync(rec(0))
+    other = DeadLetterStore(tmp_path)
+    with other.exclusive() as held:
+        assert held
+        assert wal.rotate_sync(force=True) == 1
+        assert list(objects.list()) == []  # the writer did not wait for the lock
+    assert offload(wal.store, objects).uploaded == 1
+    wal.close()
+    other.close()
