@@ -105,7 +105,7 @@ def _upload(store: DeadLetterStore, objects: ObjectStore, seg: SegmentInfo) -> U
     if health is None or health.damaged or not path.exists():
         return None
     data = path.read_bytes()
-    md5, sha256 = hashlib.md5(data).digest(), hashlib.sha256(data).digest()
+    md5, sha256 = hashlib.md5(data, usedforsecurity=False).digest(), hashlib.sha256(data).digest()
     name = object_name(seg)
     try:
         objects.put(name, data, if_absent=True)

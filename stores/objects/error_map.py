@@ -31,7 +31,7 @@ class DamagedObjectError(ObjectStoreError):
 
 #: S3 error codes that mean the service is busy or failing, whatever the HTTP status says.
 _BUSY = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "RequestTimeTooSkewed",
-         "InternalError", "ServiceUnavailable", "OperationAborted"}  # fmt: skip
+         "InternalError", "ServiceUnavailable", "OperationAborted", "ConditionalRequestConflict"}  # fmt: skip
 #: S3 error codes that mean the body did not arrive as sent.
 _DIGEST = {"BadDigest", "InvalidDigest", "XAmzContentSHA256Mismatch", "XAmzContentChecksumMismatch"}
 

@@ -115,7 +115,13 @@ class ObjectStore:
         when an object is there already. ``DamagedObjectError`` when the service refused the
         body's digest or the stored object differs from ``data``.
         """
-        return self._put(name, data, hashlib.md5(data).digest(), hashlib.sha256(data).digest(), if_absent)
+        return self._put(
+            name,
+            data,
+            hashlib.md5(data, usedforsecurity=False).digest(),
+            hashlib.sha256(data).digest(),
+            if_absent,
+        )
 
     def _put(self, name: str, data: bytes, md5: bytes, sha256: bytes, if_absent: bool) -> ObjectInfo:
         """``put`` of ``data`` announced with the digests ``md5`` and ``sha256`` (of the bytes meant)."""
