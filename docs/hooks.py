@@ -50,7 +50,8 @@ API_PAGES: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("framework", "The app API (framework)", ("framework",), ()),
     ("state", "Lookups and joins (framework.state)", ("framework.state",), ()),
     ("testing", "The test kit (framework.testing)", ("framework.testing",), ()),
-    ("stores", "Stores", (), ("stores.base", "stores.open", "stores.errors")),
+    ("stores", "Stores", (), ("stores.base", "stores.open", "stores.errors", "stores.objects.store",
+                              "stores.objects.error_map")),
 )
 
 

@@ -29,6 +29,11 @@ ENV: dict[str, str] = {
     "partitions": "CONVERGE_PARTITIONS",
     "web_port": "CONVERGE_WEB_PORT",
     "dlq_root": "CONVERGE_DLQ_ROOT",
+    "dlq_objects": "CONVERGE_DLQ_OBJECTS",
+    "dlq_s3_endpoint": "CONVERGE_DLQ_S3_ENDPOINT",
+    "dlq_s3_region": "CONVERGE_DLQ_S3_REGION",
+    "dlq_s3_access_key": "CONVERGE_DLQ_S3_ACCESS_KEY",
+    "dlq_s3_secret_key": "CONVERGE_DLQ_S3_SECRET_KEY",
     "denylist_store": "CONVERGE_DENYLIST_STORE",
     "checkpoints": "CONVERGE_CHECKPOINTS",
     "job_locks": "CONVERGE_JOB_LOCKS",
@@ -60,6 +65,14 @@ class Settings:
     - ``partitions``: 4, for the topics the app creates
     - ``web_port``: none (the worker's web server stays off)
     - ``dlq_root``: ``<data_dir>/dlq``, the dead-letter WAL
+    - ``dlq_objects``: none (segments stay in ``dlq_root``); ``s3://BUCKET/PREFIX`` uploads each
+      sealed segment there and removes the local copy once the upload is verified
+      (``framework.dlq.offload``; the ``s3`` extra)
+    - ``dlq_s3_endpoint``: none (AWS S3 itself); the URL of an S3-compatible service
+    - ``dlq_s3_region``: none (``us-east-1``), the region of the bucket
+    - ``dlq_s3_access_key``: none (boto3's default credentials: an instance role or its
+      config files); the access key id for ``dlq_objects``
+    - ``dlq_s3_secret_key``: none; the secret key for ``dlq_objects``, never printed
     - ``denylist_store``: none; the store holding the erasure deny-list of record, when a
       backfill or ingestion writes into another store (``framework.erasure.record``)
     - ``checkpoints``: none; the checkpoint store URL (``sqlite:///PATH`` or
@@ -88,6 +101,11 @@ class Settings:
     partitions: int
     web_port: int | None
     dlq_root: Path
+    dlq_objects: str | None = None
+    dlq_s3_endpoint: str | None = None
+    dlq_s3_region: str | None = None
+    dlq_s3_access_key: str | None = dataclasses.field(default=None, repr=False)
+    dlq_s3_secret_key: str | None = dataclasses.field(default=None, repr=False)
     denylist_store: str | None = None
     checkpoints: str | None = None
     job_locks: str | None = None
@@ -158,7 +176,8 @@ class Settings:
 
 
 #: Settings read as given (a string), each with its fixed default (None: none).
-_OPTIONAL = ("checkpoints", "job_locks", "erasure_key", "metrics_token", "loglevel", "loop", "gc",
+_OPTIONAL = ("dlq_objects", "dlq_s3_endpoint", "dlq_s3_region", "dlq_s3_access_key", "dlq_s3_secret_key",
+             "checkpoints", "job_locks", "erasure_key", "metrics_token", "loglevel", "loop", "gc",
              "spark_master", "spark_log_level")  # fmt: skip
 _DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in dataclasses.fields(Settings) if f.default is not dataclasses.MISSING

@@ -24,7 +24,8 @@ PACKAGES = ("framework", "stores", "spark_batch", "agents", "examples")
 LAYERS: list[tuple[str, ...]] = [
     ("framework.core",),  # the ground model, with the protocol features read an app through
     ("stores",),
-    ("framework.settings", "framework.kafka_admin", "framework.local_stack"),  # infrastructure
+    # infrastructure
+    ("framework.settings", "framework.kafka_admin", "framework.local_stack", "framework.local_s3"),
     ("framework.runtime", "framework.dlq", "framework.coordination"),
     ("framework.state",),
     ("framework.delivery", "framework.notifications", "framework.metrics"),  # services

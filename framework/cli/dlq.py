@@ -138,12 +138,18 @@ def dlq_root(args: argparse.Namespace) -> Path:
 
 
 def _open_store(args: argparse.Namespace) -> DeadLetterStore:
+    from framework.dlq.offload import open_objects
     from framework.dlq.wal import seal_abandoned
+    from framework.settings import Settings, env_setting
 
     root = dlq_root(args)
     if not (root / "index.sqlite3").exists():
         raise UserError(f"no dead-letter WAL at {root}")
-    store = DeadLetterStore(root, quiet=True)  # every command reports damage itself
+    try:  # segments uploaded to object storage are fetched back from there
+        objects = open_objects(Settings.resolve(env_setting("app_id") or "-"))
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    store = DeadLetterStore(root, quiet=True, objects=objects)  # every command reports damage itself
     seal_abandoned(store)  # segments left open by a dead writer become replayable
     return store
 

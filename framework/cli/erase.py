@@ -64,6 +64,7 @@ async def _with_stores(app: Any, settings: Any, use: Any) -> Any:
 
 
 def _erase(args: argparse.Namespace) -> int:
+    from framework.dlq.offload import open_objects
     from framework.erasure.run import erase
 
     app, subject, key, settings = _inputs(args)
@@ -72,6 +73,7 @@ def _erase(args: argparse.Namespace) -> int:
 
     async def use(store: Any, index: Any) -> Any:
         return await erase(app, subject, key=key, store=store, index=index, dlq_root=settings.dlq_root,
+                           dlq_objects=open_objects(settings),
                            exports=args.export, dry_run=args.dry_run)  # fmt: skip
 
     report = asyncio.run(_with_stores(app, settings, use))
@@ -101,12 +103,14 @@ def _erase(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from framework.dlq.offload import open_objects
     from framework.erasure.verify import verify
 
     app, subject, key, settings = _inputs(args)
 
     async def use(store: Any, index: Any) -> Any:
         return await verify(app, subject, key=key, store=store, index=index, dlq_root=settings.dlq_root,
+                            dlq_objects=open_objects(settings),
                             exports=args.export)  # fmt: skip
 
     residue = asyncio.run(_with_stores(app, settings, use))

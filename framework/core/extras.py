@@ -25,7 +25,8 @@ EXTRAS: Mapping[str, tuple[str, ...]] = {
     "testing": ("hypothesis",),
     "zookeeper": ("kazoo",),
     "report": ("matplotlib",),
-    "stack": ("noida_db",),
+    "stack": ("noida_db", "moto"),
+    "s3": ("boto3", "botocore"),
 }
 _EXTRA_OF = {module: extra for extra, modules in EXTRAS.items() for module in modules}
 

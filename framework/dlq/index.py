@@ -14,7 +14,7 @@ from typing import Any
 from framework.dlq.names import label
 from framework.dlq.record import Partition
 
-__all__ = ["Status", "SegmentInfo", "SegmentFilter", "SegmentIndex", "NewSegment"]
+__all__ = ["Status", "SegmentInfo", "SegmentFilter", "SegmentIndex", "NewSegment", "Upload"]
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS segments (
@@ -37,6 +37,13 @@ CREATE TABLE IF NOT EXISTS segments (
 CREATE INDEX IF NOT EXISTS segments_partition
     ON segments (pipeline, event_type, stage, error_class, first_lsn);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS uploads (
+    segment_id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    uploaded_at REAL NOT NULL
+);
 """
 
 _COLS = ("id, pipeline, event_type, stage, error_class, path, status, count, bytes, first_ts, last_ts,"
@@ -125,6 +132,21 @@ class SegmentFilter:
     def in_window(self, ts: float) -> bool:
         """Whether a record parked at ``ts`` falls in ``[since, until)``."""
         return (self.since is None or ts >= self.since) and (self.until is None or ts < self.until)
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A segment's verified copy in object storage: its object name, size and hex SHA-256.
+
+    The row outlives its segment's: an upload whose segment left the index (cleaned up, split,
+    rewritten by an erasure) names an object still to delete.
+    """
+
+    segment_id: int
+    name: str
+    bytes: int
+    sha256: str
+    uploaded_at: float
 
 
 class SegmentIndex:
@@ -227,6 +249,38 @@ class SegmentIndex:
         with self._lock:
             rows = self._db.execute(sql, params).fetchall()
         return [SegmentInfo.from_row(r) for r in rows]
+
+    def record_upload(self, up: Upload) -> None:
+        """Record the verified upload of a segment."""
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO uploads VALUES (?, ?, ?, ?, ?)",
+                       (up.segment_id, up.name, up.bytes, up.sha256, up.uploaded_at))  # fmt: skip
+
+    def upload(self, seg_id: int) -> Upload | None:
+        """The upload of segment ``seg_id``, if it has one."""
+        with self._lock:
+            r = self._db.execute("SELECT * FROM uploads WHERE segment_id = ?", (seg_id,)).fetchone()
+        return None if r is None else Upload(*r)
+
+    def not_uploaded(self) -> list[SegmentInfo]:
+        """Sealed segments without an upload, oldest first."""
+        sql = (f"SELECT {_COLS} FROM segments WHERE status = 'sealed'"  # noqa: S608 - fixed columns
+               " AND id NOT IN (SELECT segment_id FROM uploads) ORDER BY id")  # fmt: skip
+        with self._lock:
+            return [SegmentInfo.from_row(r) for r in self._db.execute(sql).fetchall()]
+
+    def stale_uploads(self) -> list[Upload]:
+        """Uploads whose segment left the index: their objects are to be deleted."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM uploads WHERE segment_id NOT IN (SELECT id FROM segments) ORDER BY segment_id"
+            ).fetchall()
+        return [Upload(*r) for r in rows]
+
+    def forget_upload(self, seg_id: int) -> None:
+        """Drop the upload row of ``seg_id`` (its object was deleted)."""
+        with self._tx() as db:
+            db.execute("DELETE FROM uploads WHERE segment_id = ?", (seg_id,))
 
     def paths(self) -> set[str]:
         """The relative paths of every indexed segment."""

@@ -6,14 +6,19 @@ Layout of a WAL root::
     writer.lock                        held (flock) by the one live ``DeadLetterWAL``
     ops.lock                           held while replay/discard/cleanup change segments
     segments/<pipeline>/<event_type>/<stage>/<error_class>/<first-lsn>-<token>.seg
+
+A store given an ``ObjectStore`` reads a segment uploaded there (``offload.py``) whose local
+file is gone by fetching it back into its place first (``local``).
 """
 
 from __future__ import annotations
 
 import fcntl
 import heapq
+import logging
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -23,11 +28,15 @@ from framework.dlq.health import SegmentHealth, assess
 from framework.dlq.index import SegmentFilter, SegmentIndex, SegmentInfo, Status
 from framework.dlq.names import UnsafePathError
 from framework.dlq.record import ParkedRecord
-from framework.dlq.segment import SegmentReader
+from framework.dlq.segment import SegmentReader, fsync_dir
+from stores.objects.error_map import DamagedObjectError
+from stores.objects.store import ObjectStore
 
 __all__ = ["DeadLetterStore", "Entry", "SegmentEnd", "LIVE"]
 
 LIVE = (Status.OPEN, Status.SEALED)
+
+log = logging.getLogger("framework.dlq")
 
 
 @dataclass(frozen=True)
@@ -53,12 +62,19 @@ class DeadLetterStore:
     """The index plus the segment files of a WAL root; no writer lock needed.
 
     Damaged lines met while reading records are logged as warnings unless ``quiet``
-    (``SegmentEnd.health`` reports them either way).
+    (``SegmentEnd.health`` reports them either way). ``objects`` is where sealed segments are
+    uploaded (None: they stay local).
     """
 
     def __init__(
-        self, root: str | Path, *, clock: Callable[[], float] = time.time, quiet: bool = False
+        self,
+        root: str | Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        quiet: bool = False,
+        objects: ObjectStore | None = None,
     ) -> None:
+        self.objects = objects
         self.root = Path(root).resolve()
         self.quiet = quiet
         self.root.mkdir(parents=True, exist_ok=True)
@@ -75,6 +91,36 @@ class DeadLetterStore:
             raise UnsafePathError(f"segment path {rel!r} is outside {self.segments_root}")
         return path
 
+    def local(self, seg: SegmentInfo) -> Path:
+        """The file of ``seg``; one whose local copy was removed after its upload is fetched back first.
+
+        The object is checked against its SHA-256 as it is read; a missing or damaged object
+        leaves the file missing (the segment's health says so, and a damaged one is logged).
+        An object-storage outage raises ``TransientObjectError``.
+        """
+        path = self.abspath(seg)
+        if self.objects is None or path.exists():
+            return path
+        up = self.index.upload(seg.id)
+        if up is None:
+            return path
+        try:
+            data = self.objects.get(up.name)
+        except FileNotFoundError:
+            return path
+        except DamagedObjectError as exc:  # the file stays missing: the segment reads as damaged
+            log.error("dead-letter segment %s: its object is damaged: %s", seg.path, exc)
+            return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.fetching")
+        with open(part, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        part.replace(path)
+        fsync_dir(path.parent)
+        return path
+
     def relpath(self, path: Path) -> str:
         """``path`` relative to the root, as stored in the index."""
         return path.relative_to(self.root).as_posix()
@@ -86,7 +132,7 @@ class DeadLetterStore:
     def reader(self, seg: SegmentInfo, *, quiet: bool | None = None) -> SegmentReader:
         """A reader of ``seg``; an open segment is read only up to its last fsynced byte."""
         limit = seg.bytes if seg.status is Status.OPEN else None
-        return SegmentReader(self.abspath(seg), limit=limit, quiet=self.quiet if quiet is None else quiet)
+        return SegmentReader(self.local(seg), limit=limit, quiet=self.quiet if quiet is None else quiet)
 
     def check(self, seg: SegmentInfo) -> SegmentHealth | None:
         """Read all of ``seg`` and say what is unreadable; None when the segment left the index meanwhile."""
@@ -162,12 +208,19 @@ class DeadLetterStore:
                 yield (last, 1), item
 
     @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """Hold ``ops.lock``: one replay, discard or cleanup at a time per root."""
+    def exclusive(self, *, wait: bool = True) -> Iterator[bool]:
+        """Hold ``ops.lock``: one replay, discard, cleanup or upload pass at a time per root.
+
+        Yields True once held; with ``wait=False`` yields False at once when another holds it.
+        """
         fd = os.open(self.root / "ops.lock", os.O_RDWR | os.O_CREAT, 0o640)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
         finally:
             os.close(fd)
 

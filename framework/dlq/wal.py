@@ -29,9 +29,11 @@ from typing import TypeVar
 from framework.core.errors import ConvergeError
 from framework.dlq.index import NewSegment, SegmentFilter, SegmentInfo, Status
 from framework.dlq.names import partition_dir
+from framework.dlq.offload import offload_quietly
 from framework.dlq.record import ParkedRecord, Partition, record_to_json
 from framework.dlq.segment import SegmentReader, SegmentWriter, encode_line
 from framework.dlq.store import DeadLetterStore, Entry
+from stores.objects.store import ObjectStore
 
 __all__ = ["DeadLetterWAL", "WALLockedError", "recover_open", "seal_abandoned"]
 
@@ -160,8 +162,9 @@ class DeadLetterWAL:
         max_segment_age_s: float = DEFAULT_MAX_SEGMENT_AGE_S,
         clock: Callable[[], float] = time.time,
         lock_timeout_s: float = 30.0,
+        objects: ObjectStore | None = None,
     ) -> None:
-        self.store = DeadLetterStore(root, clock=clock)
+        self.store = DeadLetterStore(root, clock=clock, objects=objects)
         self.root = self.store.root
         self.max_segment_bytes = max_segment_bytes
         self.max_segment_age_s = max_segment_age_s
@@ -261,15 +264,22 @@ class DeadLetterWAL:
         return len(expired)
 
     def rotate_sync(self, *, force: bool = False) -> int:
-        """Seal open segments older than ``max_segment_age_s`` (all of them with ``force``)."""
+        """Seal open segments older than ``max_segment_age_s`` (all of them with ``force``); returns how many.
+
+        With object storage, then upload the sealed segments (``offload.py``; a failure is
+        logged and retried by the next call).
+        """
         with self._mutex:
             now = self.clock()
-            if not force:
-                return self._seal_expired(now)
-            parts = list(self._open)
-            for part in parts:
-                self._seal(part, now)
-            return len(parts)
+            if force:
+                sealed = len(self._open)
+                for part in list(self._open):
+                    self._seal(part, now)
+            else:
+                sealed = self._seal_expired(now)
+        if self.store.objects is not None:
+            offload_quietly(self.store, self.store.objects)
+        return sealed
 
     async def rotate(self, *, force: bool = False) -> int:
         """``rotate_sync`` off the event loop; call it periodically so idle partitions get sealed."""
@@ -285,13 +295,15 @@ class DeadLetterWAL:
         return self.store.segments(flt)
 
     def close(self) -> None:
-        """Seal every open segment and release the writer lock."""
+        """Seal every open segment, upload the sealed ones (with object storage), release the writer lock."""
         with self._mutex:
             if self._lock_fd < 0:
                 return
             now = self.clock()
             for part in list(self._open):
                 self._seal(part, now)
+            if self.store.objects is not None:
+                offload_quietly(self.store, self.store.objects)
             self.store.close()
             os.close(self._lock_fd)
             self._lock_fd = -1

@@ -48,6 +48,7 @@ from framework.erasure.find import declared_for, find_records, find_rows, finder
 from framework.erasure.keyed import subject_hash
 from framework.erasure.tables import AUDIT_TABLE, DENYLIST_TABLE, ERASURE_TABLES
 from framework.notifications.stamping import write_stamped
+from stores.objects.store import ObjectStore
 
 __all__ = ["ErasureReport", "erase", "ERASURE_BATCH"]
 
@@ -135,6 +136,7 @@ async def erase(
     store: Any,
     index: Any | None = None,
     dlq_root: str | Path | None = None,
+    dlq_objects: ObjectStore | None = None,
     exports: Sequence[str | Path] = (),
     dry_run: bool = False,
     clock: Any = time.time,
@@ -142,7 +144,8 @@ async def erase(
     """Erase ``subject`` from ``app``'s data (see the module docstring); the report of what went.
 
     ``index`` None skips the documents (no projection is re-projected);
-    ``dlq_root`` None skips the dead-letter WAL. ValueError when the app
+    ``dlq_root`` None skips the dead-letter WAL; ``dlq_objects`` is where its sealed segments
+    were uploaded (``Settings.dlq_objects``), read and cleared too. ValueError when the app
     declares no personal data of the subject's kind.
     """
     started = time.monotonic()
@@ -189,8 +192,8 @@ async def erase(
     matches = record_finder(*spelled)
     event_ids = {str(d.key["event_id"]) for d in deletes if "event_id" in d.key}
     if dlq_root is not None and Path(dlq_root).exists():
-        event_ids |= _parked_event_ids(dlq_root, matches)
-        await _drop_parked(report, dlq_root, matches, dry_run)
+        event_ids |= _parked_event_ids(dlq_root, dlq_objects, matches)
+        await _drop_parked(report, dlq_root, dlq_objects, matches, dry_run)
     if exports:
         from framework.dlq.erase import export_files, scrub_export
 
@@ -224,13 +227,13 @@ async def _scrub_notifications(app: Any, store: Any, deletes: Sequence[Delete], 
     return await scrub_keys(store, erased, now, skip_batch=lambda b: b.startswith(ERASURE_BATCH), dry_run=dry)
 
 
-def _parked_event_ids(dlq_root: str | Path, matches: Any) -> set[str]:
+def _parked_event_ids(dlq_root: str | Path, objects: ObjectStore | None, matches: Any) -> set[str]:
     """Event ids of the parked records that mention the subject (their ledger entries go too)."""
     from framework.dlq.index import SegmentFilter, Status
     from framework.dlq.store import DeadLetterStore
 
     ids: set[str] = set()
-    store = DeadLetterStore(dlq_root, quiet=True)
+    store = DeadLetterStore(dlq_root, quiet=True, objects=objects)
     try:
         for seg in store.segments(SegmentFilter(statuses=tuple(Status))):
             try:
@@ -249,16 +252,21 @@ def _parked_event_ids(dlq_root: str | Path, matches: Any) -> set[str]:
     return ids
 
 
-async def _drop_parked(report: ErasureReport, dlq_root: str | Path, matches: Any, dry_run: bool) -> None:
+async def _drop_parked(
+    report: ErasureReport, dlq_root: str | Path, objects: ObjectStore | None, matches: Any, dry_run: bool
+) -> None:
     import asyncio
 
     from framework.dlq.erase import drop_records
+    from framework.dlq.offload import delete_stale
     from framework.dlq.store import DeadLetterStore
 
     def run() -> None:
-        store = DeadLetterStore(dlq_root, quiet=True)
+        store = DeadLetterStore(dlq_root, quiet=True, objects=objects)
         try:
             dropped = drop_records(store, matches, dry_run=dry_run)
+            if objects is not None and not dry_run:  # the uploads of the rewritten segments
+                delete_stale(store, objects)
         finally:
             store.close()
         report.parked = dropped.records

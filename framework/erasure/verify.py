@@ -26,6 +26,7 @@ from framework.erasure.find import declared_for, finder, record_finder, spelling
 from framework.erasure.keyed import subject_hash
 from framework.erasure.tables import DENYLIST_TABLE, ERASURE_TABLES
 from framework.idmutation.routes import ROUTES_TABLE, record_texts
+from stores.objects.store import ObjectStore
 
 __all__ = ["Residue", "verify"]
 
@@ -75,11 +76,13 @@ async def _index(app: Any, index: Any, find: Any, out: list[Residue]) -> None:
                 out.append(Residue("index", f"{p.alias} {hit.doc_id}"))
 
 
-def _dlq(dlq_root: str | Path, values: Sequence[str], out: list[Residue]) -> None:
+def _dlq(
+    dlq_root: str | Path, objects: ObjectStore | None, values: Sequence[str], out: list[Residue]
+) -> None:
     from framework.dlq.erase import matching_records
     from framework.dlq.store import DeadLetterStore
 
-    store = DeadLetterStore(dlq_root, quiet=True)
+    store = DeadLetterStore(dlq_root, quiet=True, objects=objects)
     try:
         for path, lsn in matching_records(store, record_finder(*values)):
             out.append(Residue("dlq", f"{path} lsn {lsn}"))
@@ -110,6 +113,7 @@ async def verify(
     store: Any,
     index: Any | None = None,
     dlq_root: str | Path | None = None,
+    dlq_objects: ObjectStore | None = None,
     exports: Sequence[str | Path] = (),
 ) -> list[Residue]:
     """Every residue of ``subject`` (empty: none found); see the module docstring."""
@@ -126,6 +130,6 @@ async def verify(
     if index is not None:
         await _index(app, index, find, out)
     if dlq_root is not None and Path(dlq_root).exists():
-        _dlq(dlq_root, spelled, out)
+        _dlq(dlq_root, dlq_objects, spelled, out)
     _exports(exports, spelled, out)
     return out

@@ -5,6 +5,8 @@
 - ``converge_stack``: one embedded noida-db (Kafka + Elasticsearch) for the whole
   session (``framework.local_stack.LocalStack``), as its ``StackInfo``; noida-db comes
   with the ``stack`` extra.
+- ``converge_s3``: one embedded S3 server (moto's server mode) for the whole session
+  (``framework.local_s3.LocalS3``), as its endpoint URL; moto comes with the ``stack`` extra.
 
 The names start with ``converge_`` so they never clash with a project's own fixtures.
 """
@@ -33,6 +35,15 @@ def converge_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackIn
         yield info
     finally:
         stack.stop()
+
+
+@pytest.fixture(scope="session")
+def converge_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One embedded S3 server for the session, as its endpoint (``http://127.0.0.1:PORT``)."""
+    from framework.local_s3 import LocalS3
+
+    with LocalS3(tmp_path_factory.mktemp("converge-s3")) as s3:
+        yield s3.endpoint
 
 
 @pytest.fixture()

@@ -7,6 +7,7 @@ from typing import Any
 
 from framework.app import App
 from framework.dlq import DeadLetterWAL
+from framework.dlq.offload import open_objects
 from framework.settings import Settings
 from stores.base import SearchIndex, WideColumnStore
 from stores.open import open_search_index, open_wide_store
@@ -62,7 +63,7 @@ class Resources:
             self._index = open_search_index(s.es_url, s.es_tombstones)
             for p in self.app.projections:
                 await self._index.ensure_index(p.alias, p.mappings)
-        self._dlq = DeadLetterWAL(s.dlq_root)
+        self._dlq = DeadLetterWAL(s.dlq_root, objects=open_objects(s))
 
     async def close(self) -> None:
         """Close what is open, the WAL last (parking may happen until the agents stopped)."""

@@ -13,7 +13,9 @@ import pytest
 
 from framework.cli import main
 from framework.dlq import DeadLetterStore, DeadLetterWAL, SegmentFilter, Status
+from framework.dlq.offload import open_objects
 from framework.local_stack import StackInfo
+from framework.settings import Settings
 from tests.dlq.kafka_support import new_topic, read_topic
 from tests.dlq.support import FakeClock, rec
 from tests.dlq.test_crash import REPO, _run_and_kill
@@ -150,3 +152,27 @@ def test_export_never_follows_a_file_planted_at_its_temporary_name(tmp_path: Pat
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     assert planted.is_symlink()  # not ours: left alone
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([planted.name, out.name, victim.name, "wal"])
+
+
+def test_show_and_verify_read_segments_uploaded_to_object_storage(
+    converge_s3: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {
+        "CONVERGE_DLQ_OBJECTS": f"s3://converge-cli/{tmp_path.name}", "CONVERGE_DLQ_S3_ENDPOINT": converge_s3,
+        "CONVERGE_DLQ_S3_ACCESS_KEY": "test", "CONVERGE_DLQ_S3_SECRET_KEY": "test",
+    }  # fmt: skip
+    objects = open_objects(Settings.resolve("app", env=env))
+    assert objects is not None
+    objects.ensure_bucket()
+    root = tmp_path / "wal"
+    with DeadLetterWAL(root, objects=objects) as wal:
+        for i in range(3):
+            wal.park_sync(rec(i))
+    assert not list((root / "segments").rglob("*.seg"))  # uploaded, local copies gone
+    assert main(["dlq", "verify", "--root", str(root)]) == 1  # without the settings: missing files
+    capsys.readouterr()
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["dlq", "show", "--root", str(root), "--json"]) == 0
+    assert [json.loads(x)["offset"] for x in capsys.readouterr().out.splitlines()] == [0, 1, 2]
+    assert main(["dlq", "verify", "--root", str(root)]) == 0

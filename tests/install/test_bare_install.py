@@ -23,6 +23,7 @@ import pytest
 from examples.support_desk.app import app
 from examples.support_desk.generator import generate_history
 from examples.support_desk.history import by_topic, deliver
+from framework.dlq import DeadLetterWAL
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import StackInfo
 from tests.examples.support_desk.compare import divergences, read_run
@@ -38,7 +39,7 @@ SOURCES = (
     *(p.rstrip("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]),
 )
 #: The packages of the extras that a stream worker must not need.
-LEFT_OUT = ("pyspark", "pandas", "pyarrow", "matplotlib", "hypothesis", "kazoo", "noida_db")
+LEFT_OUT = ("pyspark", "pandas", "pyarrow", "matplotlib", "hypothesis", "kazoo", "noida_db", "moto", "boto3")
 SEED = 7
 
 
@@ -99,6 +100,17 @@ def test_a_command_needing_a_missing_extra_says_which_on_one_line(
     line = f"converge {' '.join(command[:2])}: error: "
     assert done.stderr.startswith(line) and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.rstrip().endswith(f"pip install 'converge[{extra}]'"), done.stderr
+
+
+def test_dead_letter_object_storage_without_the_s3_extra_is_one_line(bare: Path, tmp_path: Path) -> None:
+    DeadLetterWAL(tmp_path / "dlq").close()
+    done = subprocess.run(
+        [bare / "converge", "dlq", "list", "--root", str(tmp_path / "dlq")], cwd=tmp_path,
+        env=_env(CONVERGE_DLQ_OBJECTS="s3://parked/app"), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.startswith("converge dlq list: error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.rstrip().endswith("pip install 'converge[s3]'"), done.stderr
 
 
 def test_a_support_desk_worker_runs_from_the_bare_install(
