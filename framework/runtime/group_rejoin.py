@@ -16,10 +16,16 @@ client does after IllegalGeneration); a join answered UnknownMemberId or a
 failed sync still forgets it. Every member id it forgets is then removed
 with LeaveGroup before the next JoinGroup, so the group holds only live
 members. Against a real broker both are what it expects anyway.
+
+A sync that hands the member an assignment aiokafka cannot decode (seen once:
+noida-db answered a second worker's SyncGroup with empty bytes; aiokafka's
+coordinator task died on it and the group stayed in CompletingRebalance) now
+ends that join attempt: the member joins again instead.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -63,6 +69,11 @@ def leave_before_rejoin(coordinator: Any) -> bool:
         joining = True
         try:
             return await rejoin(subscription)
+        except ValueError as exc:  # the sync's assignment does not decode (noida-db: empty bytes)
+            log.warning("group %r: member %s got an assignment it cannot read (%s): joining again",
+                        coordinator.group_id, coordinator.member_id, exc)  # fmt: skip
+            await asyncio.sleep(coordinator._retry_backoff_ms / 1000)  # noqa: SLF001
+            return False
         finally:
             joining = False
 

@@ -74,3 +74,37 @@ def test_a_member_whose_commit_met_the_rebalance_rejoins_as_itself(stack: StackI
     state, members, failed_commits = asyncio.run(_scenario(stack.kafka_bootstrap))
     assert failed_commits > 0, "no commit met the rebalance: the scenario exercised nothing"
     assert (state, members) == ("Stable", 2)
+
+
+async def _empty_assignment_scenario(boot: str) -> tuple[int, list[int]]:
+    """The first sync's answer replaced by empty bytes (a fake of the broker's answer: noida-db gave
+    one once, under load, and cannot be made to); the member joins again and gets its partitions."""
+    topic, group = f"rejoin-{uuid.uuid4().hex[:8]}", f"rejoin-{uuid.uuid4().hex[:8]}"
+    await ensure_topics(f"kafka://{boot}", {topic: 4})
+    consumer = AIOKafkaConsumer(bootstrap_servers=boot, group_id=group, enable_auto_commit=False)
+    emptied: list[bytes] = []
+    await consumer.start()
+    try:
+        coordinator = consumer._coordinator  # noqa: SLF001 - the coordinator under test
+        assert leave_before_rejoin(coordinator)
+        real = coordinator._on_join_complete  # noqa: SLF001
+
+        async def first_one_empty(generation: int, member: str, protocol: str, assignment: bytes) -> None:
+            if not emptied:
+                emptied.append(assignment)
+                assignment = b""
+            await real(generation, member, protocol, assignment)
+
+        coordinator._on_join_complete = first_one_empty  # noqa: SLF001
+        consumer.subscribe([topic])  # the first join starts here, after the fake is in place
+        await wait_group_settled(f"kafka://{boot}", group, 1, SETTLE_S)
+        return len(emptied), sorted(t.partition for t in consumer.assignment())
+    finally:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(consumer.stop(), 10)
+
+
+def test_a_sync_answer_that_does_not_decode_makes_the_member_join_again(stack: StackInfo) -> None:
+    emptied, held = asyncio.run(_empty_assignment_scenario(stack.kafka_bootstrap))
+    assert emptied == 1, "the sync was never answered empty: the scenario exercised nothing"
+    assert held == [0, 1, 2, 3]
