@@ -1,8 +1,13 @@
 """``converge dlq``: inspect, verify, replay, discard, export, salvage and clean up parked events.
 
+With the object-storage settings (``CONVERGE_DLQ_OBJECTS`` and ``CONVERGE_DLQ_S3_*``) and no
+``--root``, every command works on the uploaded segments of every host (``framework.dlq.bucket``):
+the changing ones (replay, discard, cleanup, salvage) lease each segment they change. With
+``--root`` (or without the settings) they work on one local WAL directory.
+
 Exit status: 0 on success, 2 for bad input (one line on stderr), 1 when the
 command found damaged segments (their unreadable records are named on stderr
-and they are left as they were) or failed otherwise.
+and they are left as they were), met segments another command holds, or failed otherwise.
 """
 
 from __future__ import annotations
@@ -11,10 +16,12 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -33,6 +40,9 @@ from framework.cli.common import (
 from framework.dlq.health import SegmentHealth
 from framework.dlq.index import SegmentFilter, Status
 from framework.dlq.store import LIVE, DeadLetterStore, Entry
+
+if TYPE_CHECKING:
+    from framework.dlq.bucket import BucketView
 
 __all__ = ["register", "dlq_root"]
 
@@ -137,21 +147,69 @@ def dlq_root(args: argparse.Namespace) -> Path:
         ) from None
 
 
-def _open_store(args: argparse.Namespace) -> DeadLetterStore:
+@dataclass
+class _Where:
+    """The parked events a command works on: a local WAL root, or every host's in a bucket (``view``)."""
+
+    store: DeadLetterStore
+    label: str
+    view: BucketView | None = None
+    busy: int = 0
+
+    def status(self, damaged: int) -> int:
+        """The exit status: 1 when damaged segments or segments others held were left out."""
+        return 1 if damaged or self.busy else 0
+
+
+@contextmanager
+def _opened(args: argparse.Namespace, *, create: bool = False) -> Iterator[_Where]:
+    """The bucket of the object-storage settings unless ``--root`` names a local WAL, else the local WAL
+    (which must exist unless ``create``)."""
+    from framework.dlq.bucket import BucketView
     from framework.dlq.offload import open_objects
     from framework.dlq.wal import seal_abandoned
     from framework.settings import Settings, env_setting
 
+    objects = None
+    if args.root is None:
+        try:
+            objects = open_objects(Settings.resolve(env_setting("app_id") or "-"))
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+    if objects is not None:
+        with BucketView(objects) as view:
+            for name, why in sorted(view.unreadable.items()):
+                print(f"unreadable manifest of {name}: {why}", file=sys.stderr)
+            yield _Where(view.store, view.url, view)
+        return
     root = dlq_root(args)
-    if not (root / "index.sqlite3").exists():
+    if not create and not (root / "index.sqlite3").exists():
         raise UserError(f"no dead-letter WAL at {root}")
-    try:  # segments uploaded to object storage are fetched back from there
-        objects = open_objects(Settings.resolve(env_setting("app_id") or "-"))
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-    store = DeadLetterStore(root, quiet=True, objects=objects)  # every command reports damage itself
+    store = DeadLetterStore(root, quiet=True)  # every command reports damage itself
     seal_abandoned(store)  # segments left open by a dead writer become replayable
-    return store
+    try:
+        yield _Where(store, str(store.root))
+    finally:
+        store.close()
+
+
+@contextmanager
+def _changing(
+    where: _Where, flt: SegmentFilter, *, quarantine: bool = False, names: list[str] | None = None
+) -> Iterator[DeadLetterStore]:
+    """The store a changing command works on: the local one, or the leased segments ``flt`` (or
+    ``names``) selects, published when the block ends; those others hold are named on stderr."""
+    if where.view is None:
+        yield where.store
+        return
+    from framework.dlq.bucket import busy_lines
+
+    with where.view.claim(flt, names) as claim:
+        claim.quarantine = quarantine
+        for line in busy_lines(claim.busy):
+            print(f"left out, another command holds it: {line}", file=sys.stderr)
+        yield claim.store
+    where.busy = len(claim.busy)
 
 
 _LABELS = ("pipeline", "event_type", "stage", "error_class")
@@ -165,8 +223,8 @@ def _damage_caption(health: list[SegmentHealth]) -> str:
     return f"damaged: {n} unreadable records in {len(bad)} segments (converge dlq verify says where)"
 
 
-def _list(args: argparse.Namespace) -> int:
-    store = _open_store(args)
+def _list(where: _Where, args: argparse.Namespace) -> int:
+    store = where.store
     health = store.check_all(_filter(args, None))  # reads every file: the index alone cannot see damage
     if args.segments:
         if args.json:
@@ -176,7 +234,7 @@ def _list(args: argparse.Namespace) -> int:
                         for h in health for s in [h.segment]])  # fmt: skip
             return 0
         t = Table("id", "pipeline", "event type", "stage", "error class", "status", "records", "damaged",
-                  "size", "first", "last", "path", title=f"segments in {store.root}",
+                  "size", "first", "last", "path", title=f"segments in {where.label}",
                   caption=_damage_caption(health))  # fmt: skip
         for h in health:
             s = h.segment
@@ -203,7 +261,7 @@ def _list(args: argparse.Namespace) -> int:
         print_json(rows)
         return 0
     t = Table("pipeline", "event type", "stage", "error class", "open+sealed", "replayed", "discarded",
-              "damaged", "segments", "size", "first", "last", title=f"parked events in {store.root}",
+              "damaged", "segments", "size", "first", "last", title=f"parked events in {where.label}",
               caption=_damage_caption(health))  # fmt: skip
     for r in rows:
         damaged = f"{r['damaged']} in {r['damaged_segments']} seg" if r["damaged_segments"] else "0"
@@ -218,18 +276,20 @@ def _damaged(h: SegmentHealth) -> str:
     return "-" if not h.damaged else str(h.unreadable) if h.unreadable else "header"
 
 
-def _verify(args: argparse.Namespace) -> int:
-    store = _open_store(args)
-    health = store.check_all(_filter(args, None))
+def _verify(where: _Where, args: argparse.Namespace) -> int:
+    health = where.store.check_all(_filter(args, None))
+    orphans = where.view.orphans() if where.view is not None else []
     bad = [h for h in health if h.damaged]
     if args.json:
         print_json([{"id": h.segment.id, **dict(zip(_LABELS, h.segment.partition, strict=True)),
                      "status": h.segment.status.value, "path": h.segment.path, "indexed": h.segment.count,
                      "readable": h.readable, "unreadable": h.unreadable,
                      "damage": [d._asdict() for d in h.damage]} for h in health])  # fmt: skip
+        for name in orphans:
+            print(f"segment object without a manifest (not listed, not replayed): {name}", file=sys.stderr)
     else:
         t = Table("id", "pipeline", "event type", "stage", "error class", "status", "readable", "unreadable",
-                  "path", title=f"segment check of {store.root}")  # fmt: skip
+                  "path", title=f"segment check of {where.label}")  # fmt: skip
         for h in health:
             s = h.segment
             t.add_row(str(s.id), *map(_cell, s.partition), s.status.value, str(h.readable),
@@ -238,18 +298,21 @@ def _verify(args: argparse.Namespace) -> int:
         for h in bad:
             print(f"DAMAGED {h.describe()}")
         n = sum(h.unreadable for h in bad)
-        print(f"{len(health)} segments checked: {len(bad)} damaged, {n} unreadable records")
-    return 1 if bad else 0
+        for name in orphans:
+            print(f"ORPHAN {name}: a segment object without a manifest (a writer stopped between the two"
+                  " puts); converge dlq salvage adopts it")  # fmt: skip
+        print(f"{len(health)} segments checked: {len(bad)} damaged, {n} unreadable records"
+              + (f"; {len(orphans)} segment objects without a manifest" if orphans else ""))
+    return 1 if bad or orphans else 0
 
 
-def _show(args: argparse.Namespace) -> int:
+def _show(where: _Where, args: argparse.Namespace) -> int:
     import json
 
     from framework.dlq.record import record_to_json
 
-    store = _open_store(args)
     entries, damaged = [], []
-    for item in store.merged(_filter(args, LIVE)):
+    for item in where.store.merged(_filter(args, LIVE)):
         if isinstance(item, Entry):
             entries.append(item)
             if len(entries) >= args.limit:
@@ -268,9 +331,9 @@ def _show(args: argparse.Namespace) -> int:
               title=f"first {len(entries)} matching records")  # fmt: skip
     for e in entries:
         r = e.record
-        where = _cell(f"{r.pipeline}/{r.event_type}/{r.stage}")
+        place = _cell(f"{r.pipeline}/{r.event_type}/{r.stage}")
         source = _cell(f"{r.topic}[{r.partition}]@{r.offset}")
-        t.add_row(str(e.lsn), _ts(r.parked_at), where, _cell(r.error_class), source, _preview(r.key, 24),
+        t.add_row(str(e.lsn), _ts(r.parked_at), place, _cell(r.error_class), source, _preview(r.key, 24),
                   _preview(r.value), _cell(r.error))  # fmt: skip
     _console().print(t)
     return 0
@@ -304,49 +367,50 @@ def _count(store: DeadLetterStore, flt: SegmentFilter) -> tuple[int, int, list[S
     return len(segs), n, [h for h in health if h.damaged]
 
 
-def _replay(args: argparse.Namespace) -> int:
+def _replay(where: _Where, args: argparse.Namespace) -> int:
     from framework.dlq.replay import replay
 
-    store = _open_store(args)
     flt = _filter(args, (Status.SEALED,))
     if args.dry_run:
-        segs, n, bad = _count(store, flt)
+        segs, n, bad = _count(where.store, flt)
         print(f"would replay {n} records from {segs} segments")
         return _report_damage(bad, "would not be replayed")
     progress = sys.stderr.isatty() if args.progress is None else args.progress
-    rep = asyncio.run(replay(store, flt, broker=_broker(args), topic=args.topic, progress=progress))
+    broker = _broker(args)
+    with _changing(where, flt) as store:
+        rep = asyncio.run(replay(store, flt, broker=broker, topic=args.topic, progress=progress))
     to = ", ".join(f"{k}: {v}" for k, v in sorted(rep.topics.items())) or "-"
     print(f"replayed {rep.records} records ({to}); {rep.segments} segments marked replayed")
     if rep.skipped_open:
         print(
             f"{rep.skipped_open} open segments left out: a live worker is writing them (sealed on rotation)"
         )
-    return _report_damage(rep.damaged, "not replayed")
+    return max(_report_damage(rep.damaged, "not replayed"), where.status(0))
 
 
-def _discard(args: argparse.Namespace) -> int:
+def _discard(where: _Where, args: argparse.Namespace) -> int:
     from framework.dlq.lifecycle import discard
 
-    store = _open_store(args)
     flt = _filter(args, (Status.SEALED,))
     if not args.all and flt == SegmentFilter(statuses=flt.statuses):
         raise UserError("give a filter, or --all to discard every sealed segment")
     if args.dry_run:
-        segs, n, bad = _count(store, flt)
+        segs, n, bad = _count(where.store, flt)
         print(f"would discard {n} records from {segs} segments")
         return _report_damage(bad, "would not be discarded")
-    out = discard(store, flt)
+    with _changing(where, flt) as store:
+        out = discard(store, flt)
     print(f"discarded {out.records} records in {out.segments} segments (deleted by cleanup after the grace"
           " period)")  # fmt: skip
     if out.skipped_open:
         print(f"{out.skipped_open} open segments left out: a live worker is writing them")
-    return _report_damage(out.damaged, "not discarded")
+    return max(_report_damage(out.damaged, "not discarded"), where.status(0))
 
 
-def _export(args: argparse.Namespace) -> int:
+def _export(where: _Where, args: argparse.Namespace) -> int:
     from framework.dlq.export import export_records
 
-    rep = export_records(_open_store(args), _filter(args, LIVE), args.out)
+    rep = export_records(where.store, _filter(args, LIVE), args.out)
     to = "stdout" if args.out == "-" else args.out
     if rep.damaged:
         print(f"exported {rep.records} of {rep.records + rep.unreadable} records to {to}: {rep.unreadable}"
@@ -357,45 +421,76 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _import(args: argparse.Namespace) -> int:
+def _import(where: _Where, args: argparse.Namespace) -> int:
+    import tempfile
+
     from framework.dlq.export import import_file
+    from framework.dlq.offload import offload
     from framework.dlq.wal import DeadLetterWAL, WALLockedError
 
-    root = dlq_root(args)
     if not args.file.is_file():
         raise UserError(f"no such file: {args.file}")
+    if where.view is None:
+        root = where.store.root
+    else:  # parked in a scratch WAL, then uploaded and tracked like a worker's segments
+        root = Path(tempfile.mkdtemp(prefix="converge-dlq-import-"))
     try:
         with DeadLetterWAL(root, lock_timeout_s=2.0) as wal:
             n = import_file(wal, args.file)
+            if where.view is not None:
+                wal.rotate_sync(force=True)
+                offload(wal.store, where.view.objects)
+                left = wal.segments()
+                if left:
+                    raise UserError(f"{len(left)} imported segments not uploaded; they are kept in {root}")
     except (WALLockedError, ValueError) as exc:
         raise UserError(str(exc)) from None
-    print(f"imported {n} records into {root}")
+    if where.view is not None:
+        import shutil
+
+        shutil.rmtree(root)
+    print(f"imported {n} records into {where.label}")
     return 0
 
 
-def _cleanup(args: argparse.Namespace) -> int:
+def _cleanup(where: _Where, args: argparse.Namespace) -> int:
     from framework.dlq.lifecycle import cleanup
 
-    rep = cleanup(_open_store(args), args.grace, dry_run=args.dry_run)
+    if args.dry_run:
+        rep = cleanup(where.store, args.grace, dry_run=True)
+    else:
+        with _changing(where, SegmentFilter(statuses=(Status.REPLAYED, Status.DISCARDED))) as store:
+            rep = cleanup(store, args.grace)
     verb = "would delete" if args.dry_run else "deleted"
     print(f"{verb} {rep.segments} replayed/discarded segments ({_size(rep.bytes)})")
-    if rep.orphans:
-        print(f"{len(rep.orphans)} segment files are not in the index (left in place): {rep.orphans[:5]}")
-    return _report_damage(rep.damaged, "not deleted")
+    orphans = rep.orphans if where.view is None else where.view.orphans()
+    if orphans:
+        print(f"{len(orphans)} segment files are not in the index (left in place): {orphans[:5]}")
+    return max(_report_damage(rep.damaged, "not deleted"), where.status(0))
 
 
-def _salvage(args: argparse.Namespace) -> int:
+def _salvage(where: _Where, args: argparse.Namespace) -> int:
     from framework.dlq.lifecycle import salvage
 
-    store = _open_store(args)
-    done = salvage(store, _filter(args, None), dry_run=args.dry_run)
+    flt = _filter(args, None)
+    if args.dry_run:
+        done = salvage(where.store, flt, dry_run=True)
+    else:
+        damaged = [h.segment.path for h in where.store.check_all(flt) if h.damaged]
+        with _changing(where, flt, quarantine=True, names=damaged) as store:
+            done = salvage(store, flt)
     verb = "would salvage" if args.dry_run else "salvaged"
     for s in done:
         h = s.health
         kept = f"{h.readable} readable records kept" + (f" in {s.new_path}" if s.new_path else "")
         print(f"{verb} {h.describe()}; {kept}; damaged file -> {s.quarantined}")
     print(f"{verb} {len(done)} damaged segments")
-    return 0
+    return where.status(0)
+
+
+def _run(fn: Callable[[_Where, argparse.Namespace], int], args: argparse.Namespace) -> int:
+    with _opened(args, create=fn is _import) as where:
+        return fn(where, args)
 
 
 def register(sub: argparse._SubParsersAction[CliParser]) -> None:
@@ -419,10 +514,10 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     )
     cmds = dlq.add_subparsers(dest="dlq_command", metavar="ACTION", required=True)
 
-    def add(name: str, fn: Callable[[argparse.Namespace], int], text: str,
+    def add(name: str, fn: Callable[[_Where, argparse.Namespace], int], text: str,
             *parents: CliParser) -> CliParser:  # fmt: skip
         p = cmds.add_parser(name, help=text, parents=[root, *parents])
-        p.set_defaults(func=fn)
+        p.set_defaults(func=lambda args: _run(fn, args))
         return p
 
     p = add("list", _list, "parked events per partition (or per segment)", filt, status)

@@ -11,7 +11,9 @@ their records are in the indexed copy). Open segments of a live writer and
 damaged segments are never rewritten: they are counted (``held_open``,
 ``damaged``) so the caller can report that the erasure is incomplete.
 ``scrub_export`` rewrites an export file without the matching records
-through an exclusive temporary file renamed over it.
+through an exclusive temporary file renamed over it. ``drop_parked`` runs
+``drop_records`` on a local root and on every host's uploaded segments
+(``bucket.py``), the latter under a lease per rewritten segment.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from framework.dlq.bucket import BucketView
 from framework.dlq.health import SegmentHealth
 from framework.dlq.index import SegmentFilter, SegmentInfo, Status
 from framework.dlq.lifecycle import _Part, _prune, _swap
@@ -29,8 +33,10 @@ from framework.dlq.record import ParkedRecord
 from framework.dlq.segment import SegmentReader, fsync_dir
 from framework.dlq.store import DeadLetterStore
 from framework.dlq.wal import seal_abandoned
+from stores.objects.store import ObjectStore
 
-__all__ = ["Dropped", "drop_records", "matching_records", "scrub_export", "export_files"]
+__all__ = ["Dropped", "drop_records", "drop_parked", "parked_stores", "matching_records", "scrub_export",
+           "export_files"]  # fmt: skip
 
 Match = Callable[[ParkedRecord], bool]
 
@@ -45,6 +51,14 @@ class Dropped:
     orphans: int = 0
     held_open: int = 0
     damaged: list[SegmentHealth] = field(default_factory=list)
+
+    def add(self, other: Dropped) -> None:
+        """Add the counts of ``other`` to these."""
+        self.records += other.records
+        self.segments += other.segments
+        self.orphans += other.orphans
+        self.held_open += other.held_open
+        self.damaged += other.damaged
 
 
 def matching_records(store: DeadLetterStore, matches: Match) -> Iterator[tuple[str, int]]:
@@ -109,6 +123,49 @@ def drop_records(store: DeadLetterStore, matches: Match, *, dry_run: bool = Fals
                 if not dry_run:
                     path.unlink(missing_ok=True)
                     fsync_dir(path.parent)
+    return out
+
+
+@contextmanager
+def parked_stores(root: str | Path | None, objects: ObjectStore | None) -> Iterator[list[DeadLetterStore]]:
+    """The local WAL at ``root`` (when it exists) and the mirror of every host's uploaded segments."""
+    with ExitStack() as stack:
+        stores = []
+        if root is not None and Path(root).exists():
+            local = DeadLetterStore(root, quiet=True)
+            stack.callback(local.close)
+            stores.append(local)
+        if objects is not None:
+            stores.append(stack.enter_context(BucketView(objects)).store)
+        yield stores
+
+
+def drop_parked(
+    root: str | Path | None, objects: ObjectStore | None, matches: Match, *, dry_run: bool = False
+) -> Dropped:
+    """``drop_records`` on the local WAL at ``root`` and on the uploaded segments in ``objects``.
+
+    Uploaded segments holding a match are leased, rewritten and published (``bucket.py``); one
+    that another command holds the lease of counts in ``held_open`` (run the erasure again).
+    """
+    out = Dropped()
+    if root is not None and Path(root).exists():
+        local = DeadLetterStore(root, quiet=True)
+        try:
+            out.add(drop_records(local, matches, dry_run=dry_run))
+        finally:
+            local.close()
+    if objects is None:
+        return out
+    with BucketView(objects) as view:
+        if dry_run:
+            out.add(drop_records(view.store, matches, dry_run=True))
+            return out
+        names = sorted({path for path, _ in matching_records(view.store, matches)})
+        if names:
+            with view.claim(names=names) as claim:
+                out.add(drop_records(claim.store, matches))
+                out.held_open += len(claim.busy)
     return out
 
 

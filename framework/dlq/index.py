@@ -136,11 +136,7 @@ class SegmentFilter:
 
 @dataclass(frozen=True)
 class Upload:
-    """A segment's verified copy in object storage: its object name, size and hex SHA-256.
-
-    The row outlives its segment's: an upload whose segment left the index (cleaned up, split,
-    rewritten by an erasure) names an object still to delete.
-    """
+    """Where a segment of a scratch root (``bucket.py``) is in object storage: object name, size, SHA-256."""
 
     segment_id: int
     name: str
@@ -251,7 +247,7 @@ class SegmentIndex:
         return [SegmentInfo.from_row(r) for r in rows]
 
     def record_upload(self, up: Upload) -> None:
-        """Record the verified upload of a segment."""
+        """Record where a segment's bytes are in object storage."""
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO uploads VALUES (?, ?, ?, ?, ?)",
                        (up.segment_id, up.name, up.bytes, up.sha256, up.uploaded_at))  # fmt: skip
@@ -261,26 +257,6 @@ class SegmentIndex:
         with self._lock:
             r = self._db.execute("SELECT * FROM uploads WHERE segment_id = ?", (seg_id,)).fetchone()
         return None if r is None else Upload(*r)
-
-    def not_uploaded(self) -> list[SegmentInfo]:
-        """Sealed segments without an upload, oldest first."""
-        sql = (f"SELECT {_COLS} FROM segments WHERE status = 'sealed'"  # noqa: S608 - fixed columns
-               " AND id NOT IN (SELECT segment_id FROM uploads) ORDER BY id")  # fmt: skip
-        with self._lock:
-            return [SegmentInfo.from_row(r) for r in self._db.execute(sql).fetchall()]
-
-    def stale_uploads(self) -> list[Upload]:
-        """Uploads whose segment left the index: their objects are to be deleted."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT * FROM uploads WHERE segment_id NOT IN (SELECT id FROM segments) ORDER BY segment_id"
-            ).fetchall()
-        return [Upload(*r) for r in rows]
-
-    def forget_upload(self, seg_id: int) -> None:
-        """Drop the upload row of ``seg_id`` (its object was deleted)."""
-        with self._tx() as db:
-            db.execute("DELETE FROM uploads WHERE segment_id = ?", (seg_id,))
 
     def paths(self) -> set[str]:
         """The relative paths of every indexed segment."""

@@ -191,9 +191,7 @@ async def erase(
     spelled = spellings(app, subject)
     matches = record_finder(*spelled)
     event_ids = {str(d.key["event_id"]) for d in deletes if "event_id" in d.key}
-    if dlq_root is not None and Path(dlq_root).exists():
-        event_ids |= _parked_event_ids(dlq_root, dlq_objects, matches)
-        await _drop_parked(report, dlq_root, dlq_objects, matches, dry_run)
+    event_ids |= await _drop_parked(report, dlq_root, dlq_objects, matches, dry_run)
     if exports:
         from framework.dlq.erase import export_files, scrub_export
 
@@ -227,50 +225,31 @@ async def _scrub_notifications(app: Any, store: Any, deletes: Sequence[Delete], 
     return await scrub_keys(store, erased, now, skip_batch=lambda b: b.startswith(ERASURE_BATCH), dry_run=dry)
 
 
-def _parked_event_ids(dlq_root: str | Path, objects: ObjectStore | None, matches: Any) -> set[str]:
-    """Event ids of the parked records that mention the subject (their ledger entries go too)."""
-    from framework.dlq.index import SegmentFilter, Status
-    from framework.dlq.store import DeadLetterStore
-
-    ids: set[str] = set()
-    store = DeadLetterStore(dlq_root, quiet=True, objects=objects)
-    try:
-        for seg in store.segments(SegmentFilter(statuses=tuple(Status))):
-            try:
-                for _, rec in store.reader(seg, quiet=True):
-                    if rec.value is not None and matches(rec):
-                        try:
-                            event_id = json.loads(rec.value).get("event_id")
-                        except (ValueError, AttributeError):
-                            continue
-                        if isinstance(event_id, str):
-                            ids.add(event_id)
-            except FileNotFoundError:
-                continue
-    finally:
-        store.close()
-    return ids
-
-
 async def _drop_parked(
-    report: ErasureReport, dlq_root: str | Path, objects: ObjectStore | None, matches: Any, dry_run: bool
-) -> None:
+    report: ErasureReport, dlq_root: str | Path | None, objects: ObjectStore | None, matches: Any,
+    dry_run: bool,
+) -> set[str]:  # fmt: skip
+    """Remove the subject's parked records, locally and in object storage; their event ids (whose
+    ledger entries go too)."""
     import asyncio
 
-    from framework.dlq.erase import drop_records
-    from framework.dlq.offload import delete_stale
-    from framework.dlq.store import DeadLetterStore
+    from framework.dlq.erase import drop_parked
 
-    def run() -> None:
-        store = DeadLetterStore(dlq_root, quiet=True, objects=objects)
-        try:
-            dropped = drop_records(store, matches, dry_run=dry_run)
-            if objects is not None and not dry_run:  # the uploads of the rewritten segments
-                delete_stale(store, objects)
-        finally:
-            store.close()
-        report.parked = dropped.records
-        report.parked_held_open = dropped.held_open
-        report.parked_damaged = len(dropped.damaged)
+    ids: set[str] = set()
 
-    await asyncio.to_thread(run)
+    def seen(rec: Any) -> bool:
+        hit = bool(matches(rec))
+        if hit and rec.value is not None:
+            try:
+                event_id = json.loads(rec.value).get("event_id")
+            except (ValueError, AttributeError):
+                return hit
+            if isinstance(event_id, str):
+                ids.add(event_id)
+        return hit
+
+    dropped = await asyncio.to_thread(drop_parked, dlq_root, objects, seen, dry_run=dry_run)
+    report.parked = dropped.records
+    report.parked_held_open = dropped.held_open
+    report.parked_damaged = len(dropped.damaged)
+    return ids

@@ -77,20 +77,17 @@ async def _index(app: Any, index: Any, find: Any, out: list[Residue]) -> None:
 
 
 def _dlq(
-    dlq_root: str | Path, objects: ObjectStore | None, values: Sequence[str], out: list[Residue]
+    dlq_root: str | Path | None, objects: ObjectStore | None, values: Sequence[str], out: list[Residue]
 ) -> None:
-    from framework.dlq.erase import matching_records
-    from framework.dlq.store import DeadLetterStore
+    from framework.dlq.erase import matching_records, parked_stores
 
-    store = DeadLetterStore(dlq_root, quiet=True, objects=objects)
-    try:
-        for path, lsn in matching_records(store, record_finder(*values)):
-            out.append(Residue("dlq", f"{path} lsn {lsn}"))
-        for health in store.check_all():
-            if health.damaged:
-                out.append(Residue("dlq", f"{health.segment.path}: damaged, cannot be proven clean"))
-    finally:
-        store.close()
+    with parked_stores(dlq_root, objects) as stores:
+        for store in stores:
+            for path, lsn in matching_records(store, record_finder(*values)):
+                out.append(Residue("dlq", f"{path} lsn {lsn}"))
+            for health in store.check_all():
+                if health.damaged:
+                    out.append(Residue("dlq", f"{health.segment.path}: damaged, cannot be proven clean"))
 
 
 def _exports(paths: Sequence[str | Path], values: Sequence[str], out: list[Residue]) -> None:
@@ -129,7 +126,6 @@ async def verify(
         out.append(Residue("denylist", text))
     if index is not None:
         await _index(app, index, find, out)
-    if dlq_root is not None and Path(dlq_root).exists():
-        _dlq(dlq_root, dlq_objects, spelled, out)
+    _dlq(dlq_root, dlq_objects, spelled, out)
     _exports(exports, spelled, out)
     return out

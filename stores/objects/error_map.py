@@ -9,6 +9,7 @@ __all__ = [
     "TransientObjectError",
     "PermanentObjectError",
     "DamagedObjectError",
+    "ChangedObjectError",
     "map_error",
 ]
 
@@ -27,6 +28,10 @@ class PermanentObjectError(ObjectStoreError, PermanentStoreError):
 
 class DamagedObjectError(ObjectStoreError):
     """The bytes stored or read back differ from the bytes sent (size or checksum)."""
+
+
+class ChangedObjectError(ObjectStoreError):
+    """A conditional write or delete lost: the object changed (or went) since its ETag was read."""
 
 
 #: S3 error codes that mean the service is busy or failing, whatever the HTTP status says.

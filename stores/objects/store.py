@@ -1,11 +1,13 @@
-"""An S3 bucket (and key prefix) through boto3: verified put, get, list, delete, create-if-absent.
+"""An S3 bucket (and key prefix) through boto3: verified put, get, list, copy, delete, conditional writes.
 
 Every call is synchronous (boto3 is); async callers wrap it in ``asyncio.to_thread``. A put
 sends the body's MD5 (``Content-MD5``) and SHA-256 (``x-amz-checksum-sha256``), so the service
 refuses a body damaged on the way, and then reads back the size and the digest the service
 computed (``verify``): ``put`` returns only once the stored object is known to hold the bytes
 sent. The SHA-256 also goes into the object's metadata, and ``get`` checks the body it
-receives against it.
+receives against it. ``if_absent`` and ``if_match`` make a put (``if_match`` a delete too) a
+compare-and-set: ``If-None-Match: *`` creates only a new key, ``If-Match: <ETag>`` replaces only
+the version read.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from framework.core.extras import needs_extra
-from stores.objects.error_map import DamagedObjectError, map_error
+from stores.objects.error_map import ChangedObjectError, DamagedObjectError, map_error
 
 __all__ = ["ObjectInfo", "ObjectStore", "parse_s3_url"]
 
@@ -108,12 +110,15 @@ class ObjectStore:
             ) from exc
 
     # -- writing ---------------------------------------------------------------------
-    def put(self, name: str, data: bytes, *, if_absent: bool = False) -> ObjectInfo:
+    def put(
+        self, name: str, data: bytes, *, if_absent: bool = False, if_match: str | None = None
+    ) -> ObjectInfo:
         """Store ``data`` at ``name`` and verify what the service stored (see ``verify``).
 
         ``if_absent`` makes the write conditional (``If-None-Match: *``): ``FileExistsError``
-        when an object is there already. ``DamagedObjectError`` when the service refused the
-        body's digest or the stored object differs from ``data``.
+        when an object is there already. ``if_match`` (an ETag) replaces only that version:
+        ``ChangedObjectError`` when the object changed or went meanwhile. ``DamagedObjectError``
+        when the service refused the body's digest or the stored object differs from ``data``.
         """
         return self._put(
             name,
@@ -121,9 +126,12 @@ class ObjectStore:
             hashlib.md5(data, usedforsecurity=False).digest(),
             hashlib.sha256(data).digest(),
             if_absent,
+            if_match,
         )
 
-    def _put(self, name: str, data: bytes, md5: bytes, sha256: bytes, if_absent: bool) -> ObjectInfo:
+    def _put(
+        self, name: str, data: bytes, md5: bytes, sha256: bytes, if_absent: bool, if_match: str | None = None
+    ) -> ObjectInfo:
         """``put`` of ``data`` announced with the digests ``md5`` and ``sha256`` (of the bytes meant)."""
         kwargs: dict[str, Any] = {
             "Key": self.key(name),
@@ -134,9 +142,15 @@ class ObjectStore:
         }
         if if_absent:
             kwargs["IfNoneMatch"] = "*"
+        if if_match is not None:
+            kwargs["IfMatch"] = if_match
         try:
             self._call("put", "put_object", **kwargs)
         except Exception as exc:
+            if if_match is not None and (_precondition_failed(exc) or _not_found(exc)):
+                raise ChangedObjectError(
+                    f"s3://{self.bucket}/{self.key(name)} is no longer {if_match}"
+                ) from None
             if _precondition_failed(exc):
                 raise FileExistsError(f"s3://{self.bucket}/{self.key(name)} exists") from None
             raise
@@ -174,9 +188,28 @@ class ObjectStore:
             return False
         return True
 
-    def delete(self, name: str) -> None:
-        """Remove the object at ``name`` (no error when there is none)."""
-        self._call("delete", "delete_object", Key=self.key(name))
+    def delete(self, name: str, *, if_match: str | None = None) -> None:
+        """Remove the object at ``name`` (no error when there is none).
+
+        With ``if_match`` (an ETag) only that version: ``ChangedObjectError`` when the object
+        changed or went meanwhile.
+        """
+        if if_match is None:
+            self._call("delete", "delete_object", Key=self.key(name))
+            return
+        try:
+            self._call("delete", "delete_object", Key=self.key(name), IfMatch=if_match)
+        except Exception as exc:
+            if _precondition_failed(exc) or _not_found(exc):
+                raise ChangedObjectError(
+                    f"s3://{self.bucket}/{self.key(name)} is no longer {if_match}"
+                ) from None
+            raise
+
+    def copy(self, source: str, target: str) -> None:
+        """Copy the object at ``source`` to ``target`` inside the bucket (the service copies the bytes)."""
+        self._call("copy", "copy_object", Key=self.key(target),
+                   CopySource={"Bucket": self.bucket, "Key": self.key(source)})  # fmt: skip
 
     # -- reading ---------------------------------------------------------------------
     def head(self, name: str) -> ObjectInfo | None:
@@ -199,6 +232,10 @@ class ObjectStore:
         ``FileNotFoundError`` when there is no object; ``DamagedObjectError`` when the body read
         does not match its size or checksum.
         """
+        return self.read(name)[0]
+
+    def read(self, name: str) -> tuple[bytes, str]:
+        """``get`` with the ETag of the version read (for a later ``if_match``)."""
         try:
             r = self._call("get", "get_object", Key=self.key(name))
         except Exception as exc:
@@ -217,7 +254,7 @@ class ObjectStore:
                 f"s3://{self.bucket}/{self.key(name)}: the {len(data)} bytes read do not match the "
                 f"stored size {r['ContentLength']} and SHA-256 {expected}"
             )
-        return data
+        return data, str(r.get("ETag", ""))
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         """The objects whose name starts with ``prefix``, in key order (SHA-256 not read: None)."""

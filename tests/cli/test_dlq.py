@@ -154,9 +154,11 @@ def test_export_never_follows_a_file_planted_at_its_temporary_name(tmp_path: Pat
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([planted.name, out.name, victim.name, "wal"])
 
 
-def test_show_and_verify_read_segments_uploaded_to_object_storage(
+def test_every_command_reaches_every_hosts_parked_events_in_the_bucket(
     converge_s3: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    import shutil
+
     env = {
         "CONVERGE_DLQ_OBJECTS": f"s3://converge-cli/{tmp_path.name}", "CONVERGE_DLQ_S3_ENDPOINT": converge_s3,
         "CONVERGE_DLQ_S3_ACCESS_KEY": "test", "CONVERGE_DLQ_S3_SECRET_KEY": "test",
@@ -164,15 +166,28 @@ def test_show_and_verify_read_segments_uploaded_to_object_storage(
     objects = open_objects(Settings.resolve("app", env=env))
     assert objects is not None
     objects.ensure_bucket()
-    root = tmp_path / "wal"
-    with DeadLetterWAL(root, objects=objects) as wal:
-        for i in range(3):
-            wal.park_sync(rec(i))
-    assert not list((root / "segments").rglob("*.seg"))  # uploaded, local copies gone
-    assert main(["dlq", "verify", "--root", str(root)]) == 1  # without the settings: missing files
-    capsys.readouterr()
+    for host, offsets in (("a", range(0, 3)), ("b", range(3, 5))):
+        with DeadLetterWAL(tmp_path / host, objects=objects) as wal:
+            for i in offsets:
+                wal.park_sync(rec(i, pipeline=f"p{host}"))
+        shutil.rmtree(tmp_path / host)  # the hosts are gone
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    assert main(["dlq", "show", "--root", str(root), "--json"]) == 0
-    assert [json.loads(x)["offset"] for x in capsys.readouterr().out.splitlines()] == [0, 1, 2]
-    assert main(["dlq", "verify", "--root", str(root)]) == 0
+    assert main(["dlq", "list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert sorted((r["pipeline"], r["live"]) for r in rows) == [("pa", 3), ("pb", 2)]
+    assert main(["dlq", "show", "--json"]) == 0
+    assert sorted(json.loads(x)["offset"] for x in capsys.readouterr().out.splitlines()) == [0, 1, 2, 3, 4]
+    assert main(["dlq", "verify"]) == 0
+    out = tmp_path / "all.jsonl"
+    assert main(["dlq", "export", "--out", str(out)]) == 0
+    assert main(["dlq", "discard", "--pipeline", "pa"]) == 0
+    assert "discarded 3 records in 1 segments" in capsys.readouterr().out
+    assert main(["dlq", "cleanup", "--grace", "0s"]) == 0
+    assert "deleted 1 replayed/discarded segments" in capsys.readouterr().out
+    assert main(["dlq", "import", str(out)]) == 0  # parked again, into the bucket
+    assert "imported 5 records into s3://converge-cli/" in capsys.readouterr().out
+    assert main(["dlq", "list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert sorted((r["pipeline"], r["live"]) for r in rows) == [("pa", 3), ("pb", 4)]
+    assert main(["dlq", "list", "--root", str(tmp_path / "none")]) == 2  # --root: a local WAL only

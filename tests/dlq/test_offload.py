@@ -1,5 +1,5 @@
 """Sealed segments on object storage, against the embedded S3 server: upload, verification,
-local removal, reading back, stale objects deleted, an outage while uploading."""
+tracking, local removal, a pass that stopped midway, an outage while uploading, damage."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from framework.dlq import DeadLetterStore, DeadLetterWAL, SegmentFilter, Status
-from framework.dlq.erase import drop_records
-from framework.dlq.lifecycle import cleanup, discard
-from framework.dlq.offload import delete_stale, object_name, offload, open_objects
+from framework.dlq.bucket import BucketView
+from framework.dlq.offload import offload, open_objects, upload_segment
+from framework.dlq.tracker import Tracker
 from framework.local_s3 import LocalS3
 from framework.settings import Settings
 from stores.objects.store import ObjectStore
@@ -44,7 +44,7 @@ def test_without_the_setting_segments_stay_local() -> None:
         open_objects(Settings.resolve("app", env={"CONVERGE_DLQ_OBJECTS": "/tmp/x"}))
 
 
-def test_a_sealed_segment_is_uploaded_verified_and_its_local_copy_removed(
+def test_a_sealed_segment_is_uploaded_verified_tracked_and_forgotten_locally(
     tmp_path: Path, objects: ObjectStore
 ) -> None:
     clock = FakeClock()
@@ -57,40 +57,47 @@ def test_a_sealed_segment_is_uploaded_verified_and_its_local_copy_removed(
         assert wal.rotate_sync() == 0 and local.exists()  # open segments are not uploaded
         assert list(objects.list()) == []
         assert wal.rotate_sync(force=True) == 1
-        assert not local.exists()
-        (stored,) = objects.list()
-        assert stored.key == object_name(seg) == "orders/order_created/mapper/ValidationError/" + local.name
-        assert objects.get(stored.key) == data
-        up = wal.store.index.upload(seg.id)
-        assert up is not None and (up.bytes, up.sha256) == (len(data), hashlib.sha256(data).hexdigest())
-        wal.park_sync(rec(3))  # parking goes on into a new local segment
-    store = DeadLetterStore(tmp_path, objects=objects)
-    assert [e.record.offset for e in store.records()] == [0, 1, 2, 3]
-    assert local.read_bytes() == data  # fetched back for the reader
-    assert all(not h.damaged for h in store.check_all())
-    assert offload(store, objects).removed == 2 and not local.exists()  # the next pass removes both again
+        assert not local.exists() and wal.segments() == []  # the bucket is its home now
+        assert sorted(o.key for o in objects.list()) == [seg.path, Tracker.key(seg.path)]
+        assert seg.path == "segments/orders/order_created/mapper/ValidationError/" + local.name
+        assert objects.get(seg.path) == data
+        got = Tracker(objects).read(seg.path)
+        assert got is not None
+        m = got[0]
+        assert (m.status, m.count, m.size, m.sha256) == (
+            Status.SEALED,
+            3,
+            len(data),
+            hashlib.sha256(data).hexdigest(),
+        )
+        assert m.partition == seg.partition and (m.first_lsn, m.last_lsn) == (seg.first_lsn, 3)
+        assert m.origin.endswith(str(tmp_path.resolve()))
+        wal.park_sync(rec(3))  # parking goes on into a new local segment, with the next lsn
+        assert [e.lsn for e in wal.iterate()] == [4]
+    with BucketView(objects) as view:
+        assert [e.record.offset for e in view.store.records()] == [0, 1, 2, 3]
+        assert all(not h.damaged for h in view.store.check_all())
 
 
-def test_a_store_without_object_storage_sees_the_uploaded_segment_missing(
-    tmp_path: Path, objects: ObjectStore
-) -> None:
-    with DeadLetterWAL(tmp_path, objects=objects) as wal:
-        wal.park_sync(rec(0))
-    (health,) = DeadLetterStore(tmp_path).check_all()
-    assert health.damaged and "missing" in health.describe()
-
-
-def test_cleaned_up_segments_lose_their_objects(tmp_path: Path, objects: ObjectStore) -> None:
-    clock = FakeClock()
-    with DeadLetterWAL(tmp_path, clock=clock, objects=objects) as wal:
-        wal.park_sync(rec(0))
-    store = DeadLetterStore(tmp_path, clock=clock, objects=objects)
-    assert discard(store, SegmentFilter()).records == 1
-    clock.tick(10)
-    assert cleanup(store, grace_s=0).segments == 1
-    assert len(list(objects.list())) == 1
-    assert offload(store, objects).deleted == 1
-    assert list(objects.list()) == [] and store.index.stale_uploads() == []
+def test_a_pass_that_stopped_midway_is_finished_by_the_next(tmp_path: Path, objects: ObjectStore) -> None:
+    wal = DeadLetterWAL(tmp_path, objects=objects)
+    wal.park_sync(rec(0))
+    wal._seal(rec(0).partition_key, 0.0)
+    (seg,) = wal.segments()
+    upload_segment(wal.store, objects, seg)  # stopped after the upload, before the manifest
+    assert Tracker(objects).read(seg.path) is None
+    assert offload(wal.store, objects).uploaded == 1
+    assert Tracker(objects).read(seg.path) is not None and wal.segments() == []
+    wal.park_sync(rec(1))
+    wal._seal(rec(1).partition_key, 0.0)
+    (seg,) = wal.segments()
+    data = wal.store.abspath(seg).read_bytes()
+    assert offload(wal.store, objects).uploaded == 1
+    wal.store.abspath(seg).parent.mkdir(parents=True, exist_ok=True)
+    wal.store.abspath(seg).write_bytes(data)  # stopped after forgetting the row, before the unlink
+    offload(wal.store, objects)
+    assert not wal.store.abspath(seg).exists()
+    wal.close()
 
 
 def test_an_outage_leaves_the_segment_local_until_a_later_pass(tmp_path: Path) -> None:
@@ -101,46 +108,41 @@ def test_an_outage_leaves_the_segment_local_until_a_later_pass(tmp_path: Path) -
         s3.stop()
         assert wal.rotate_sync(force=True) == 1  # sealing does not wait for the upload
         (seg,) = wal.segments(SegmentFilter(statuses=(Status.SEALED,)))
-        assert wal.store.abspath(seg).exists() and wal.store.index.upload(seg.id) is None
+        assert wal.store.abspath(seg).exists()
         wal.park_sync(rec(1))  # parking goes on during the outage
         s3.start()  # the server lost its objects: the bucket is new
         objects.ensure_bucket()
         wal.rotate_sync()
-        assert wal.store.index.upload(seg.id) is not None and not wal.store.abspath(seg).exists()
+        assert wal.store.index.get(seg.id) is None and not wal.store.abspath(seg).exists()
         wal.close()
-        store = DeadLetterStore(tmp_path / "wal", objects=objects)
-        assert [e.record.offset for e in store.records()] == [0, 1]
-
-
-def test_an_erasure_rewrites_uploaded_segments_and_deletes_the_old_objects(
-    tmp_path: Path, objects: ObjectStore
-) -> None:
-    with DeadLetterWAL(tmp_path, objects=objects) as wal:
-        for i, who in enumerate([b"ann", b"bo", b"ann"]):
-            wal.park_sync(rec(i, value=b'{"to": "%s"}' % who))
-    (old,) = list(objects.list())
-    store = DeadLetterStore(tmp_path, objects=objects)
-    dropped = drop_records(store, lambda r: b"ann" in (r.value or b""))
-    assert dropped.records == 2
-    assert delete_stale(store, objects) == 1  # as ``framework.erasure.run`` does after dropping
-    assert [o.key for o in objects.list()] == []  # the rewritten segment is local until the writer's pass
-    assert offload(store, objects).uploaded == 1
-    (new,) = list(objects.list())
-    assert new.key != old.key and b"ann" not in objects.get(new.key)
-    assert [e.record.offset for e in store.records()] == [1]
+        with BucketView(objects) as view:
+            assert sorted(e.record.offset for e in view.store.records()) == [0, 1]
 
 
 def test_a_damaged_object_reads_as_a_damaged_segment(tmp_path: Path, objects: ObjectStore) -> None:
     with DeadLetterWAL(tmp_path, objects=objects) as wal:
         wal.park_sync(rec(0))
-    (stored,) = objects.list()
-    good = objects.get(stored.key)
+        (seg,) = wal.segments()
+    good = objects.get(seg.path)
     objects._client.put_object(  # the bytes change behind the metadata naming their checksum
-        Bucket=objects.bucket, Key=objects.key(stored.key), Body=good[:-10] + b"0123456789",
+        Bucket=objects.bucket, Key=objects.key(seg.path), Body=good[:-10] + b"0123456789",
         Metadata={"converge-sha256": hashlib.sha256(good).hexdigest()},
     )  # fmt: skip
-    (health,) = DeadLetterStore(tmp_path, objects=objects).check_all()
-    assert health.damaged and "missing" in health.describe()
+    with BucketView(objects) as view:
+        (health,) = view.store.check_all()
+        assert health.damaged and "missing" in health.describe()
+
+
+def test_a_damaged_local_segment_stays_local(tmp_path: Path, objects: ObjectStore) -> None:
+    wal = DeadLetterWAL(tmp_path, objects=objects)
+    wal.park_sync(rec(0))
+    wal._seal(rec(0).partition_key, 0.0)
+    (seg,) = wal.segments()
+    path = wal.store.abspath(seg)
+    path.write_bytes(path.read_bytes()[:-5])
+    assert offload(wal.store, objects).uploaded == 0
+    assert wal.segments() == [seg] and list(objects.list()) == []
+    wal.close()
 
 
 def test_a_pass_skips_while_an_operator_holds_the_root(tmp_path: Path, objects: ObjectStore) -> None:
@@ -151,6 +153,7 @@ def test_a_pass_skips_while_an_operator_holds_the_root(tmp_path: Path, objects: 
         assert held
         assert wal.rotate_sync(force=True) == 1
         assert list(objects.list()) == []  # the writer did not wait for the lock
+        assert not offload(wal.store, objects).ran
     assert offload(wal.store, objects).uploaded == 1
     wal.close()
     other.close()

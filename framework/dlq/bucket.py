@@ -1,0 +1,180 @@
+"""Every host's parked events, seen from anywhere: the tracker mirrored into a scratch WAL root.
+
+``BucketView`` reads the tracker's manifests (``tracker.py``) into the index of a scratch
+root, one row per uploaded segment whose path is its object name; a segment's bytes are
+fetched from the bucket when first read (``DeadLetterStore.local``) and checked against their
+SHA-256. Every reading command (list, show, verify, export) then works on ``view.store`` as on
+a local root.
+
+A command that changes segments (replay, discard, cleanup, salvage, an erasure) works inside
+``view.claim(filter)``: it takes the lease (``leases.py``) of every selected segment, reads
+their manifests again, mirrors only those into a root of their own, and lets the command run
+there. When the block ends without an error the changes are published: segments the command
+wrote (the two halves of a split, a rewrite, a salvaged copy) are uploaded and tracked first,
+then changed statuses are written with ``If-Match`` on the manifest read, then the manifests
+and objects of segments the command removed are deleted (a salvaged original is copied to
+``quarantine/`` first). Then the leases are released. A step that fails leaves the tracker
+with every record in at least one live segment: a replay stopped between sending and
+publishing is sent again by the next one (at least once, as on a local root).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from framework.dlq.index import SegmentFilter, SegmentInfo, Status, Upload
+from framework.dlq.leases import DEFAULT_LEASE_S, Busy, Leases
+from framework.dlq.offload import origin, upload_segment
+from framework.dlq.store import DeadLetterStore
+from framework.dlq.tracker import Manifest, Tracker, moved
+from stores.objects.error_map import DamagedObjectError
+from stores.objects.store import ObjectStore
+
+__all__ = ["BucketView", "Claim", "Published", "QUARANTINE_PREFIX", "busy_lines"]
+
+log = logging.getLogger("framework.dlq")
+
+QUARANTINE_PREFIX = "quarantine/"
+_ALL = SegmentFilter(statuses=tuple(Status))
+
+
+@dataclass
+class Published:
+    """What a claim wrote back: segments uploaded and tracked, manifests changed, segments removed."""
+
+    created: int = 0
+    changed: int = 0
+    removed: int = 0
+    quarantined: int = 0
+
+
+@dataclass
+class Claim:
+    """The leased segments of one command, mirrored in ``store``; ``busy`` are those others hold.
+
+    A salvage sets ``quarantine``: the objects of the segments it replaced are copied to
+    ``quarantine/`` before they are deleted.
+    """
+
+    store: DeadLetterStore
+    busy: list[Busy]
+    known: dict[str, tuple[Manifest, str]]
+    quarantine: bool = False
+    published: Published = field(default_factory=Published)
+
+
+def _mirror(
+    store: DeadLetterStore, entries: Iterable[tuple[Manifest, str]]
+) -> dict[str, tuple[Manifest, str]]:
+    """Index ``entries`` in the scratch root ``store``; returns them by object name."""
+    known: dict[str, tuple[Manifest, str]] = {}
+    for m, etag in entries:
+        seg_id = store.index.insert(m.row(), m.status_at)
+        store.index.record_upload(Upload(seg_id, m.name, m.size, m.sha256, m.created_at))
+        known[m.name] = (m, etag)
+    return known
+
+
+class BucketView:
+    """The uploaded segments of every host, mirrored in a scratch root (removed by ``close``)."""
+
+    def __init__(
+        self,
+        objects: ObjectStore,
+        *,
+        clock: Callable[[], float] = time.time,
+        lease_s: float = DEFAULT_LEASE_S,
+    ) -> None:
+        self.objects = objects
+        self.tracker = Tracker(objects)
+        self.leases = Leases(objects, length_s=lease_s, clock=clock)
+        self.clock = clock
+        self._tmp = tempfile.TemporaryDirectory(prefix="converge-dlq-bucket-")
+        self.root = Path(self._tmp.name)
+        self._claims = 0
+        self.store = DeadLetterStore(self.root / "view", clock=clock, quiet=True, objects=objects)
+        entries, self.unreadable = self.tracker.read_all(self.tracker.names())
+        self.known = _mirror(self.store, entries)
+
+    @property
+    def url(self) -> str:
+        """The bucket and prefix viewed."""
+        return self.objects.url
+
+    def orphans(self) -> list[str]:
+        """Segment objects without a manifest (listed by ``verify``; never deleted by converge)."""
+        return self.tracker.orphans()
+
+    @contextmanager
+    def claim(self, flt: SegmentFilter | None = None, names: Iterable[str] | None = None) -> Iterator[Claim]:
+        """Lease the segments ``flt`` (or ``names``) selects, mirror them for a change, publish on success."""
+        chosen = [s.path for s in self.store.segments(flt or _ALL)] if names is None else list(names)
+        self._claims += 1
+        store = DeadLetterStore(self.root / f"claim-{self._claims}", clock=self.clock, quiet=True,
+                                objects=self.objects)  # fmt: skip
+        try:
+            with self.leases.hold(chosen) as held:
+                entries, bad = self.tracker.read_all(held.leases)  # as they are now that they are ours
+                self.unreadable.update(bad)
+                claim = Claim(store, list(held.busy), _mirror(store, entries))
+                yield claim
+                if held.lost:
+                    raise RuntimeError(f"leases lost while working on {sorted(held.lost)}: nothing published")
+                claim.published = self._publish(claim)
+        finally:
+            store.close()
+
+    def _publish(self, claim: Claim) -> Published:
+        store, known, out = claim.store, claim.known, Published()
+        now = {s.path: s for s in store.segments(_ALL)}
+        for path, seg in now.items():
+            if path not in known:
+                self._create(store, seg)
+                out.created += 1
+        for path, seg in now.items():
+            if path in known and _differs(known[path][0], seg):
+                m, etag = known[path]
+                self.tracker.update(moved(m, seg), etag)
+                out.changed += 1
+        for path in sorted(known.keys() - now.keys()):
+            etag = known[path][1]
+            if claim.quarantine:
+                self.objects.copy(path, QUARANTINE_PREFIX + path)
+                out.quarantined += 1
+            self.tracker.remove(path, etag)
+            self.objects.delete(path)
+            out.removed += 1
+        return out
+
+    def _create(self, store: DeadLetterStore, seg: SegmentInfo) -> None:
+        sha256 = upload_segment(store, self.objects, seg)
+        if sha256 is None:
+            raise DamagedObjectError(f"{seg.path}: the segment just written reads back damaged")
+        if not self.tracker.create(Manifest.of(seg, sha256, origin(store))):
+            raise FileExistsError(f"{self.tracker.key(seg.path)} exists already")
+
+    def close(self) -> None:
+        """Close the mirror and remove the scratch root."""
+        self.store.close()
+        self._tmp.cleanup()
+
+    def __enter__(self) -> BucketView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _differs(m: Manifest, seg: SegmentInfo) -> bool:
+    return (m.status, m.count, m.size) != (seg.status, seg.count, seg.bytes)
+
+
+def busy_lines(busy: Iterable[Busy]) -> list[str]:
+    """One line per segment another holder has leased."""
+    return [f"{b.name}: leased by {b.holder} until {b.expires_at:.0f}" for b in busy]
