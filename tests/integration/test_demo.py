@@ -35,7 +35,7 @@ def test_demo_converges_on_a_small_history(tmp_path: Path) -> None:
     assert line.split()[-2] == "0"
     duplicates = next(x for x in out.stdout.splitlines() if "duplicates and replays" in x)
     assert int(duplicates.split()[-2].replace(",", "")) > 0
-    assert "s3://converge-dlq/activity-platform on http://127.0.0.1:" in out.stdout.replace("\n", " ")
+    assert "s3://converge-dlq/activity-platform" in out.stdout
     objects = next(x for x in out.stdout.splitlines() if "segment objects in the bucket" in x)
     assert objects.split()[-2] == "0"  # the history parks nothing, so nothing is uploaded
 
