@@ -1,11 +1,14 @@
 """The demo: the reference platform on the embedded stack, checked against the oracle.
 
-Starts noida-db, runs the reference agents and the indexer in ``workers``
-worker processes of one consumer group (two by default, one per core of a
-2-core machine), waits for the group to settle, produces a generated history
-(duplicates, replays, out-of-order arrival), waits for the group to drain
-every topic, compares the wide-column store and the search index with the
-oracle, prints a summary and stops everything. Exit code 1 on any divergence.
+Starts noida-db and the embedded S3 server, runs the reference agents and the
+indexer in ``workers`` worker processes of one consumer group (two by default,
+one per core of a 2-core machine) that upload sealed dead-letter segments to
+``s3://converge-dlq/<app id>``, waits for the group to settle, produces a
+generated history (duplicates, replays, out-of-order arrival), waits for the
+group to drain every topic, compares the wide-column store and the search index
+with the oracle, counts the parked events left on the workers' disks and the
+segment objects in the bucket, prints a summary and stops everything. Exit code
+1 on any divergence or parked event.
 """
 
 from __future__ import annotations
@@ -40,12 +43,14 @@ from examples.activity_platform.oracle import (
 )
 from framework.dlq import DeadLetterStore
 from framework.kafka_admin import ensure_topics, produce, wait_all_drained, wait_group_settled
+from framework.local_s3 import ACCESS_KEY, DLQ_BUCKET, dlq_env
 from framework.local_stack import LocalStack
 from framework.worker.processes import start_worker, stop_workers
 from stores.elasticsearch.index import ElasticsearchIndex
+from stores.objects.store import ObjectStore
 from stores.open import open_wide_store
 
-__all__ = ["run_demo", "DemoResult", "check_convergence"]
+__all__ = ["run_demo", "DemoResult", "check_convergence", "count_segment_objects"]
 
 INPUT_TOPICS = (TOPIC_ACTIVITIES, TOPIC_ENGAGEMENT, TOPIC_INSIGHTS)
 PARTITIONS = 4
@@ -64,6 +69,7 @@ class DemoResult:
     duplicates_absorbed: int = 0
     seconds: float = 0.0
     parked: int = 0
+    segment_objects: int = 0
     hub_rows: int = 0
     documents: int = 0
     divergences: list[Divergence] = field(default_factory=list)
@@ -109,6 +115,17 @@ async def check_convergence(
     return divergences, len(rows), len(docs)
 
 
+def count_segment_objects(endpoint: str, prefix: str = APP_ID) -> int:
+    """The dead-letter segment objects under ``segments/`` in ``s3://converge-dlq/<prefix>``."""
+    objects = ObjectStore(
+        f"s3://{DLQ_BUCKET}/{prefix}", endpoint=endpoint, access_key=ACCESS_KEY, secret_key=ACCESS_KEY
+    )
+    try:
+        return sum(1 for _ in objects.list("segments/"))
+    finally:
+        objects.close()
+
+
 @contextmanager
 def _workdir(path: Path | None) -> Iterator[Path]:
     if path is not None:
@@ -140,11 +157,14 @@ def run_demo(
         raise ValueError(f"workers must be at least 1, not {workers}")
     console = console or Console()
     result = DemoResult(workers=workers)
-    with _workdir(workdir) as work, LocalStack(work / "stack") as stack:
-        assert stack.info is not None
+    with _workdir(workdir) as work, LocalStack(work / "stack", s3=True) as stack:
+        assert stack.info is not None and stack.info.s3_endpoint is not None
         broker = f"kafka://{stack.info.kafka_bootstrap}"
         store_url = f"sqlite:///{work / 'wide.db'}" if wide_store == "sqlite" else wide_store
-        console.print(f"[bold]converge demo[/]: kafka {stack.info.kafka_bootstrap}, es {stack.info.es_url}")
+        console.print(
+            f"[bold]converge demo[/]: kafka {stack.info.kafka_bootstrap}, es {stack.info.es_url}, "
+            f"parked segments to s3://{DLQ_BUCKET}/{APP_ID} on {stack.info.s3_endpoint} (in memory)"
+        )
         history = generate_history(seed, events)
         result.events, result.distinct = len(history.events), history.stats.distinct
         result.duplicates_absorbed = history.stats.duplicates + history.stats.replayed
@@ -152,7 +172,7 @@ def run_demo(
         asyncio.run(ensure_topics(broker, {t: PARTITIONS for t in topics}))
         env = {"CONVERGE_WIDE_STORE": store_url, "CONVERGE_ES_URL": stack.info.es_url,
                "CONVERGE_ES_TOMBSTONES": "document", "CONVERGE_APP_ID": APP_ID,
-               "CONVERGE_PARTITIONS": str(PARTITIONS)}  # fmt: skip
+               "CONVERGE_PARTITIONS": str(PARTITIONS), **dlq_env(stack.info.s3_endpoint, APP_ID)}  # fmt: skip
         procs = [start_worker(SPEC, work / f"worker{i}", broker, env) for i in range(workers)]
         try:
             try:
@@ -187,11 +207,12 @@ def run_demo(
         result.parked = sum(
             1 for i in range(workers) for _ in DeadLetterStore(work / f"worker{i}" / "dlq").ordered()
         )
+        result.segment_objects = count_segment_objects(stack.info.s3_endpoint)
         result.divergences, result.hub_rows, result.documents = asyncio.run(
             check_convergence(history, store_url, stack.info.es_url)
         )
     _report(console, result, history)
-    return 0 if not result.divergences and result.parked == 0 else 1
+    return 0 if not result.divergences and result.parked == result.segment_objects == 0 else 1
 
 
 def _report(console: Console, r: DemoResult, history: History) -> None:
@@ -204,6 +225,7 @@ def _report(console: Console, r: DemoResult, history: History) -> None:
         ("out-of-order first deliveries", f"{history.stats.out_of_order:,}"),
         ("hub rows / index documents", f"{r.hub_rows:,} / {r.documents:,}"),
         ("parked events", f"{r.parked:,}"),
+        ("segment objects in the bucket", f"{r.segment_objects:,}"),
         ("end-to-end time", f"{r.seconds:.1f} s"),
         ("throughput (produce to drained)", f"{r.throughput:,.0f} events/s"),
         ("divergent entities", f"{len({d.key for d in r.divergences}):,}"),

@@ -1,33 +1,32 @@
-"""The embedded local stack: one ``noida-db`` process serving Kafka and Elasticsearch.
+"""The embedded local stack: one ``noida-db`` process serving Kafka and Elasticsearch, and
+optionally the embedded S3 server (``framework.local_s3``) with the bucket for parked segments.
 
-Used by the demo and the tests. The process runs in its own process group, is
-stopped with SIGINT (noida-db loses its last writes on SIGKILL), is stopped at
-interpreter exit, and receives SIGINT from the kernel if its parent dies.
+Used by ``converge stack``, the demo and the tests. Each process runs in its own process
+group and is stopped with SIGINT (noida-db loses its last writes on SIGKILL). An owned stack
+is stopped at interpreter exit and its processes receive SIGINT from the kernel if their
+parent dies; a detached one outlives its starter, with its pids and ports in a state file.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import json
 import os
-import signal
-import socket
 import subprocess
 import time
-import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib.resources import files
 from pathlib import Path
 
 from framework.core.errors import ConvergeError
 from framework.core.extras import needs_extra
+from framework.local_process import die_with_parent, free_port, pid_alive, port_free, stop_pid
+from framework.local_s3 import DLQ_BUCKET, LocalS3
 
 __all__ = ["LocalStack", "LocalStackError", "StackInfo", "free_port", "default_binary", "die_with_parent"]
 
-_PR_SET_PDEATHSIG = 1
 _STATE_FILE = "converge-stack.json"
 
 
@@ -37,13 +36,15 @@ class LocalStackError(ConvergeError, RuntimeError):
 
 @dataclass(frozen=True)
 class StackInfo:
-    """Where a running stack listens."""
+    """Where a running stack listens; ``s3_port`` and ``s3_pid`` are None without an S3 server."""
 
     pid: int
     host: str
     kafka_port: int
     es_port: int
     data_dir: str
+    s3_port: int | None = None
+    s3_pid: int | None = None
 
     @property
     def kafka_bootstrap(self) -> str:
@@ -53,6 +54,11 @@ class StackInfo:
     def es_url(self) -> str:
         return f"http://{self.host}:{self.es_port}"
 
+    @property
+    def s3_endpoint(self) -> str | None:
+        """The embedded S3 server's URL, or None when the stack runs without one."""
+        return None if self.s3_port is None else f"http://{self.host}:{self.s3_port}"
+
 
 def default_binary() -> Path:
     """The noida-db binary shipped inside the ``noida-db`` wheel (the ``stack`` extra)."""
@@ -60,37 +66,13 @@ def default_binary() -> Path:
         return Path(str(files("noida_db").joinpath("noida-db")))
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on ``host`` a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def _port_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: TIME_WAIT is free
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-        return True
-
-
-def die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """Child ``preexec_fn``: own session, and SIGINT from the kernel when the parent dies."""
-    os.setsid()
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGINT)
-
-
 class LocalStack:
     """Start, probe and stop one noida-db process with Kafka and Elasticsearch.
 
     ``with LocalStack(data_dir) as stack:`` starts it on free loopback ports and
-    stops it on exit. ``detach=True`` keeps it alive after this process ends
-    (for ``converge stack up``); its pid and ports go to a state file in
+    stops it on exit. ``s3=True`` also starts the embedded S3 server (moto, in memory) on
+    ``s3_port`` and creates the bucket ``DLQ_BUCKET``. ``detach=True`` keeps them alive after
+    this process ends (for ``converge stack up``); their pids and ports go to a state file in
     ``data_dir``.
     """
 
@@ -104,6 +86,8 @@ class LocalStack:
         binary: str | os.PathLike[str] | None = None,
         startup_timeout: float = 30.0,
         detach: bool = False,
+        s3: bool = False,
+        s3_port: int | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.host = host
@@ -112,12 +96,15 @@ class LocalStack:
         self.binary = Path(binary) if binary is not None else default_binary()
         self.startup_timeout = startup_timeout
         self.detach = detach
+        self.s3 = s3
+        self.s3_port = s3_port
         self._proc: subprocess.Popen[bytes] | None = None
+        self._s3: LocalS3 | None = None
         self.info: StackInfo | None = None
 
     # -- lifecycle -----------------------------------------------------
     def start(self) -> StackInfo:
-        """Start noida-db and wait until both protocols answer."""
+        """Start noida-db (and the S3 server) and wait until every protocol answers."""
         if self._proc is not None:
             raise LocalStackError("stack already started")
         if not self.binary.is_file():
@@ -131,7 +118,7 @@ class LocalStack:
         kafka_port = self.kafka_port or free_port(self.host)
         es_port = self.es_port or free_port(self.host)
         for name, port in (("kafka", kafka_port), ("elasticsearch", es_port)):
-            if not _port_free(self.host, port):
+            if not port_free(self.host, port):
                 raise LocalStackError(f"cannot bind {name} port {self.host}:{port}: in use")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.data_dir / "noida-db.log"
@@ -157,12 +144,28 @@ class LocalStack:
             atexit.register(self.stop)
         try:
             self._wait_ready(log_path)
+            if self.s3:
+                self.info = self._start_s3(self.info)
         except BaseException:
             self.stop()
             raise
         if self.detach:
-            (self.data_dir / _STATE_FILE).write_text(json.dumps(self.info.__dict__))
+            _write_state(self.data_dir, self.info)
         return self.info
+
+    def _start_s3(self, info: StackInfo) -> StackInfo:
+        """``info`` with the S3 server started, or kept when one recorded in the state file still
+        runs (its objects live only in its memory: a restart must not lose them)."""
+        before = _load_state(self.data_dir) if self.detach else None
+        if before is not None and before.s3_pid is not None and pid_alive(before.s3_pid):
+            return replace(info, s3_port=before.s3_port, s3_pid=before.s3_pid)
+        self._s3 = LocalS3(
+            self.data_dir, host=self.host, port=self.s3_port, startup_timeout=self.startup_timeout,
+            detach=self.detach,
+        )  # fmt: skip
+        self._s3.start()
+        self._s3.ensure_bucket(DLQ_BUCKET)
+        return replace(info, s3_port=self._s3.port, s3_pid=self._s3.pid)
 
     def _wait_ready(self, log_path: Path) -> None:
         assert self._proc is not None and self.info is not None
@@ -185,18 +188,24 @@ class LocalStack:
         )
 
     def stop(self, timeout: float = 15.0) -> None:
-        """Stop with SIGINT (so recent writes are saved); SIGKILL the group after ``timeout``."""
+        """Stop with SIGINT (so recent writes are saved); SIGKILL the group after ``timeout``.
+        The S3 server started here stops too (its objects are lost)."""
+        s3, self._s3 = self._s3, None
+        if s3 is not None:
+            s3.stop(timeout)
         proc, self._proc = self._proc, None
         if proc is None:
             return
         with contextlib.suppress(Exception):
             atexit.unregister(self.stop)
-        _stop_pid(proc.pid, timeout, wait=proc.wait)
+        stop_pid(proc.pid, timeout, wait=proc.wait)
 
     def restart(self) -> StackInfo:
-        """Stop gracefully and start again on the same ports and data (noida-db forgets dead consumers)."""
+        """Stop gracefully and start again on the same ports and data (noida-db forgets dead
+        consumers); an S3 server starts again empty."""
         if self.info is not None:
             self.kafka_port, self.es_port = self.info.kafka_port, self.info.es_port
+            self.s3_port = self.info.s3_port
         self.stop()
         return self.start()
 
@@ -210,68 +219,59 @@ class LocalStack:
     # -- detached stacks (``converge stack``) ----------------------------
     @staticmethod
     def read_state(data_dir: str | os.PathLike[str]) -> StackInfo | None:
-        """The detached stack recorded in ``data_dir``, if its process still runs."""
-        path = Path(data_dir) / _STATE_FILE
-        if not path.is_file():
-            return None
-        info = StackInfo(**json.loads(path.read_text()))
-        try:
-            os.kill(info.pid, 0)
-        except ProcessLookupError:
-            path.unlink(missing_ok=True)
-            return None
-        return info
+        """The detached stack recorded in ``data_dir``, if its noida-db still runs.
+
+        When noida-db is gone the state file is removed, unless the stack's S3 server still runs:
+        it holds the uploaded segments in memory, so only ``stop_detached`` stops it, and a new
+        ``start`` with ``s3`` keeps it.
+        """
+        info = _load_state(data_dir)
+        if info is None or pid_alive(info.pid):
+            return info
+        if info.s3_pid is None or not pid_alive(info.s3_pid):
+            (Path(data_dir) / _STATE_FILE).unlink(missing_ok=True)
+        return None
 
     @staticmethod
     def stop_detached(data_dir: str | os.PathLike[str], timeout: float = 15.0) -> bool:
-        """Stop the detached stack of ``data_dir``; False when none runs."""
-        info = LocalStack.read_state(data_dir)
+        """Stop the detached stack of ``data_dir`` and its S3 server; False when neither runs."""
+        info = _load_state(data_dir)
         if info is None:
             return False
-        _stop_pid(info.pid, timeout, wait=None)
+        running = [pid for pid in (info.s3_pid, info.pid) if pid is not None and pid_alive(pid)]
+        for pid in running:
+            stop_pid(pid, timeout)
         (Path(data_dir) / _STATE_FILE).unlink(missing_ok=True)
-        return True
+        return bool(running)
 
     @staticmethod
     def restart_detached(data_dir: str | os.PathLike[str], timeout: float = 15.0) -> StackInfo:
-        """Stop the detached stack of ``data_dir`` gracefully and start it again on the same host,
-        ports and data (``converge stack restart``); LocalStackError when none runs."""
+        """Stop the detached noida-db of ``data_dir`` gracefully and start it again on the same
+        host, ports and data (``converge stack restart``); its S3 server runs on with its
+        objects. LocalStackError when none runs."""
         info = LocalStack.read_state(data_dir)
         if info is None:
             raise LocalStackError(f"no stack runs from {data_dir} (start one with: converge stack up)")
-        LocalStack.stop_detached(data_dir, timeout)
+        stop_pid(info.pid, timeout)
         deadline = time.monotonic() + timeout
-        while not all(_port_free(info.host, p) for p in (info.kafka_port, info.es_port)):
+        while not all(port_free(info.host, p) for p in (info.kafka_port, info.es_port)):
             if time.monotonic() > deadline:
                 raise LocalStackError(f"ports {info.kafka_port}, {info.es_port} stayed in use after the stop")
             time.sleep(0.1)
         stack = LocalStack(
-            info.data_dir, host=info.host, kafka_port=info.kafka_port, es_port=info.es_port, detach=True
-        )
+            info.data_dir, host=info.host, kafka_port=info.kafka_port, es_port=info.es_port, detach=True,
+            s3=info.s3_port is not None, s3_port=info.s3_port,
+        )  # fmt: skip
         return stack.start()
 
 
-def _stop_pid(pid: int, timeout: float, wait: object) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGINT)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if callable(wait):
-            try:
-                wait(timeout=0.1)
-                return
-            except subprocess.TimeoutExpired:
-                continue
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-    if callable(wait):
-        with contextlib.suppress(Exception):
-            wait(timeout=5)
+def _load_state(data_dir: str | os.PathLike[str]) -> StackInfo | None:
+    path = Path(data_dir) / _STATE_FILE
+    return StackInfo(**json.loads(path.read_text())) if path.is_file() else None
+
+
+def _write_state(data_dir: Path, info: StackInfo) -> None:
+    (data_dir / _STATE_FILE).write_text(json.dumps(asdict(info)))
 
 
 def es_ready(url: str, timeout: float = 2.0) -> dict[str, object]:

@@ -25,7 +25,13 @@ LAYERS: list[tuple[str, ...]] = [
     ("framework.core",),  # the ground model, with the protocol features read an app through
     ("stores",),
     # infrastructure
-    ("framework.settings", "framework.kafka_admin", "framework.local_stack", "framework.local_s3"),
+    (
+        "framework.settings",
+        "framework.kafka_admin",
+        "framework.local_process",
+        "framework.local_stack",
+        "framework.local_s3",
+    ),
     ("framework.runtime", "framework.dlq", "framework.coordination"),
     ("framework.state",),
     ("framework.delivery", "framework.notifications", "framework.metrics"),  # services

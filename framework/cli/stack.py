@@ -1,4 +1,5 @@
-"""``converge stack``: start, stop or inspect the embedded local stack (noida-db)."""
+"""``converge stack``: start, stop or inspect the embedded local stack (noida-db, and moto's S3
+server for parked segments when moto is installed)."""
 
 from __future__ import annotations
 
@@ -18,20 +19,45 @@ DEFAULT_STACK_DIR = Path(".converge/stack")
 
 
 def _stack_info(info: StackInfo) -> dict[str, object]:
-    return {"running": True, **vars(info), "kafka": info.kafka_bootstrap, "es_url": info.es_url}
+    out: dict[str, object] = {
+        "running": True,
+        **vars(info),
+        "kafka": info.kafka_bootstrap,
+        "es_url": info.es_url,
+    }
+    if info.s3_endpoint is not None:
+        from framework.local_s3 import DLQ_BUCKET
+
+        out |= {"s3_url": info.s3_endpoint, "s3_bucket": DLQ_BUCKET}
+    return out
+
+
+def _where(info: StackInfo) -> str:
+    """Where the stack listens, for one line of output."""
+    where = f"pid {info.pid}, kafka {info.kafka_bootstrap}, es {info.es_url}"
+    if info.s3_endpoint is None:
+        return where
+    from framework.local_s3 import DLQ_BUCKET
+
+    return f"{where}, s3 {info.s3_endpoint} (bucket {DLQ_BUCKET}, in memory: lost at stack down)"
 
 
 def _stack_up(args: argparse.Namespace) -> int:
+    from framework.local_s3 import available
     from framework.local_stack import LocalStack
 
     running = LocalStack.read_state(args.data_dir)
     if running is not None:
-        print(f"already running: pid {running.pid}, kafka {running.kafka_bootstrap}, es {running.es_url}")
+        print(f"already running: {_where(running)}")
         return 0
+    s3 = not args.no_s3 and available()
     info = LocalStack(
-        args.data_dir, host=args.host, kafka_port=args.kafka_port, es_port=args.es_port, detach=True
-    ).start()
-    print(f"started: pid {info.pid}, kafka {info.kafka_bootstrap}, es {info.es_url}")
+        args.data_dir, host=args.host, kafka_port=args.kafka_port, es_port=args.es_port, detach=True,
+        s3=s3, s3_port=args.s3_port,
+    ).start()  # fmt: skip
+    print(f"started: {_where(info)}")
+    if not s3 and not args.no_s3:
+        print("no S3 server: moto is not installed (pip install 'converge[stack]')")
     return 0
 
 
@@ -50,7 +76,7 @@ def _stack_restart(args: argparse.Namespace) -> int:
         info = LocalStack.restart_detached(args.data_dir)
     except LocalStackError as exc:
         raise UserError(str(exc)) from None
-    print(f"restarted: pid {info.pid}, kafka {info.kafka_bootstrap}, es {info.es_url}")
+    print(f"restarted: {_where(info)}")
     return 0
 
 
@@ -63,12 +89,13 @@ def _stack_status(args: argparse.Namespace) -> int:
     elif info is None:
         print("not running")
     else:
-        print(f"running: pid {info.pid}, kafka {info.kafka_bootstrap}, es {info.es_url}")
+        print(f"running: {_where(info)}")
     return 1 if info is None else 0
 
 
 def _stack_env(args: argparse.Namespace) -> int:
     """Shell exports of the running stack's settings (``eval "$(converge stack env)"``)."""
+    from framework.local_s3 import dlq_env
     from framework.local_stack import LocalStack
     from framework.settings import ENV
 
@@ -80,6 +107,8 @@ def _stack_env(args: argparse.Namespace) -> int:
         ENV["es_url"]: info.es_url,
         ENV["es_tombstones"]: "document",  # noida-db keeps no delete tombstones
     }
+    if info.s3_endpoint is not None:
+        env |= dlq_env(info.s3_endpoint, args.dlq_prefix)
     if args.json:
         print_json(env)
     else:
@@ -90,12 +119,14 @@ def _stack_env(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     """Add ``converge stack`` and its actions."""
-    stack = sub.add_parser("stack", help="start, stop or inspect the embedded local stack (noida-db)")
+    stack = sub.add_parser(
+        "stack", help="start, stop or inspect the embedded local stack (noida-db, moto's S3 server)"
+    )
     actions = stack.add_subparsers(dest="stack_command", metavar="ACTION", required=True)
     for name, fn, text in (
-        ("up", _stack_up, "start noida-db (Kafka + Elasticsearch) in the background"),
-        ("down", _stack_down, "stop it with SIGINT"),
-        ("restart", _stack_restart, "stop it and start it again on the same ports with its data"),
+        ("up", _stack_up, "start noida-db (Kafka + Elasticsearch) and the S3 server in the background"),
+        ("down", _stack_down, "stop them with SIGINT (the S3 server's objects are lost)"),
+        ("restart", _stack_restart, "stop noida-db and start it again on the same ports with its data"),
         ("status", _stack_status, "print where it listens; exit 1 when not running"),
         ("env", _stack_env, 'print its settings as shell exports: eval "$(converge stack env)"'),
     ):
@@ -107,6 +138,16 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
             p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback)")
             p.add_argument("--kafka-port", type=int, default=None, help="default: a free port")
             p.add_argument("--es-port", type=int, default=None, help="default: a free port")
+            p.add_argument("--s3-port", type=int, default=None, help="default: a free port")
+            p.add_argument("--no-s3", action="store_true", help="start no S3 server")
+        if name == "env":
+            p.add_argument(
+                "--dlq-prefix",
+                default="",
+                metavar="PREFIX",
+                help="parked segments go to s3://converge-dlq/PREFIX (default: the bucket's top); "
+                "give each app sharing the stack its own, e.g. its app id",
+            )
         if name in ("status", "env"):
             add_json_flag(p, "print JSON")
         p.set_defaults(func=fn)

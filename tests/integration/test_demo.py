@@ -35,6 +35,9 @@ def test_demo_converges_on_a_small_history(tmp_path: Path) -> None:
     assert line.split()[-2] == "0"
     duplicates = next(x for x in out.stdout.splitlines() if "duplicates and replays" in x)
     assert int(duplicates.split()[-2].replace(",", "")) > 0
+    assert "s3://converge-dlq/activity-platform" in out.stdout
+    objects = next(x for x in out.stdout.splitlines() if "segment objects in the bucket" in x)
+    assert objects.split()[-2] == "0"  # the history parks nothing, so nothing is uploaded
 
 
 def test_demo_reports_divergence_when_the_index_is_corrupted(tmp_path: Path) -> None:
