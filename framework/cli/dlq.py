@@ -28,6 +28,7 @@ from framework.cli.common import (
     load_spec,
     parse_duration,
     print_json,
+    retention_rules,
     window_flags,
 )
 from framework.dlq.health import SegmentHealth
@@ -375,13 +376,29 @@ def _import(args: argparse.Namespace) -> int:
 
 def _cleanup(args: argparse.Namespace) -> int:
     from framework.dlq.lifecycle import cleanup
+    from framework.dlq.retention import RetentionPolicy, expire
+    from framework.settings import Settings, env_setting
 
-    rep = cleanup(_open_store(args), args.grace, dry_run=args.dry_run)
+    store = _open_store(args)
+    policy = args.retention
+    if policy is None:  # the dlq_retention setting (CONVERGE_DLQ_RETENTION)
+        try:
+            policy = RetentionPolicy.parse(Settings.resolve(env_setting("app_id") or "-").dlq_retention)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
     verb = "would delete" if args.dry_run else "deleted"
-    print(f"{verb} {rep.segments} replayed/discarded segments ({_size(rep.bytes)})")
+    old = expire(store, policy, dry_run=args.dry_run)
+    never = f", {old.unreplayed} of them never replayed" if old.unreplayed else ""
+    print(f"{verb} {old.segments} segments past their retention ({old.records} records{never};"
+          f" {_size(old.bytes)}); retention: {policy.describe()}")  # fmt: skip
+    for p in old.partitions():
+        print(f"  {_cell(p.describe(), 200)}")
+    rep = cleanup(store, args.grace, dry_run=args.dry_run)
+    print(f"{verb} {rep.segments} replayed/discarded segments past the grace period ({_size(rep.bytes)})")
     if rep.orphans:
         print(f"{len(rep.orphans)} segment files are not in the index (left in place): {rep.orphans[:5]}")
-    return _report_damage(rep.damaged, "not deleted")
+    kept = {h.segment.id: h for h in (*old.damaged, *rep.damaged)}
+    return _report_damage(list(kept.values()), "not deleted")
 
 
 def _salvage(args: argparse.Namespace) -> int:
@@ -446,6 +463,11 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     add_json_flag(p)
     p = add("salvage", _salvage, "move damaged segments to quarantine/, keeping their readable records",
             filt, status, dry)  # fmt: skip
-    p = add("cleanup", _cleanup, "delete replayed/discarded segments older than the grace period", dry)
+    p = add("cleanup", _cleanup, "delete segments past their retention, and replayed/discarded ones past"
+            " the grace period", dry)  # fmt: skip
     p.add_argument("--grace", type=parse_duration, default=parse_duration("7d"),
                    help="keep marked segments this long (default 7d)")  # fmt: skip
+    p.add_argument("--retention", type=retention_rules, default=None, metavar="RULES",
+                   help="PATTERN=DURATION rules, e.g. orders=30d,*/*/*/Timeout=7d, or forever (default:"
+                        " CONVERGE_DLQ_RETENTION, else forever); deletes segments of any status but open"
+                        " whose newest record is older")  # fmt: skip
