@@ -135,8 +135,7 @@ def expire(store: DeadLetterStore, policy: RetentionPolicy, *, dry_run: bool = F
     if not dry_run:
         for p in report.partitions():
             if p.unreplayed:
-                log.warning("dead-letter WAL: retention deleted %d never replayed records, of %s",
-                            p.unreplayed, p.describe())  # fmt: skip
+                log.warning("dead-letter WAL: retention deleted records never replayed: %s", p.describe())
             else:
                 log.info("dead-letter WAL: retention deleted %s", p.describe())
     return report
