@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from framework.core.retention_policy import RetentionPolicy
+from framework.core.dlq_retention import DeadLetterRetention
 
 __all__ = ["Settings", "ENV", "env_setting"]
 
@@ -80,7 +80,7 @@ class Settings:
       partition: comma-separated ``PATTERN=DURATION`` rules such as ``orders=30d,*/*/*/Timeout=7d``,
       PATTERN ``pipeline[/event_type[/stage[/error_class]]]`` with ``*`` for any part, DURATION
       like ``12h``, ``30d`` or ``forever``; the most specific matching rule wins, and a partition
-      no rule matches is kept forever (``framework.core.retention_policy``)
+      no rule matches is kept forever (``framework.core.dlq_retention``)
     - ``denylist_store``: none; the store holding the erasure deny-list of record, when a
       backfill or ingestion writes into another store (``framework.erasure.record``)
     - ``checkpoints``: none; the checkpoint store URL (``sqlite:///PATH`` or
@@ -213,7 +213,7 @@ def _tombstones(value: Any) -> Tombstones:
 
 def _retention(value: Any) -> str:
     try:
-        RetentionPolicy.parse(str(value))
+        DeadLetterRetention.parse(str(value))
     except ValueError as exc:
         raise ValueError(f"dlq_retention ({ENV['dlq_retention']}): {exc}") from None
     return str(value).strip()

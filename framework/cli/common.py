@@ -30,10 +30,10 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from framework.core import durations
+from framework.core.dlq_retention import DeadLetterRetention
 from framework.core.durations import DURATION_HELP
 from framework.core.errors import ConvergeError
 from framework.core.extras import missing_extra
-from framework.core.retention_policy import RetentionPolicy
 from framework.settings import ENV, env_setting
 
 __all__ = [
@@ -93,10 +93,10 @@ def parse_duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def retention_rules(text: str) -> RetentionPolicy:
-    """The ``dlq_retention`` rules in ``text`` (``RetentionPolicy.parse``); ArgumentTypeError otherwise."""
+def retention_rules(text: str) -> DeadLetterRetention:
+    """The ``dlq_retention`` rules in ``text``; ArgumentTypeError otherwise."""
     try:
-        return RetentionPolicy.parse(text)
+        return DeadLetterRetention.parse(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

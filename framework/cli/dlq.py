@@ -376,14 +376,14 @@ def _import(args: argparse.Namespace) -> int:
 
 def _cleanup(args: argparse.Namespace) -> int:
     from framework.dlq.lifecycle import cleanup
-    from framework.dlq.retention import RetentionPolicy, expire
+    from framework.dlq.retention import DeadLetterRetention, expire
     from framework.settings import Settings, env_setting
 
     store = _open_store(args)
     policy = args.retention
     if policy is None:  # the dlq_retention setting (CONVERGE_DLQ_RETENTION)
         try:
-            policy = RetentionPolicy.parse(Settings.resolve(env_setting("app_id") or "-").dlq_retention)
+            policy = DeadLetterRetention.parse(Settings.resolve(env_setting("app_id") or "-").dlq_retention)
         except ValueError as exc:
             raise UserError(str(exc)) from None
     verb = "would delete" if args.dry_run else "deleted"

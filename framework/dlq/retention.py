@@ -1,7 +1,7 @@
 """Retention of parked events: deleting the segments of a WAL root that are past their partition's retention.
 
 The policy (``dlq_retention``: its rules, the most-specific match, the ``forever`` default) is
-``framework.core.retention_policy.RetentionPolicy``, re-exported here; it lives in the ground
+``framework.core.dlq_retention.DeadLetterRetention``, re-exported here; it lives in the ground
 layer because ``framework.settings`` checks the setting when settings resolve.
 
 ``expire`` deletes every segment that is not open and whose newest record (``last_ts``; an
@@ -19,14 +19,14 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from framework.core.retention_policy import RetentionPolicy, RetentionRule
+from framework.core.dlq_retention import DeadLetterRetention, RetentionRule
 from framework.dlq.health import SegmentHealth
 from framework.dlq.index import SegmentFilter, SegmentInfo, Status
 from framework.dlq.lifecycle import _prune
 from framework.dlq.record import Partition
 from framework.dlq.store import DeadLetterStore
 
-__all__ = ["expire", "ExpiryReport", "Expired", "PartitionExpiry", "RetentionPolicy", "RetentionRule"]
+__all__ = ["expire", "ExpiryReport", "Expired", "PartitionExpiry", "DeadLetterRetention", "RetentionRule"]
 
 log = logging.getLogger("framework.dlq")
 
@@ -102,7 +102,7 @@ def _newest(seg: SegmentInfo) -> float:
     return seg.last_ts if seg.last_ts is not None else seg.created_at
 
 
-def expire(store: DeadLetterStore, policy: RetentionPolicy, *, dry_run: bool = False) -> ExpiryReport:
+def expire(store: DeadLetterStore, policy: DeadLetterRetention, *, dry_run: bool = False) -> ExpiryReport:
     """Delete the non-open segments of ``store`` past their partition's retention (see the module docstring).
 
     Holds ``store.exclusive()``; each segment is read in full first and a damaged one is kept.

@@ -13,7 +13,7 @@ from framework.core.durations import parse_duration
 from framework.dlq import DeadLetterStore, DeadLetterWAL, SegmentFilter, Status
 from framework.dlq.lifecycle import discard
 from framework.dlq.offload import delete_stale
-from framework.dlq.retention import RetentionPolicy, expire
+from framework.dlq.retention import DeadLetterRetention, expire
 from framework.settings import Settings
 from stores.objects.store import ObjectStore
 from tests.dlq.support import FakeClock, rec
@@ -28,7 +28,7 @@ OLD, RECENT, NOW = 1_000.0, 9_000.0, 10_000.0  # with orders=1h, OLD is past ret
 
 def test_rules_parse_with_parts_left_out_as_any() -> None:
     text = " orders=30d, orders/signup/*/Timeout=12h ,*/*/mapper=forever,billing/x=90"
-    policy = RetentionPolicy.parse(text)
+    policy = DeadLetterRetention.parse(text)
     assert [(r.pattern, r.seconds) for r in policy.rules] == [
         (("orders", "*", "*", "*"), 30 * 86400),
         (("orders", "signup", "*", "Timeout"), 12 * HOUR),
@@ -43,7 +43,7 @@ def test_rules_parse_with_parts_left_out_as_any() -> None:
 
 @pytest.mark.parametrize("text", [None, "", "  ", "forever", " forever "])
 def test_no_rule_keeps_every_partition_forever(text: str | None) -> None:
-    policy = RetentionPolicy.parse(text)
+    policy = DeadLetterRetention.parse(text)
     assert policy.rules == ()
     assert policy.retention(("orders", "signup", "mapper", "E")) is None
     assert policy.describe() == "every partition kept forever"
@@ -51,7 +51,7 @@ def test_no_rule_keeps_every_partition_forever(text: str | None) -> None:
 
 def test_the_most_specific_matching_rule_wins_part_by_part_from_the_pipeline() -> None:
     text = "*=1d, */*/*/Timeout=2d, orders=3d, orders/*/*/Timeout=4d, orders/signup=forever"
-    policy = RetentionPolicy.parse(text)
+    policy = DeadLetterRetention.parse(text)
     days = {
         ("billing", "invoice", "sink", "Bad"): 1,  # only the catch-all
         ("billing", "invoice", "sink", "Timeout"): 2,
@@ -62,7 +62,7 @@ def test_the_most_specific_matching_rule_wins_part_by_part_from_the_pipeline() -
     for part, want in days.items():
         got = policy.retention(part)
         assert got == (None if want is None else want * 86400), part
-    assert RetentionPolicy.parse("orders=1d").match(("billing", "a", "b", "c")) is None  # kept forever
+    assert DeadLetterRetention.parse("orders=1d").match(("billing", "a", "b", "c")) is None  # kept forever
 
 
 @pytest.mark.parametrize(
@@ -84,14 +84,16 @@ def test_the_most_specific_matching_rule_wins_part_by_part_from_the_pipeline() -
 )
 def test_bad_rules_are_one_line_errors(text: str, says: str) -> None:
     with pytest.raises(ValueError, match=says) as raised:
-        RetentionPolicy.parse(text)
+        DeadLetterRetention.parse(text)
     assert "\n" not in str(raised.value)
 
 
 def test_the_setting_defaults_to_forever_and_a_bad_one_names_its_variable() -> None:
     assert Settings.resolve("app", env={}).dlq_retention == "forever"
     settings = Settings.resolve("app", env={"CONVERGE_DLQ_RETENTION": "orders=30d"})
-    assert RetentionPolicy.parse(settings.dlq_retention).retention(("orders", "a", "b", "c")) == 30 * 86400
+    assert (
+        DeadLetterRetention.parse(settings.dlq_retention).retention(("orders", "a", "b", "c")) == 30 * 86400
+    )
     assert settings.as_env()["CONVERGE_DLQ_RETENTION"] == "orders=30d"
     assert "CONVERGE_DLQ_RETENTION" not in Settings.resolve("app", env={}).as_env()
     with pytest.raises(ValueError, match=r"^dlq_retention \(CONVERGE_DLQ_RETENTION\): rule 'orders=soon'"):
@@ -152,10 +154,10 @@ def test_expire_deletes_what_is_past_retention_and_keeps_open_damaged_recent_and
     with _fill(tmp_path, clock) as wal:
         store = wal.store
         before = _state(tmp_path)
-        dry = expire(store, RetentionPolicy.parse(POLICY), dry_run=True)
+        dry = expire(store, DeadLetterRetention.parse(POLICY), dry_run=True)
         assert _state(tmp_path) == before  # a dry run changes nothing
         with caplog.at_level(logging.INFO, logger="framework.dlq"):
-            rep = expire(store, RetentionPolicy.parse(POLICY))
+            rep = expire(store, DeadLetterRetention.parse(POLICY))
         assert dry == rep
         gone = {"Sealed": Status.SEALED, "Replayed": Status.REPLAYED, "Discarded": Status.DISCARDED}
         assert sorted((e.segment.partition.error_class, e.segment.status) for e in rep.expired) == sorted(
@@ -182,10 +184,14 @@ def test_expire_deletes_what_is_past_retention_and_keeps_open_damaged_recent_and
         assert sum("retention deleted" in r.getMessage() for r in caplog.records) == 3
 
         clock.tick(HOUR)  # Recent is past retention now; forever, unmatched and open segments are not
-        again = expire(store, RetentionPolicy.parse(POLICY))
+        again = expire(store, DeadLetterRetention.parse(POLICY))
         assert [e.segment.partition.error_class for e in again.expired] == ["Recent"]
         nothing = type(rep)()
-        assert expire(store, RetentionPolicy.parse("forever")) == expire(store, RetentionPolicy()) == nothing
+        assert (
+            expire(store, DeadLetterRetention.parse("forever"))
+            == expire(store, DeadLetterRetention())
+            == nothing
+        )
 
 
 def test_expire_deletes_an_uploaded_segment_and_the_writer_then_its_object(
@@ -199,7 +205,7 @@ def test_expire_deletes_an_uploaded_segment_and_the_writer_then_its_object(
             assert wal.rotate_sync(force=True) == 1  # sealed, uploaded, local copy removed
             (seg,) = wal.segments()
             assert not wal.store.abspath(seg).exists() and len(list(objects.list())) == 1
-            rep = expire(wal.store, RetentionPolicy.parse("*=1h"))
+            rep = expire(wal.store, DeadLetterRetention.parse("*=1h"))
             assert (rep.segments, rep.unreplayed, rep.damaged) == (1, 2, ())  # read back from the bucket
             assert wal.segments() == [] and not wal.store.abspath(seg).exists()
             assert delete_stale(wal.store, objects) == 1

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from framework.core.durations import DURATION_HELP, parse_duration
 
-__all__ = ["RetentionPolicy", "RetentionRule", "FOREVER", "ANY"]
+__all__ = ["DeadLetterRetention", "RetentionRule", "FOREVER", "ANY"]
 
 FOREVER = "forever"
 ANY = "*"
@@ -77,13 +77,13 @@ class RetentionRule:
 
 
 @dataclass(frozen=True)
-class RetentionPolicy:
+class DeadLetterRetention:
     """The retention rules of every partition; see the module docstring for the syntax and the match."""
 
     rules: tuple[RetentionRule, ...] = ()
 
     @classmethod
-    def parse(cls, text: str | None) -> RetentionPolicy:
+    def parse(cls, text: str | None) -> DeadLetterRetention:
         """The policy written as ``text`` (None, empty or ``forever``: keep everything); ValueError."""
         raw = (text or "").strip()
         if raw in ("", FOREVER):
