@@ -391,8 +391,8 @@ def _cleanup(args: argparse.Namespace) -> int:
     never = f", {old.unreplayed} of them never replayed" if old.unreplayed else ""
     print(f"{verb} {old.segments} segments past their retention ({old.records} records{never};"
           f" {_size(old.bytes)}); retention: {policy.describe()}")  # fmt: skip
-    for p in old.partitions():
-        print(f"  {_cell(p.describe(), 200)}")
+    for p in old.partitions():  # labels come from event data: no markup, no control characters
+        _console().print(f"  {_cell(p.describe(), 1000)}", soft_wrap=True)
     rep = cleanup(store, args.grace, dry_run=args.dry_run)
     print(f"{verb} {rep.segments} replayed/discarded segments past the grace period ({_size(rep.bytes)})")
     if rep.orphans:
