@@ -394,7 +394,9 @@ def _cleanup(args: argparse.Namespace) -> int:
     for p in old.partitions():  # labels come from event data: no markup, no control characters
         _console().print(f"  {_cell(p.describe(), 1000)}", soft_wrap=True)
     rep = cleanup(store, args.grace, dry_run=args.dry_run)
-    print(f"{verb} {rep.segments} replayed/discarded segments past the grace period ({_size(rep.bytes)})")
+    both = "; a dry run counts those also past their retention twice" if args.dry_run and old.segments else ""
+    print(f"{verb} {rep.segments} replayed/discarded segments past the grace period"
+          f" ({_size(rep.bytes)}{both})")  # fmt: skip
     if rep.orphans:
         print(f"{len(rep.orphans)} segment files are not in the index (left in place): {rep.orphans[:5]}")
     kept = {h.segment.id: h for h in (*old.damaged, *rep.damaged)}

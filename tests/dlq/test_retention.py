@@ -251,6 +251,7 @@ def test_cleanup_applies_the_retention_of_the_flag_or_the_environment(
     assert "would delete 2 segments past their retention (4 records, 4 of them never replayed;" in out
     line = "orders/order_created/mapper/E0: 1 segments, 2 records (2 never replayed) (rule orders/*/*/*=30d)"
     assert line in out
+    assert "would delete 0 replayed/discarded segments past the grace period" in out
     assert _classes(root) == everything
 
     monkeypatch.setenv("CONVERGE_DLQ_RETENTION", "orders/*/*/E1=12h")
