@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from framework.core.dlq_retention import DeadLetterRetention
+
 __all__ = ["Settings", "ENV", "env_setting"]
 
 Tombstones = Literal["native", "document"]
@@ -34,6 +36,7 @@ ENV: dict[str, str] = {
     "dlq_s3_region": "CONVERGE_DLQ_S3_REGION",
     "dlq_s3_access_key": "CONVERGE_DLQ_S3_ACCESS_KEY",
     "dlq_s3_secret_key": "CONVERGE_DLQ_S3_SECRET_KEY",
+    "dlq_retention": "CONVERGE_DLQ_RETENTION",
     "denylist_store": "CONVERGE_DENYLIST_STORE",
     "checkpoints": "CONVERGE_CHECKPOINTS",
     "job_locks": "CONVERGE_JOB_LOCKS",
@@ -73,6 +76,11 @@ class Settings:
     - ``dlq_s3_access_key``: none (boto3's default credentials: an instance role or its
       config files); the access key id for ``dlq_objects``
     - ``dlq_s3_secret_key``: none; the secret key for ``dlq_objects``, never printed
+    - ``dlq_retention``: ``forever``; how long ``converge dlq cleanup`` keeps parked events, per
+      partition: comma-separated ``PATTERN=DURATION`` rules such as ``orders=30d,*/*/*/Timeout=7d``,
+      PATTERN ``pipeline[/event_type[/stage[/error_class]]]`` with ``*`` for any part, DURATION
+      like ``12h``, ``30d`` or ``forever``; the most specific matching rule wins, and a partition
+      no rule matches is kept forever (``framework.core.dlq_retention``)
     - ``denylist_store``: none; the store holding the erasure deny-list of record, when a
       backfill or ingestion writes into another store (``framework.erasure.record``)
     - ``checkpoints``: none; the checkpoint store URL (``sqlite:///PATH`` or
@@ -106,6 +114,7 @@ class Settings:
     dlq_s3_region: str | None = None
     dlq_s3_access_key: str | None = dataclasses.field(default=None, repr=False)
     dlq_s3_secret_key: str | None = dataclasses.field(default=None, repr=False)
+    dlq_retention: str = "forever"
     denylist_store: str | None = None
     checkpoints: str | None = None
     job_locks: str | None = None
@@ -152,6 +161,7 @@ class Settings:
             web_port=None if get("web_port") is None else _int(get("web_port"), "web_port", minimum=0),
             dlq_root=Path(get("dlq_root") or data_dir / "dlq"),
             denylist_store=get("denylist_store"),
+            dlq_retention=_retention(get("dlq_retention") or "forever"),
             **{name: get(name) for name in _OPTIONAL if get(name) is not None},
             debug=get("debug") in (True, "1"),
         )
@@ -199,6 +209,14 @@ def _tombstones(value: Any) -> Tombstones:
     if value == "document":
         return "document"
     raise ValueError(f"es_tombstones ({ENV['es_tombstones']}): 'native' or 'document', not {value!r}")
+
+
+def _retention(value: Any) -> str:
+    try:
+        DeadLetterRetention.parse(str(value))
+    except ValueError as exc:
+        raise ValueError(f"dlq_retention ({ENV['dlq_retention']}): {exc}") from None
+    return str(value).strip()
 
 
 def _int(value: Any, name: str, minimum: int) -> int:

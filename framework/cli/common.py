@@ -1,6 +1,7 @@
 """What the ``converge`` commands share: parent parsers of the common flags (``--app``, stores,
-checkpoints, locks, ``--json``, times), time and duration arguments, ``MODULE:ATTR`` loading,
-the app's settings from the flags, ``--json`` output, the one-line errors and the error wrapper.
+checkpoints, locks, ``--json``, times), time, duration and retention-rule arguments, ``MODULE:ATTR``
+loading, the app's settings from the flags, ``--json`` output, the one-line errors and the error
+wrapper.
 
 Times: ONE rule for every ``--since``/``--until``: an ISO-8601 time (UTC
 unless it carries an offset), epoch seconds, or a time relative to now
@@ -22,13 +23,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
+from framework.core import durations
+from framework.core.dlq_retention import DeadLetterRetention
+from framework.core.durations import DURATION_HELP
 from framework.core.errors import ConvergeError
 from framework.core.extras import missing_extra
 from framework.settings import ENV, env_setting
@@ -53,6 +56,7 @@ __all__ = [
     "parse_time",
     "time_arg",
     "parse_duration",
+    "retention_rules",
     "load_spec",
     "add_json_flag",
     "print_json",
@@ -60,15 +64,13 @@ __all__ = [
     "one_line",
     "leaf_prog",
     "DEBUG_ENV",
+    "DURATION_HELP",
 ]
 
 #: Set to 1 to see tracebacks instead of one-line errors.
 DEBUG_ENV = ENV["debug"]
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 #: Epoch seconds beyond this (the year 5138) are taken for milli- or microseconds by mistake.
 _MAX_EPOCH_SECONDS = 1e11
-DURATION_HELP = "e.g. 90, 30s, 15m, 2h, 7d"
 TIME_HELP = "ISO-8601 (UTC unless it has an offset), epoch seconds, or e.g. 30m ago, 2h ago, 7d ago"
 
 
@@ -85,17 +87,18 @@ class CliParser(argparse.ArgumentParser):
 
 def parse_duration(text: str) -> float:
     """Seconds in ``90``, ``30s``, ``15m``, ``2h``, ``7d`` or ``1w``; ArgumentTypeError otherwise."""
-    raw = str(text).strip()
     try:
-        seconds = float(raw)
-    except ValueError:
-        m = _DURATION.fullmatch(raw)
-        if not m:
-            raise argparse.ArgumentTypeError(f"not a duration: {text!r} ({DURATION_HELP})") from None
-        seconds = float(m.group(1)) * _UNIT[m.group(2)]
-    if seconds < 0 or seconds != seconds or seconds == float("inf"):
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (a non-negative number of seconds)")
-    return seconds
+        return durations.parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def retention_rules(text: str) -> DeadLetterRetention:
+    """The ``dlq_retention`` rules in ``text``; ArgumentTypeError otherwise."""
+    try:
+        return DeadLetterRetention.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def parse_time(text: str, now: float | None = None) -> float:

@@ -35,6 +35,7 @@ from framework.cli.common import (
     load_spec,
     parse_duration,
     print_json,
+    retention_rules,
     window_flags,
 )
 from framework.dlq.health import SegmentHealth
@@ -213,6 +214,8 @@ def _changing(
 
 
 _LABELS = ("pipeline", "event_type", "stage", "error_class")
+_MARKED = (Status.REPLAYED, Status.DISCARDED)
+_NOT_OPEN = (Status.SEALED, *_MARKED)
 
 
 def _damage_caption(health: list[SegmentHealth]) -> str:
@@ -300,9 +303,11 @@ def _verify(where: _Where, args: argparse.Namespace) -> int:
         n = sum(h.unreadable for h in bad)
         for name in orphans:
             print(f"ORPHAN {name}: a segment object without a manifest (a writer stopped between the two"
-                  " puts); converge dlq salvage adopts it")  # fmt: skip
-        print(f"{len(health)} segments checked: {len(bad)} damaged, {n} unreadable records"
-              + (f"; {len(orphans)} segment objects without a manifest" if orphans else ""))
+                  " puts; its next pass tracks it)")  # fmt: skip
+        print(
+            f"{len(health)} segments checked: {len(bad)} damaged, {n} unreadable records"
+            + (f"; {len(orphans)} segment objects without a manifest" if orphans else "")
+        )
     return 1 if bad or orphans else 0
 
 
@@ -455,18 +460,42 @@ def _import(where: _Where, args: argparse.Namespace) -> int:
 
 def _cleanup(where: _Where, args: argparse.Namespace) -> int:
     from framework.dlq.lifecycle import cleanup
+    from framework.dlq.retention import DeadLetterRetention, expire, past_retention
+    from framework.settings import Settings, env_setting
 
+    policy = args.retention
+    if policy is None:  # the dlq_retention setting (CONVERGE_DLQ_RETENTION)
+        try:
+            policy = DeadLetterRetention.parse(Settings.resolve(env_setting("app_id") or "-").dlq_retention)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
     if args.dry_run:
+        old = expire(where.store, policy, dry_run=True)
         rep = cleanup(where.store, args.grace, dry_run=True)
     else:
-        with _changing(where, SegmentFilter(statuses=(Status.REPLAYED, Status.DISCARDED))) as store:
+        now = where.store.clock()
+        names = [
+            s.path
+            for s in where.store.segments(SegmentFilter(statuses=_NOT_OPEN))
+            if past_retention(policy, s, now) or (s.status in _MARKED and s.status_at <= now - args.grace)
+        ]
+        with _changing(where, SegmentFilter(statuses=_NOT_OPEN), names=names) as store:
+            old = expire(store, policy)
             rep = cleanup(store, args.grace)
     verb = "would delete" if args.dry_run else "deleted"
-    print(f"{verb} {rep.segments} replayed/discarded segments ({_size(rep.bytes)})")
+    never = f", {old.unreplayed} of them never replayed" if old.unreplayed else ""
+    print(f"{verb} {old.segments} segments past their retention ({old.records} records{never};"
+          f" {_size(old.bytes)}); retention: {policy.describe()}")  # fmt: skip
+    for p in old.partitions():  # labels come from event data: no markup, no control characters
+        _console().print(f"  {_cell(p.describe(), 1000)}", soft_wrap=True)
+    both = "; a dry run counts those also past their retention twice" if args.dry_run and old.segments else ""
+    print(f"{verb} {rep.segments} replayed/discarded segments past the grace period"
+          f" ({_size(rep.bytes)}{both})")  # fmt: skip
     orphans = rep.orphans if where.view is None else where.view.orphans()
     if orphans:
         print(f"{len(orphans)} segment files are not in the index (left in place): {orphans[:5]}")
-    return max(_report_damage(rep.damaged, "not deleted"), where.status(0))
+    kept = {h.segment.id: h for h in (*old.damaged, *rep.damaged)}
+    return max(_report_damage(list(kept.values()), "not deleted"), where.status(0))
 
 
 def _salvage(where: _Where, args: argparse.Namespace) -> int:
@@ -541,6 +570,11 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     add_json_flag(p)
     p = add("salvage", _salvage, "move damaged segments to quarantine/, keeping their readable records",
             filt, status, dry)  # fmt: skip
-    p = add("cleanup", _cleanup, "delete replayed/discarded segments older than the grace period", dry)
+    p = add("cleanup", _cleanup, "delete segments past their retention, and replayed/discarded ones past"
+            " the grace period", dry)  # fmt: skip
     p.add_argument("--grace", type=parse_duration, default=parse_duration("7d"),
                    help="keep marked segments this long (default 7d)")  # fmt: skip
+    p.add_argument("--retention", type=retention_rules, default=None, metavar="RULES",
+                   help="PATTERN=DURATION rules, e.g. orders=30d,*/*/*/Timeout=7d, or forever (default:"
+                        " CONVERGE_DLQ_RETENTION, else forever); deletes segments of any status but open"
+                        " whose newest record is older")  # fmt: skip

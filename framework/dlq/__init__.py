@@ -2,7 +2,7 @@
 
 See ``wal.py`` for writing (``DeadLetterWAL.park``), ``store.py`` for reading,
 ``health.py`` (damaged segments), ``replay.py``, ``lifecycle.py`` (discard,
-cleanup, salvage) and ``export.py``.
+cleanup, salvage), ``retention.py`` (segments past their retention) and ``export.py``.
 """
 
 from framework.dlq.health import SegmentHealth
