@@ -303,7 +303,7 @@ def _verify(where: _Where, args: argparse.Namespace) -> int:
         n = sum(h.unreadable for h in bad)
         for name in orphans:
             print(f"ORPHAN {name}: a segment object without a manifest (a writer stopped between the two"
-                  " puts; its next pass tracks it)")  # fmt: skip
+                  " puts); converge dlq salvage adopts it")  # fmt: skip
         print(
             f"{len(health)} segments checked: {len(bad)} damaged, {n} unreadable records"
             + (f"; {len(orphans)} segment objects without a manifest" if orphans else "")
@@ -502,6 +502,16 @@ def _salvage(where: _Where, args: argparse.Namespace) -> int:
     from framework.dlq.lifecycle import salvage
 
     flt = _filter(args, None)
+    left = 0
+    if where.view is not None:
+        orphans = where.view.orphans()
+        if args.dry_run:
+            print(f"would adopt {len(orphans)} segment objects without a manifest")
+        else:
+            adopted = where.view.adopt(orphans)
+            left = len(orphans) - len(adopted)
+            print(f"adopted {len(adopted)} segment objects without a manifest"
+                  + (f"; {left} could not be read (see the log)" if left else ""))  # fmt: skip
     if args.dry_run:
         done = salvage(where.store, flt, dry_run=True)
     else:
@@ -514,7 +524,7 @@ def _salvage(where: _Where, args: argparse.Namespace) -> int:
         kept = f"{h.readable} readable records kept" + (f" in {s.new_path}" if s.new_path else "")
         print(f"{verb} {h.describe()}; {kept}; damaged file -> {s.quarantined}")
     print(f"{verb} {len(done)} damaged segments")
-    return where.status(0)
+    return where.status(left)
 
 
 def _run(fn: Callable[[_Where, argparse.Namespace], int], args: argparse.Namespace) -> int:

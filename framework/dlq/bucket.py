@@ -20,6 +20,7 @@ publishing is sent again by the next one (at least once, as on a local root).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import tempfile
 import time
@@ -31,6 +32,8 @@ from pathlib import Path
 from framework.dlq.index import SegmentFilter, SegmentInfo, Status, Upload
 from framework.dlq.leases import DEFAULT_LEASE_S, Busy, Leases
 from framework.dlq.offload import origin, upload_segment
+from framework.dlq.record import Partition
+from framework.dlq.segment import SegmentReader
 from framework.dlq.store import DeadLetterStore
 from framework.dlq.tracker import Manifest, Tracker, moved
 from stores.objects.error_map import DamagedObjectError
@@ -110,6 +113,41 @@ class BucketView:
     def orphans(self) -> list[str]:
         """Segment objects without a manifest (listed by ``verify``; never deleted by converge)."""
         return self.tracker.orphans()
+
+    def adopt(self, names: Iterable[str]) -> list[str]:
+        """Track the orphan segment objects ``names`` as sealed, from their own header and records.
+
+        An orphan is a writer's upload whose manifest was never created (it stopped between the
+        two puts, and may be gone). One whose header cannot be read, or that a writer tracked
+        meanwhile, is left as it is. Returns the names adopted.
+        """
+        adopted = []
+        for name in names:
+            try:
+                data = self.objects.get(name)
+            except (FileNotFoundError, DamagedObjectError) as exc:
+                log.error("dead-letter segment object %s not adopted: %s", name, exc)
+                continue
+            path = self.root / "adopt" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            r = SegmentReader(path, quiet=True).scan()
+            if r.header is None:
+                log.error("dead-letter segment object %s not adopted: no readable segment header", name)
+                continue
+            try:
+                part = Partition(*(str(r.header[k]) for k in Partition._fields))
+            except KeyError:
+                log.error("dead-letter segment object %s not adopted: its header names no partition", name)
+                continue
+            now = self.clock()
+            created = r.header.get("created_at")
+            m = Manifest(name, part, Status.SEALED, r.count, len(data), r.first_ts, r.last_ts, r.first_lsn,
+                         r.last_lsn, float(created) if isinstance(created, int | float) else now, now,
+                         hashlib.sha256(data).hexdigest(), f"adopted by {self.leases.holder}")  # fmt: skip
+            if self.tracker.create(m):
+                adopted.append(name)
+        return adopted
 
     @contextmanager
     def claim(self, flt: SegmentFilter | None = None, names: Iterable[str] | None = None) -> Iterator[Claim]:

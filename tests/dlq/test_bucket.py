@@ -17,6 +17,7 @@ from framework.dlq.bucket import QUARANTINE_PREFIX, BucketView
 from framework.dlq.erase import drop_parked
 from framework.dlq.leases import Busy, Lease, Leases
 from framework.dlq.lifecycle import cleanup, discard, salvage
+from framework.dlq.offload import upload_segment
 from framework.dlq.tracker import Tracker
 from stores.objects.error_map import ChangedObjectError
 from stores.objects.store import ObjectStore
@@ -199,3 +200,25 @@ def test_an_unreadable_manifest_and_an_orphan_are_reported(tmp_path: Path, objec
         assert list(view.unreadable) == ["segments/x/y/z/w/0-1.seg"]
         assert view.orphans() == ["segments/x/y/z/w/9-9.seg"]
         assert _offsets(view) == [0]
+
+
+def test_salvage_adopts_an_orphan_segment_object(tmp_path: Path, objects: ObjectStore) -> None:
+    wal = DeadLetterWAL(tmp_path / "a", objects=objects)
+    for i in range(3):
+        wal.park_sync(rec(i, parked_at=1000.0 + i))
+    wal._seal(rec(0).partition_key, 0.0)
+    (seg,) = wal.segments()
+    assert upload_segment(wal.store, objects, seg) is not None  # the host died before the manifest
+    objects.put("segments/x/y/z/w/9-9.seg", b"not a segment")
+    with BucketView(objects) as view:
+        assert view.store.segments() == []
+        assert sorted(view.orphans()) == [seg.path, "segments/x/y/z/w/9-9.seg"]
+        assert view.adopt(view.orphans()) == [seg.path]
+    with BucketView(objects) as view:
+        (got,) = view.store.segments()
+        assert (got.path, got.partition, got.count, got.first_lsn, got.last_lsn) == (
+            seg.path, seg.partition, 3, 1, 3,
+        )  # fmt: skip
+        assert _offsets(view) == [0, 1, 2] and not view.store.check_all()[0].damaged
+        assert view.orphans() == ["segments/x/y/z/w/9-9.seg"]  # never deleted by converge
+    wal.close()

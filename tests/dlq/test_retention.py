@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from framework.cli import main
 from framework.core.durations import parse_duration
 from framework.dlq import DeadLetterStore, DeadLetterWAL, SegmentFilter, Status
+from framework.dlq.bucket import BucketView
 from framework.dlq.lifecycle import discard
-from framework.dlq.offload import delete_stale
 from framework.dlq.retention import DeadLetterRetention, expire
 from framework.settings import Settings
 from stores.objects.store import ObjectStore
@@ -194,7 +193,7 @@ def test_expire_deletes_what_is_past_retention_and_keeps_open_damaged_recent_and
         )
 
 
-def test_expire_deletes_an_uploaded_segment_and_the_writer_then_its_object(
+def test_expire_in_a_claim_deletes_uploaded_segments_objects_and_manifests(
     tmp_path: Path, converge_s3: str
 ) -> None:
     objects: ObjectStore = _objects(converge_s3)
@@ -202,76 +201,16 @@ def test_expire_deletes_an_uploaded_segment_and_the_writer_then_its_object(
         clock = FakeClock(NOW)
         with DeadLetterWAL(tmp_path, clock=clock, objects=objects) as wal:
             _park(wal, "Sealed", 2, OLD)
-            assert wal.rotate_sync(force=True) == 1  # sealed, uploaded, local copy removed
-            (seg,) = wal.segments()
-            assert not wal.store.abspath(seg).exists() and len(list(objects.list())) == 1
-            rep = expire(wal.store, DeadLetterRetention.parse("*=1h"))
+            _park(wal, "Kept", 1, NOW)
+            assert wal.rotate_sync(force=True) == 2  # sealed, uploaded, tracked, forgotten locally
+            assert wal.segments() == [] and len(list(objects.list("segments/"))) == 2
+        with BucketView(objects, clock=clock) as view:
+            with view.claim() as claim:
+                rep = expire(claim.store, DeadLetterRetention.parse("*=1h"))
             assert (rep.segments, rep.unreplayed, rep.damaged) == (1, 2, ())  # read back from the bucket
-            assert wal.segments() == [] and not wal.store.abspath(seg).exists()
-            assert delete_stale(wal.store, objects) == 1
-            assert list(objects.list()) == []
+            assert claim.published.removed == 1
+        with BucketView(objects, clock=clock) as view:
+            assert [s.partition.error_class for s in view.store.segments()] == ["Kept"]
+        assert len(list(objects.list("segments/"))) == len(list(objects.list("tracker/"))) == 1
     finally:
         objects.close()
-
-
-# -- the command -----------------------------------------------------------------------------------
-
-
-def _fill_cli(root: Path) -> None:
-    clock = FakeClock(1_700_000_000.0)  # November 2023: years before the test runs
-    with DeadLetterWAL(root, clock=clock) as wal:
-        for i in range(6):
-            clock.tick(60)
-            wal.park_sync(rec(i, pipeline="orders" if i < 4 else "billing", error_class=f"E{i % 2}"))
-
-
-def _classes(root: Path) -> list[tuple[str, str]]:
-    store = DeadLetterStore(root)
-    try:
-        return sorted((s.partition.pipeline, s.partition.error_class) for s in store.segments())
-    finally:
-        store.close()
-
-
-def test_cleanup_applies_the_retention_of_the_flag_or_the_environment(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    root = tmp_path / "wal"
-    _fill_cli(root)
-    monkeypatch.delenv("CONVERGE_DLQ_RETENTION", raising=False)
-    everything = [("billing", "E0"), ("billing", "E1"), ("orders", "E0"), ("orders", "E1")]
-
-    assert main(["dlq", "cleanup", "--root", str(root)]) == 0  # the default: forever
-    out = capsys.readouterr().out
-    assert "deleted 0 segments past their retention" in out and "every partition kept forever" in out
-    assert _classes(root) == everything
-
-    assert main(["dlq", "cleanup", "--root", str(root), "--retention", "orders=30d", "--dry-run"]) == 0
-    out = capsys.readouterr().out
-    assert "would delete 2 segments past their retention (4 records, 4 of them never replayed;" in out
-    line = "orders/order_created/mapper/E0: 1 segments, 2 records (2 never replayed) (rule orders/*/*/*=30d)"
-    assert line in out
-    assert "would delete 0 replayed/discarded segments past the grace period" in out
-    assert _classes(root) == everything
-
-    monkeypatch.setenv("CONVERGE_DLQ_RETENTION", "orders/*/*/E1=12h")
-    assert main(["dlq", "cleanup", "--root", str(root)]) == 0
-    assert "deleted 1 segments past their retention (2 records" in capsys.readouterr().out
-    assert _classes(root) == [("billing", "E0"), ("billing", "E1"), ("orders", "E0")]
-
-    assert main(["dlq", "cleanup", "--root", str(root), "--retention", "forever"]) == 0  # the flag wins
-    assert _classes(root) == [("billing", "E0"), ("billing", "E1"), ("orders", "E0")]
-    capsys.readouterr()
-
-    monkeypatch.setenv("CONVERGE_DLQ_RETENTION", "orders=soon")
-    assert main(["dlq", "cleanup", "--root", str(root)]) == 2
-    err = capsys.readouterr().err
-    said = "converge dlq cleanup: error: dlq_retention (CONVERGE_DLQ_RETENTION): rule 'orders=soon'"
-    assert err.startswith(said)
-    assert err.count("\n") == 1
-    with pytest.raises(SystemExit) as usage:
-        main(["dlq", "cleanup", "--root", str(root), "--retention", "orders"])
-    assert usage.value.code == 2
-    err = capsys.readouterr().err
-    assert "argument --retention: rule 'orders': expected PATTERN=DURATION" in err and err.count("\n") == 1
-    assert _classes(root) == [("billing", "E0"), ("billing", "E1"), ("orders", "E0")]

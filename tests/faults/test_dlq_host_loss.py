@@ -1,0 +1,121 @@
+"""A worker's host is lost right after it parked events: with ``dlq_durability = uploaded`` every
+parked event is in the bucket, listed, replayed and cleaned up from another host's view.
+
+Each example app's worker runs on the embedded stack with the embedded S3 server. Malformed
+messages (parked at the parse stage) go to one of its topics; once the worker has committed
+every offset of that topic it is killed with SIGKILL and its data directory deleted at once.
+`converge dlq` then runs here, with only the object-storage settings: no local WAL exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from framework.cli import main
+from framework.kafka_admin import ensure_topics, produce, wait_drained
+from framework.local_s3 import DLQ_BUCKET, dlq_env
+from framework.local_stack import StackInfo
+from framework.settings import ENV
+from framework.worker.loading import load_converge_app
+from framework.worker.processes import start_worker
+from stores.objects.store import ObjectStore
+from tests.dlq.kafka_support import new_topic, read_topic
+from tests.support.fault_figures import FaultFigures
+
+pytestmark = pytest.mark.faults
+
+APPS = {
+    "support-desk": "examples.support_desk.app:app",
+    "activity-platform": "examples.activity_platform.app:app",
+}
+BAD = 12
+
+
+@pytest.mark.parametrize("name", sorted(APPS))
+def test_parked_events_survive_the_loss_of_their_host(
+    name: str,
+    stack: StackInfo,
+    converge_s3: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    report: Callable[[FaultFigures], None],
+) -> None:
+    started = time.monotonic()
+    spec = APPS[name]
+    app = load_converge_app(spec)
+    run = uuid.uuid4().hex[:10]
+    app_id, prefix = f"{name}-{run}", f"host-loss/{run}"
+    broker = f"kafka://{stack.kafka_bootstrap}"
+    topics = app.topics()
+    asyncio.run(ensure_topics(broker, {t: 4 for t in topics}))
+    topic = sorted(topics)[0]
+    bad = [(f"{run}-{i}".encode(), b'{"event_id": "%s-%d", broken' % (run.encode(), i)) for i in range(BAD)]
+    objects = ObjectStore(
+        f"s3://{DLQ_BUCKET}/{prefix}", endpoint=converge_s3, access_key="test", secret_key="test"
+    )
+    objects.ensure_bucket()
+    s3_env = dlq_env(converge_s3, prefix)
+    env = {
+        "CONVERGE_WIDE_STORE": f"sqlite:///{(tmp_path / 'wide.db').resolve()}",
+        "CONVERGE_ES_URL": stack.es_url,
+        "CONVERGE_ES_TOMBSTONES": "document",
+        "CONVERGE_APP_ID": app_id,
+        "CONVERGE_PARTITIONS": "4",
+        ENV["dlq_durability"]: "uploaded",
+        **s3_env,
+    }
+    data = tmp_path / "host-a"
+    worker = start_worker(spec, data, broker, env)
+    try:
+        asyncio.run(produce(broker, topic, bad))
+        drained = asyncio.run(wait_drained(broker, app_id, topic, timeout=180))
+        log = (data / "worker.log").read_text(errors="replace")[-4000:]
+        assert drained, f"{topic} not drained by {app_id}\n{log}"
+    finally:
+        if worker.poll() is None:
+            os.kill(worker.pid, signal.SIGKILL)  # the host is lost: no stop, no seal, no upload
+        worker.wait(30)
+    shutil.rmtree(data)  # and its disk with it
+
+    for key, value in s3_env.items():  # another host: only the object-storage settings
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("CONVERGE_DATA_DIR", raising=False)
+    capsys.readouterr()
+    assert main(["dlq", "show", "--json", "--limit", "1000"]) == 0
+    shown = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    ours = [r for r in shown if r["key"] is not None]
+    keys = sorted(_b64(r["key"]) for r in ours)
+    lost = BAD - len(set(keys) & {k for k, _ in bad})
+    figures = FaultFigures(
+        f"dlq host loss: {name}", kills=1, events=BAD, parked=len(ours), poison=BAD, lost=lost
+    )
+    figures.seconds = time.monotonic() - started
+    report(figures)
+    assert lost == 0, (keys, log)
+    assert all(r["stage"] == "parse" for r in ours)
+
+    target = asyncio.run(new_topic(stack.kafka_bootstrap, "host-loss-replay"))
+    assert main(["dlq", "replay", "--topic", target, "--broker", stack.kafka_bootstrap]) == 0
+    assert f"replayed {len(shown)} records" in capsys.readouterr().out
+    replayed = asyncio.run(read_topic(stack.kafka_bootstrap, target))
+    assert {v for _, v in bad} <= {r.value for r in replayed}
+    assert main(["dlq", "cleanup", "--grace", "0s"]) == 0
+    assert list(objects.list("segments/")) == [] and list(objects.list("tracker/")) == []
+    objects.close()
+
+
+def _b64(text: str) -> bytes:
+    import base64
+
+    return base64.b64decode(text)
