@@ -279,7 +279,7 @@ class DeadLetterWAL:
     def is_uploaded(self, seg_id: int) -> bool:
         """Segment ``seg_id`` is in object storage: its upload is recorded, or its row is gone
         (a writer forgets the row of a segment once uploaded)."""
-        return self.store.index.get(seg_id) is None or self.store.index.upload(seg_id) is not None
+        return self.store.index.upload(seg_id) is not None or self.store.index.get(seg_id) is None
 
     def flush_sync(self) -> None:
         """Seal every open segment holding records, then run one ``offload`` pass (errors raised).
