@@ -12,11 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from framework.app import App
 from framework.dlq import DeadLetterStore, DeadLetterWAL, Status
 from framework.dlq.segment import SegmentReader
 from framework.local_s3 import LocalS3
 from framework.settings import Settings
+from framework.worker.resources import Resources
 from stores.objects.store import ObjectStore
+from tests.app.toy import NoteAgent
 from tests.dlq.support import rec
 from tests.dlq.test_offload import _objects
 
@@ -147,3 +150,20 @@ def test_the_setting() -> None:
         ValueError, match=r"CONVERGE_DLQ_DURABILITY.*'uploaded' needs dlq_objects \(CONVERGE_DLQ_OBJECTS\)"
     ):
         Settings.resolve("app", env={"CONVERGE_DLQ_DURABILITY": "uploaded"})
+
+
+async def test_a_worker_opens_its_wal_with_the_setting(
+    tmp_path: Path, converge_s3: str, objects: ObjectStore
+) -> None:
+    settings = Settings.resolve(
+        "durable", env={}, data_dir=str(tmp_path), dlq_objects=objects.url, dlq_s3_endpoint=converge_s3,
+        dlq_s3_access_key="test", dlq_s3_secret_key="test", dlq_durability="uploaded",
+    )  # fmt: skip
+    resources = Resources(App("durable", agents=[NoteAgent()]), settings)
+    await resources.open()
+    try:
+        assert resources.dlq is not None and resources.dlq.durability == "uploaded"
+        await resources.dlq.park(rec(0))
+        assert _offsets_in_bucket(objects, tmp_path) == [0]
+    finally:
+        await resources.close()
