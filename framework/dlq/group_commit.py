@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import Callable
 
 from stores.objects.error_map import ObjectStoreError
@@ -24,10 +25,11 @@ log = logging.getLogger("framework.dlq")
 class GroupCommit:
     """Waits until segments are uploaded, sharing ``flush`` calls between concurrent waiters.
 
-    ``flush()`` seals and uploads (blocking; run off the event loop), raising ``ObjectStoreError``
-    or ``OSError`` when the upload failed; ``is_uploaded(seg_id)`` says whether a segment is in
-    object storage. ``target`` names the store in log lines; ``lock`` the lock whose holder makes
-    a pass skip. Delays between failed attempts double from ``first_s`` to ``max_s``.
+    ``flush()`` seals and uploads (blocking; run off the event loop), raising ``ObjectStoreError``,
+    ``OSError`` or ``sqlite3.OperationalError`` (the index stayed busy) when it failed;
+    ``is_uploaded(seg_id)`` says whether a segment is in object storage. ``target`` names the
+    store in log lines; ``lock`` the lock whose holder makes a pass skip. Delays between failed
+    attempts double from ``first_s`` to ``max_s``.
     """
 
     def __init__(
@@ -51,17 +53,17 @@ class GroupCommit:
 
     def _attempt(self, seg_id: int) -> bool:
         """True when ``seg_id`` is uploaded, after a flush if it was not; logs why a flush left it local."""
-        if self._is_uploaded(seg_id):
-            return True
-        self.flushes += 1
         try:
+            if self._is_uploaded(seg_id):
+                return True
+            self.flushes += 1
             self._flush()
-        except (ObjectStoreError, OSError) as exc:
+            if self._is_uploaded(seg_id):
+                return True
+        except (ObjectStoreError, OSError, sqlite3.OperationalError) as exc:
             log.warning("dead-letter WAL: uploading to %s failed, parking waits (retry in %.1f s): %s",
                         self.target, self._delay_s, exc)  # fmt: skip
             return False
-        if self._is_uploaded(seg_id):
-            return True
         log.warning("dead-letter WAL: segment %d is not uploaded yet (another command holds %s, or its "
                     "file is damaged), parking waits (retry in %.1f s)",
                     seg_id, self.lock, self._delay_s)  # fmt: skip
