@@ -16,9 +16,10 @@ from typing import Any, Literal
 
 from framework.core.dlq_retention import DeadLetterRetention
 
-__all__ = ["Settings", "ENV", "env_setting"]
+__all__ = ["Settings", "ENV", "env_setting", "Durability"]
 
 Tombstones = Literal["native", "document"]
+Durability = Literal["local", "uploaded"]
 
 #: Environment variable of each setting.
 ENV: dict[str, str] = {
@@ -32,6 +33,7 @@ ENV: dict[str, str] = {
     "web_port": "CONVERGE_WEB_PORT",
     "dlq_root": "CONVERGE_DLQ_ROOT",
     "dlq_objects": "CONVERGE_DLQ_OBJECTS",
+    "dlq_durability": "CONVERGE_DLQ_DURABILITY",
     "dlq_s3_endpoint": "CONVERGE_DLQ_S3_ENDPOINT",
     "dlq_s3_region": "CONVERGE_DLQ_S3_REGION",
     "dlq_s3_access_key": "CONVERGE_DLQ_S3_ACCESS_KEY",
@@ -71,6 +73,9 @@ class Settings:
     - ``dlq_objects``: none (segments stay in ``dlq_root``); ``s3://BUCKET/PREFIX`` uploads each
       sealed segment there and removes the local copy once the upload is verified
       (``framework.dlq.offload``; the ``s3`` extra)
+    - ``dlq_durability``: ``local``, a parked event counts as finished once fsynced in its local
+      segment; ``uploaded`` (needs ``dlq_objects``) waits until its segment is uploaded and verified
+      (``DeadLetterWAL``)
     - ``dlq_s3_endpoint``: none (AWS S3 itself); the URL of an S3-compatible service
     - ``dlq_s3_region``: none (``us-east-1``), the region of the bucket
     - ``dlq_s3_access_key``: none (boto3's default credentials: an instance role or its
@@ -110,6 +115,7 @@ class Settings:
     web_port: int | None
     dlq_root: Path
     dlq_objects: str | None = None
+    dlq_durability: Durability = "local"
     dlq_s3_endpoint: str | None = None
     dlq_s3_region: str | None = None
     dlq_s3_access_key: str | None = dataclasses.field(default=None, repr=False)
@@ -160,6 +166,7 @@ class Settings:
             partitions=_int(get("partitions") or 4, "partitions", minimum=1),
             web_port=None if get("web_port") is None else _int(get("web_port"), "web_port", minimum=0),
             dlq_root=Path(get("dlq_root") or data_dir / "dlq"),
+            dlq_durability=_durability(get("dlq_durability") or "local", get("dlq_objects")),
             denylist_store=get("denylist_store"),
             dlq_retention=_retention(get("dlq_retention") or "forever"),
             **{name: get(name) for name in _OPTIONAL if get(name) is not None},
@@ -217,6 +224,15 @@ def _retention(value: Any) -> str:
     except ValueError as exc:
         raise ValueError(f"dlq_retention ({ENV['dlq_retention']}): {exc}") from None
     return str(value).strip()
+
+
+def _durability(value: Any, objects: str | None) -> Durability:
+    if value not in ("local", "uploaded"):
+        raise ValueError(f"dlq_durability ({ENV['dlq_durability']}): 'local' or 'uploaded', not {value!r}")
+    if value == "uploaded" and objects is None:
+        raise ValueError(f"dlq_durability ({ENV['dlq_durability']}): 'uploaded' needs dlq_objects "
+                         f"({ENV['dlq_objects']})")  # fmt: skip
+    return "uploaded" if value == "uploaded" else "local"
 
 
 def _int(value: Any, name: str, minimum: int) -> int:

@@ -79,7 +79,7 @@ class _Part:
         self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
 
     def write(self, store: DeadLetterStore, seg: SegmentInfo, status: Status) -> tuple[Path, NewSegment]:
-        path = store.abspath(seg).parent / f"{self.first_lsn:016d}-{uuid.uuid4().hex[:8]}.seg"
+        path = store.abspath(seg).parent / f"{self.first_lsn:016d}-{uuid.uuid4().hex[:16]}.seg"
         w = SegmentWriter.create(path, seg.partition, seg.created_at)
         try:
             size = w.append(b"".join(self.lines))

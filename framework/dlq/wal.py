@@ -9,6 +9,10 @@ after recounting them from their files; a torn last line past the bytes the
 index recorded as durable was never acknowledged (its event is redelivered), so
 it is cut off rather than left as damage. Damage anywhere else stays in the
 file and is reported (see ``health.py``).
+
+With ``durability="uploaded"`` (and object storage) the async ``park`` returns only once
+the record's segment is uploaded and verified: a group commit that seals the open segments
+and runs one upload pass for every parker waiting at that moment.
 """
 
 from __future__ import annotations
@@ -27,15 +31,17 @@ from pathlib import Path
 from typing import TypeVar
 
 from framework.core.errors import ConvergeError
+from framework.dlq.group_commit import GroupCommit
 from framework.dlq.index import NewSegment, SegmentFilter, SegmentInfo, Status
 from framework.dlq.names import partition_dir
-from framework.dlq.offload import offload_quietly
+from framework.dlq.offload import offload, offload_quietly
 from framework.dlq.record import ParkedRecord, Partition, record_to_json
 from framework.dlq.segment import SegmentReader, SegmentWriter, encode_line
 from framework.dlq.store import DeadLetterStore, Entry
+from framework.settings import Durability
 from stores.objects.store import ObjectStore
 
-__all__ = ["DeadLetterWAL", "WALLockedError", "recover_open", "seal_abandoned"]
+__all__ = ["Appended", "DeadLetterWAL", "WALLockedError", "recover_open", "seal_abandoned"]
 
 log = logging.getLogger("framework.dlq")
 
@@ -138,6 +144,14 @@ def seal_abandoned(store: DeadLetterStore) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class Appended:
+    """Where ``append_sync`` put a record: its log sequence number and its segment's id."""
+
+    lsn: int
+    segment_id: int
+
+
 @dataclass
 class _Open:
     id: int
@@ -152,7 +166,21 @@ class _Open:
 
 
 class DeadLetterWAL:
-    """Durable parking of events, partitioned by (pipeline, event type, stage, error class)."""
+    """Durable parking of events, partitioned by (pipeline, event type, stage, error class).
+
+    ``durability`` says when the async ``park`` returns, so when the runtime may acknowledge:
+
+    - ``local`` (default): once the record is fsynced in the open segment. Parking costs one
+      fsync; the records of segments not uploaded yet (all of them without ``objects``) are
+      lost with the host's disk.
+    - ``uploaded`` (needs ``objects``): once the segment holding the record is uploaded and
+      verified. Parkers share flushes: one seals every open segment holding records and runs
+      one ``offload`` pass, so each flush costs a put and a head per partition with records,
+      and leaves many small segments. Parking slows to the object store's latency; while the
+      store is unreachable a flush is retried (backoff from 0.1 s to 5 s) and parking waits,
+      so the partitions that park stop progressing, as during a sink outage; nothing is
+      dropped. ``park_sync`` keeps the local contract.
+    """
 
     def __init__(
         self,
@@ -163,7 +191,13 @@ class DeadLetterWAL:
         clock: Callable[[], float] = time.time,
         lock_timeout_s: float = 30.0,
         objects: ObjectStore | None = None,
+        durability: Durability = "local",
     ) -> None:
+        if durability not in ("local", "uploaded"):
+            raise ValueError(f"dead-letter WAL durability: 'local' or 'uploaded', not {durability!r}")
+        if durability == "uploaded" and objects is None:
+            raise ValueError("dead-letter WAL durability 'uploaded' needs object storage (objects)")
+        self.durability = durability
         self.store = DeadLetterStore(root, clock=clock, objects=objects)
         self.root = self.store.root
         self.max_segment_bytes = max_segment_bytes
@@ -172,6 +206,11 @@ class DeadLetterWAL:
         self._lock_fd = self._acquire(lock_timeout_s)
         self._mutex = threading.Lock()
         self._open: dict[Partition, _Open] = {}
+        self._flushing = threading.Lock()  # one upload pass at a time (flush, rotate, close)
+        self.group: GroupCommit | None = None
+        if objects is not None and durability == "uploaded":
+            self.group = GroupCommit(self.flush_sync, self.is_uploaded, target=objects.url,
+                                     lock=str(self.root / "ops.lock"))  # fmt: skip
         try:
             recover_open(self.store)
             self._next_lsn = self.store.index.next_lsn()
@@ -191,11 +230,18 @@ class DeadLetterWAL:
 
     # -- writing ------------------------------------------------------------------
     async def park(self, record: ParkedRecord) -> None:
-        """Append ``record`` durably (fsynced, indexed) without blocking the event loop."""
-        await asyncio.to_thread(self.park_sync, record)
+        """Append ``record`` durably (fsynced, indexed) without blocking the event loop; with
+        ``durability="uploaded"``, return only once its segment is uploaded (``group_commit.py``)."""
+        at = await asyncio.to_thread(self.append_sync, record)
+        if self.group is not None:
+            await self.group.wait(at.segment_id)
 
     def park_sync(self, record: ParkedRecord) -> int:
-        """Append ``record`` durably; returns its log sequence number."""
+        """Append ``record`` durably (fsynced, indexed; never waits for an upload); returns its lsn."""
+        return self.append_sync(record).lsn
+
+    def append_sync(self, record: ParkedRecord) -> Appended:
+        """Append ``record`` durably (fsynced, indexed); returns its lsn and its segment's id."""
         record.validate()
         now = self.clock()
         if not record.parked_at:
@@ -227,10 +273,33 @@ class DeadLetterWAL:
             seg.last_ts = ts if seg.last_ts is None else max(seg.last_ts, ts)
             self.store.index.update_open(seg.id, seg.count, seg.writer.size, seg.first_ts, seg.last_ts,
                                          seg.first_lsn, seg.last_lsn)  # fmt: skip
-            return lsn
+            return Appended(lsn, seg.id)
+
+    # -- durability "uploaded" ------------------------------------------------------
+    def is_uploaded(self, seg_id: int) -> bool:
+        """Segment ``seg_id`` is in object storage: its upload is recorded, or its row is gone
+        (a writer forgets the row of a segment once uploaded)."""
+        return self.store.index.upload(seg_id) is not None or self.store.index.get(seg_id) is None
+
+    def flush_sync(self) -> None:
+        """Seal every open segment holding records, then run one ``offload`` pass (errors raised).
+
+        The pass does nothing while another command holds the root's ``ops.lock``.
+        """
+        objects = self.store.objects
+        if objects is None:
+            raise RuntimeError("dead-letter WAL has no object storage to flush to")
+        with self._flushing:
+            with self._mutex:
+                if self._lock_fd < 0:
+                    raise RuntimeError("dead-letter WAL is closed")
+                now = self.clock()
+                for part in [p for p, seg in self._open.items() if seg.count]:
+                    self._seal(part, now)
+            offload(self.store, objects)
 
     def _start(self, part: Partition, now: float) -> _Open:
-        name = f"{self._next_lsn:016d}-{uuid.uuid4().hex[:8]}.seg"
+        name = f"{self._next_lsn:016d}-{uuid.uuid4().hex[:16]}.seg"
         path = partition_dir(self.store.segments_root, part) / name
         seg_id = self.store.index.insert(
             NewSegment(part, self.store.relpath(path), Status.OPEN, 0, 0, None, None, None, None, now), now
@@ -278,7 +347,8 @@ class DeadLetterWAL:
             else:
                 sealed = self._seal_expired(now)
         if self.store.objects is not None:
-            offload_quietly(self.store, self.store.objects)
+            with self._flushing:
+                offload_quietly(self.store, self.store.objects)
         return sealed
 
     async def rotate(self, *, force: bool = False) -> int:
@@ -296,7 +366,7 @@ class DeadLetterWAL:
 
     def close(self) -> None:
         """Seal every open segment, upload the sealed ones (with object storage), release the writer lock."""
-        with self._mutex:
+        with self._flushing, self._mutex:
             if self._lock_fd < 0:
                 return
             now = self.clock()

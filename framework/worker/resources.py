@@ -63,7 +63,7 @@ class Resources:
             self._index = open_search_index(s.es_url, s.es_tombstones)
             for p in self.app.projections:
                 await self._index.ensure_index(p.alias, p.mappings)
-        self._dlq = DeadLetterWAL(s.dlq_root, objects=open_objects(s))
+        self._dlq = DeadLetterWAL(s.dlq_root, objects=open_objects(s), durability=s.dlq_durability)
 
     async def close(self) -> None:
         """Close what is open, the WAL last (parking may happen until the agents stopped)."""
