@@ -71,11 +71,12 @@ class Settings:
     - ``web_port``: none (the worker's web server stays off)
     - ``dlq_root``: ``<data_dir>/dlq``, the dead-letter WAL
     - ``dlq_objects``: none (segments stay in ``dlq_root``); ``s3://BUCKET/PREFIX`` uploads each
-      sealed segment there and removes the local copy once the upload is verified
-      (``framework.dlq.offload``; the ``s3`` extra)
+      sealed segment there, tracks it and removes it locally once the upload is verified, and
+      ``converge dlq`` without ``--root`` works on every host's segments there
+      (``framework.dlq.offload``, ``framework.dlq.bucket``; the ``s3`` extra)
     - ``dlq_durability``: ``local``, a parked event counts as finished once fsynced in its local
-      segment; ``uploaded`` (needs ``dlq_objects``) waits until its segment is uploaded and verified
-      (``DeadLetterWAL``)
+      segment; ``uploaded`` (needs ``dlq_objects``) waits until its segment is uploaded, verified
+      and tracked (``DeadLetterWAL``)
     - ``dlq_s3_endpoint``: none (AWS S3 itself); the URL of an S3-compatible service
     - ``dlq_s3_region``: none (``us-east-1``), the region of the bucket
     - ``dlq_s3_access_key``: none (boto3's default credentials: an instance role or its
