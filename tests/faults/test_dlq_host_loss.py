@@ -1,5 +1,6 @@
 """A worker's host is lost right after it parked events: with ``dlq_durability = uploaded`` every
-parked event is in the bucket, listed, replayed and cleaned up from another host's view.
+parked event is in the bucket, listed, replayed and cleaned up from another host's view; and an
+object-storage outage while parking makes the events wait, as a sink outage does.
 
 Each example app's worker runs on the embedded stack with the embedded S3 server. Malformed
 messages (parked at the parse stage) go to one of its topics; once the worker has committed
@@ -22,8 +23,9 @@ from pathlib import Path
 import pytest
 
 from framework.cli import main
+from framework.dlq.bucket import BucketView
 from framework.kafka_admin import ensure_topics, produce, wait_drained
-from framework.local_s3 import DLQ_BUCKET, dlq_env
+from framework.local_s3 import DLQ_BUCKET, LocalS3, dlq_env
 from framework.local_stack import StackInfo
 from framework.settings import ENV
 from framework.worker.loading import load_converge_app
@@ -119,3 +121,68 @@ def _b64(text: str) -> bytes:
     import base64
 
     return base64.b64decode(text)
+
+
+@pytest.mark.parametrize("name", sorted(APPS))
+def test_an_object_storage_outage_makes_parking_wait_and_loses_nothing(
+    name: str,
+    stack: StackInfo,
+    tmp_path: Path,
+    report: Callable[[FaultFigures], None],
+) -> None:
+    """The object store is down while a worker with ``uploaded`` durability parks: the parked
+    events' offsets stay unacknowledged and the worker stays up; once the store is back every
+    event is parked in the bucket, and the host can go."""
+    started = time.monotonic()
+    spec = APPS[name]
+    app = load_converge_app(spec)
+    run = uuid.uuid4().hex[:10]
+    app_id = f"{name}-{run}"
+    broker = f"kafka://{stack.kafka_bootstrap}"
+    asyncio.run(ensure_topics(broker, {t: 4 for t in app.topics()}))
+    topic = sorted(app.topics())[0]
+    bad = [(f"{run}-{i}".encode(), b'{"event_id": "%s-%d", broken' % (run.encode(), i)) for i in range(BAD)]
+    with LocalS3(tmp_path / "s3") as s3:
+        objects = ObjectStore(
+            f"s3://{DLQ_BUCKET}/{run}", endpoint=s3.endpoint, access_key="t", secret_key="t"
+        )
+        objects.ensure_bucket()
+        env = {
+            "CONVERGE_WIDE_STORE": f"sqlite:///{(tmp_path / 'wide.db').resolve()}",
+            "CONVERGE_ES_URL": stack.es_url,
+            "CONVERGE_ES_TOMBSTONES": "document",
+            "CONVERGE_APP_ID": app_id,
+            "CONVERGE_PARTITIONS": "4",
+            ENV["dlq_durability"]: "uploaded",
+            **dlq_env(s3.endpoint, run),
+        }
+        data = tmp_path / "host-a"
+        worker = start_worker(spec, data, broker, env)
+        try:
+            assert asyncio.run(wait_drained(broker, app_id, topic, timeout=180)), "the worker did not start"
+            s3.stop()
+            asyncio.run(produce(broker, topic, bad))
+            waited = not asyncio.run(wait_drained(broker, app_id, topic, timeout=15))
+            alive = worker.poll() is None
+            s3.start()  # the same port; moto lost its objects: the bucket is new
+            objects.ensure_bucket()
+            drained = asyncio.run(wait_drained(broker, app_id, topic, timeout=180))
+        finally:
+            if worker.poll() is None:
+                os.kill(worker.pid, signal.SIGKILL)
+            worker.wait(30)
+        log = (data / "worker.log").read_text(errors="replace")
+        shutil.rmtree(data)
+        with BucketView(objects) as view:
+            keys = {e.record.key for e in view.store.records()}
+        objects.close()
+    lost = BAD - len(keys & {k for k, _ in bad})
+    figures = FaultFigures(
+        f"dlq object-storage outage: {name}", outages=1, events=BAD, parked=len(keys), poison=BAD
+    )
+    figures.lost = lost
+    figures.seconds = time.monotonic() - started
+    report(figures)
+    assert waited and alive, ("parking did not wait for the object store", log[-3000:])
+    assert "parking waits" in log, log[-3000:]
+    assert drained and lost == 0, log[-3000:]
