@@ -15,9 +15,11 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -43,6 +45,55 @@ APPS = {
 BAD = 12
 
 
+@dataclass
+class _Run:
+    """One example app's worker run: its app id, broker, the topic it parks from, the bad messages."""
+
+    spec: str
+    run: str
+    app_id: str
+    broker: str
+    topic: str
+    bad: list[tuple[bytes, bytes]]
+
+    @classmethod
+    def of(cls, name: str, stack: StackInfo) -> _Run:
+        """A fresh run of app ``name``: its topics exist, its messages are not produced yet."""
+        spec = APPS[name]
+        topics = load_converge_app(spec).topics()
+        run = uuid.uuid4().hex[:10]
+        broker = f"kafka://{stack.kafka_bootstrap}"
+        asyncio.run(ensure_topics(broker, {t: 4 for t in topics}))
+        bad = [
+            (f"{run}-{i}".encode(), b'{"event_id": "%s-%d", broken' % (run.encode(), i)) for i in range(BAD)
+        ]
+        return cls(spec, run, f"{name}-{run}", broker, sorted(topics)[0], bad)
+
+    def start(self, stack: StackInfo, data: Path, endpoint: str, prefix: str) -> subprocess.Popen[bytes]:
+        """A worker parking with ``uploaded`` durability to the bucket at ``endpoint``/``prefix``."""
+        env = {
+            "CONVERGE_WIDE_STORE": f"sqlite:///{(data.parent / 'wide.db').resolve()}",
+            "CONVERGE_ES_URL": stack.es_url,
+            "CONVERGE_ES_TOMBSTONES": "document",
+            "CONVERGE_APP_ID": self.app_id,
+            "CONVERGE_PARTITIONS": "4",
+            ENV["dlq_durability"]: "uploaded",
+            **dlq_env(endpoint, prefix),
+        }
+        return start_worker(self.spec, data, self.broker, env)
+
+    def drained(self, timeout: float) -> bool:
+        """Whether the worker committed every offset of the topic within ``timeout`` seconds."""
+        return asyncio.run(wait_drained(self.broker, self.app_id, self.topic, timeout=timeout))
+
+
+def _kill(worker: subprocess.Popen[bytes]) -> None:
+    """The host is lost: SIGKILL, no stop, no seal, no upload."""
+    if worker.poll() is None:
+        os.kill(worker.pid, signal.SIGKILL)
+    worker.wait(30)
+
+
 @pytest.mark.parametrize("name", sorted(APPS))
 def test_parked_events_survive_the_loss_of_their_host(
     name: str,
@@ -54,43 +105,22 @@ def test_parked_events_survive_the_loss_of_their_host(
     report: Callable[[FaultFigures], None],
 ) -> None:
     started = time.monotonic()
-    spec = APPS[name]
-    app = load_converge_app(spec)
-    run = uuid.uuid4().hex[:10]
-    app_id, prefix = f"{name}-{run}", f"host-loss/{run}"
-    broker = f"kafka://{stack.kafka_bootstrap}"
-    topics = app.topics()
-    asyncio.run(ensure_topics(broker, {t: 4 for t in topics}))
-    topic = sorted(topics)[0]
-    bad = [(f"{run}-{i}".encode(), b'{"event_id": "%s-%d", broken' % (run.encode(), i)) for i in range(BAD)]
-    objects = ObjectStore(
-        f"s3://{DLQ_BUCKET}/{prefix}", endpoint=converge_s3, access_key="test", secret_key="test"
-    )
+    r = _Run.of(name, stack)
+    prefix = f"host-loss/{r.run}"
+    objects = ObjectStore(f"s3://{DLQ_BUCKET}/{prefix}", endpoint=converge_s3, access_key="t", secret_key="t")
     objects.ensure_bucket()
-    s3_env = dlq_env(converge_s3, prefix)
-    env = {
-        "CONVERGE_WIDE_STORE": f"sqlite:///{(tmp_path / 'wide.db').resolve()}",
-        "CONVERGE_ES_URL": stack.es_url,
-        "CONVERGE_ES_TOMBSTONES": "document",
-        "CONVERGE_APP_ID": app_id,
-        "CONVERGE_PARTITIONS": "4",
-        ENV["dlq_durability"]: "uploaded",
-        **s3_env,
-    }
     data = tmp_path / "host-a"
-    worker = start_worker(spec, data, broker, env)
+    worker = r.start(stack, data, converge_s3, prefix)
     try:
-        asyncio.run(produce(broker, topic, bad))
-        drained = asyncio.run(wait_drained(broker, app_id, topic, timeout=180))
+        asyncio.run(produce(r.broker, r.topic, r.bad))
+        drained = r.drained(180)
         log = (data / "worker.log").read_text(errors="replace")[-4000:]
-        assert drained, f"{topic} not drained by {app_id}\n{log}"
+        assert drained, f"{r.topic} not drained by {r.app_id}\n{log}"
     finally:
-        if worker.poll() is None:
-            os.kill(worker.pid, signal.SIGKILL)  # the host is lost: no stop, no seal, no upload
-        worker.wait(30)
+        _kill(worker)
     shutil.rmtree(data)  # and its disk with it
 
-    for key, value in s3_env.items():  # another host: only the object-storage settings
+    for key, value in dlq_env(converge_s3, prefix).items():  # another host: only these settings
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("CONVERGE_DATA_DIR", raising=False)
     capsys.readouterr()
@@ -98,7 +128,7 @@ def test_parked_events_survive_the_loss_of_their_host(
     shown = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     ours = [r for r in shown if r["key"] is not None]
     keys = sorted(_b64(r["key"]) for r in ours)
-    lost = BAD - len(set(keys) & {k for k, _ in bad})
+    lost = BAD - len(set(keys) & {k for k, _ in r.bad})
     figures = FaultFigures(
         f"dlq host loss: {name}", kills=1, events=BAD, parked=len(ours), poison=BAD, lost=lost
     )
@@ -111,7 +141,7 @@ def test_parked_events_survive_the_loss_of_their_host(
     assert main(["dlq", "replay", "--topic", target, "--broker", stack.kafka_bootstrap]) == 0
     assert f"replayed {len(shown)} records" in capsys.readouterr().out
     replayed = asyncio.run(read_topic(stack.kafka_bootstrap, target))
-    assert {v for _, v in bad} <= {r.value for r in replayed}
+    assert {v for _, v in r.bad} <= {r.value for r in replayed}
     assert main(["dlq", "cleanup", "--grace", "0s"]) == 0
     assert list(objects.list("segments/")) == [] and list(objects.list("tracker/")) == []
     objects.close()
@@ -134,51 +164,33 @@ def test_an_object_storage_outage_makes_parking_wait_and_loses_nothing(
     events' offsets stay unacknowledged and the worker stays up; once the store is back every
     event is parked in the bucket, and the host can go."""
     started = time.monotonic()
-    spec = APPS[name]
-    app = load_converge_app(spec)
-    run = uuid.uuid4().hex[:10]
-    app_id = f"{name}-{run}"
-    broker = f"kafka://{stack.kafka_bootstrap}"
-    asyncio.run(ensure_topics(broker, {t: 4 for t in app.topics()}))
-    topic = sorted(app.topics())[0]
-    bad = [(f"{run}-{i}".encode(), b'{"event_id": "%s-%d", broken' % (run.encode(), i)) for i in range(BAD)]
+    r = _Run.of(name, stack)
     with LocalS3(tmp_path / "s3") as s3:
         objects = ObjectStore(
-            f"s3://{DLQ_BUCKET}/{run}", endpoint=s3.endpoint, access_key="t", secret_key="t"
+            f"s3://{DLQ_BUCKET}/{r.run}", endpoint=s3.endpoint, access_key="t", secret_key="t"
         )
         objects.ensure_bucket()
-        env = {
-            "CONVERGE_WIDE_STORE": f"sqlite:///{(tmp_path / 'wide.db').resolve()}",
-            "CONVERGE_ES_URL": stack.es_url,
-            "CONVERGE_ES_TOMBSTONES": "document",
-            "CONVERGE_APP_ID": app_id,
-            "CONVERGE_PARTITIONS": "4",
-            ENV["dlq_durability"]: "uploaded",
-            **dlq_env(s3.endpoint, run),
-        }
         data = tmp_path / "host-a"
-        worker = start_worker(spec, data, broker, env)
+        worker = r.start(stack, data, s3.endpoint, r.run)
         try:
-            assert asyncio.run(wait_drained(broker, app_id, topic, timeout=180)), "the worker did not start"
+            assert r.drained(180), "the worker did not start"
             s3.stop()
-            asyncio.run(produce(broker, topic, bad))
-            waited = not asyncio.run(wait_drained(broker, app_id, topic, timeout=15))
+            asyncio.run(produce(r.broker, r.topic, r.bad))
+            waited = not r.drained(15)
             alive = worker.poll() is None
             s3.start()  # the same port; moto lost its objects: the bucket is new
             objects.ensure_bucket()
-            drained = asyncio.run(wait_drained(broker, app_id, topic, timeout=180))
+            drained = r.drained(180)
         finally:
-            if worker.poll() is None:
-                os.kill(worker.pid, signal.SIGKILL)
-            worker.wait(30)
+            _kill(worker)
         log = (data / "worker.log").read_text(errors="replace")
         shutil.rmtree(data)
         with BucketView(objects) as view:
             keys = {e.record.key for e in view.store.records()}
         objects.close()
-    lost = BAD - len(keys & {k for k, _ in bad})
+    lost = BAD - len(keys & {k for k, _ in r.bad})
     figures = FaultFigures(
-        f"dlq object-storage outage: {name}", outages=1, events=BAD, parked=len(keys), poison=BAD
+        f"dlq object-storage outage: {name}", kills=1, outages=1, events=BAD, parked=len(keys), poison=BAD
     )
     figures.lost = lost
     figures.seconds = time.monotonic() - started
