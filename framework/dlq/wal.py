@@ -277,9 +277,10 @@ class DeadLetterWAL:
 
     # -- durability "uploaded" ------------------------------------------------------
     def is_uploaded(self, seg_id: int) -> bool:
-        """Segment ``seg_id`` is in object storage: its upload is recorded, or its row is gone
-        (a writer forgets the row of a segment once uploaded)."""
-        return self.store.index.upload(seg_id) is not None or self.store.index.get(seg_id) is None
+        """Segment ``seg_id`` left this root: the upload pass forgets a segment once it is uploaded
+        and tracked. An erasure that rewrote it removes its row too: its parkers then return
+        before the rewritten copy of their records is uploaded (by the next pass)."""
+        return self.store.index.get(seg_id) is None
 
     def flush_sync(self) -> None:
         """Seal every open segment holding records, then run one ``offload`` pass (errors raised).
