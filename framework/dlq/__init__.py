@@ -3,6 +3,8 @@
 See ``wal.py`` for writing (``DeadLetterWAL.park``), ``store.py`` for reading,
 ``health.py`` (damaged segments), ``replay.py``, ``lifecycle.py`` (discard,
 cleanup, salvage), ``retention.py`` (segments past their retention) and ``export.py``.
+On object storage: ``offload.py`` (upload and tracking), ``group_commit.py`` (durability
+``uploaded``), ``tracker.py`` (manifests), ``leases.py`` and ``bucket.py`` (every host's view).
 """
 
 from framework.dlq.health import SegmentHealth

@@ -7,8 +7,9 @@ Layout of a WAL root::
     ops.lock                           held while replay/discard/cleanup change segments
     segments/<pipeline>/<event_type>/<stage>/<error_class>/<first-lsn>-<token>.seg
 
-A store given an ``ObjectStore`` reads a segment uploaded there (``offload.py``) whose local
-file is gone by fetching it back into its place first (``local``).
+A store given an ``ObjectStore`` fetches a segment whose bytes are there (its ``uploads`` row
+names the object; ``bucket.py`` mirrors the tracker that way) into its place when first read
+(``local``).
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ class DeadLetterStore:
     """The index plus the segment files of a WAL root; no writer lock needed.
 
     Damaged lines met while reading records are logged as warnings unless ``quiet``
-    (``SegmentEnd.health`` reports them either way). ``objects`` is where sealed segments are
-    uploaded (None: they stay local).
+    (``SegmentEnd.health`` reports them either way). ``objects`` is where the segments that
+    have an upload row are read from (None: every segment is a local file).
     """
 
     def __init__(
@@ -92,7 +93,7 @@ class DeadLetterStore:
         return path
 
     def local(self, seg: SegmentInfo) -> Path:
-        """The file of ``seg``; one whose local copy was removed after its upload is fetched back first.
+        """The file of ``seg``; one whose bytes are in object storage is fetched there first.
 
         The object is checked against its SHA-256 as it is read; a missing or damaged object
         leaves the file missing (the segment's health says so, and a damaged one is logged).
