@@ -148,7 +148,7 @@ def declared_sinks(processor: Any) -> tuple[str, ...]:
 
 def parked_counts(dlq: DeadLetterWAL) -> dict[tuple[str, str, str], int]:
     """Records in open or sealed segments (parked, neither replayed nor discarded) by
-    (pipeline, stage, error class)."""
+    (pipeline, stage, error class); with object storage only those not uploaded yet."""
     out: dict[tuple[str, str, str], int] = {}
     for seg in dlq.segments(SegmentFilter(statuses=(Status.OPEN, Status.SEALED))):
         p = seg.partition
