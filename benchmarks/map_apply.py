@@ -33,7 +33,7 @@ def mapped_batches(raw: list[bytes], size: int = 1500) -> list[list[Mutation]]:
     for data in raw:
         event = parse_event(data)
         agent = app.route(event)
-        current += map_event(agent, event, app.projections_of(agent))
+        current += map_event(agent, event, app.views_of(agent))
         if len(current) >= size:
             batches.append(current)
             current = []

@@ -14,6 +14,8 @@ runtime.
 - ``natural_key``: deterministic row ids from stable source fields.
 - ``Row``, ``current_state``: reading rows and state logs (in projections and tests).
 - ``Projection``: a search document built from one partition of its source tables.
+- ``Aggregate``, ``Contribution``, ``Window``: totals across entities, each entity's
+  contributions recomputed from its current rows (event-time windows optional).
 - ``BadMessage``, ``Transient``: raise them to park an event, or to have it retried.
 - ``RuntimeConfig``: micro-batching, timeouts and back-off of the runtime;
   ``DedupeConfig``: its optional exact-duplicate skipping.
@@ -41,6 +43,9 @@ __all__ = [
     "Row",
     "current_state",
     "Projection",
+    "Aggregate",
+    "Contribution",
+    "Window",
     "BadMessage",
     "Transient",
     "RuntimeConfig",
@@ -63,6 +68,9 @@ _WHERE = {
     "Row": "framework.core.rows",
     "current_state": "framework.core.state_log",
     "Projection": "framework.core.projection",
+    "Aggregate": "framework.core.aggregate",
+    "Contribution": "framework.core.aggregate",
+    "Window": "framework.core.aggregate",
     "BadMessage": "framework.core.errors",
     "Transient": "framework.core.errors",
     "RuntimeConfig": "framework.runtime.binding",
@@ -72,6 +80,7 @@ _WHERE = {
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from framework.app import App
+    from framework.core.aggregate import Aggregate, Contribution, Window
     from framework.core.errors import BadMessage, Transient
     from framework.core.events import Event
     from framework.core.keys import natural_key

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from framework.aggregates.tables import tables_of
+from framework.core.aggregate import Aggregate
 from framework.core.events import Event, EventError
 from framework.core.lookup import Lookup
 from framework.core.projection import Projection
@@ -47,6 +49,7 @@ class App:
         *,
         agents: Sequence[KeyedAgent],
         projections: Sequence[Projection] = (),
+        aggregates: Sequence[Aggregate] = (),
         runtime: RuntimeConfig | None = None,
         delivery: Any | None = None,
         notifications: NotificationConfig | bool = False,
@@ -66,12 +69,15 @@ class App:
         requests arrive and which tables hold owner ids (``framework.idmutation.IdMutation``).
         ``lookup_topics``: every topic a lookup reads that no agent consumes, with the event types
         it carries (``App.topic_of``: how the test kit and a backfill, which see no topic, know
-        an event of that topic); a lookup on such a topic not declared here is refused."""
+        an event of that topic); a lookup on such a topic not declared here is refused.
+        ``aggregates``: totals across entities (``framework.core.aggregate``), maintained like
+        projections from the change feed, their contributions and totals in the store."""
         if not name or not isinstance(name, str):
             raise ValueError("App: name must be a non-empty string")
         self.name = name
         self.agents: tuple[KeyedAgent, ...] = tuple(agents)
         self.projections: tuple[Projection, ...] = tuple(projections)
+        self.aggregates: tuple[Aggregate, ...] = tuple(aggregates)
         self.runtime = runtime or RuntimeConfig()
         self.delivery = delivery
         self.notifications: NotificationConfig | None = (
@@ -92,8 +98,11 @@ class App:
         if not self.agents:
             raise ValueError(f"App {self.name}: declares no agent")
         _unique((a.name for a in self.agents), "agent name")
-        _unique((p.name for p in self.projections), "projection name")
+        _unique((p.name for p in self.views), "projection or aggregate name")
         _unique((p.alias for p in self.projections), "projection alias")
+        for a in self.aggregates:
+            if not isinstance(a, Aggregate):
+                raise ValueError(f"App {self.name}: {a!r} in aggregates is not an Aggregate")
         _unique((a.topic for a in self.agents), "agent topic")
         owner: dict[str, str] = {}
         for agent in self.agents:
@@ -101,7 +110,7 @@ class App:
                 if t in owner:
                     raise ValueError(f"App {self.name}: event type {t!r} in {owner[t]} and {agent.name}")
                 owner[t] = agent.name
-        for p in self.projections:
+        for p in self.views:
             p.partition_key  # noqa: B018 - raises SchemaError when the source tables disagree
         check_declarations(self.personal_data, self.tables)
         if self.id_mutation is not None:
@@ -148,7 +157,8 @@ class App:
         """Every table the app writes or reads, once each."""
         found: dict[str, TableSchema] = {}
         declared = [t for a in self.agents for t in a.tables]
-        declared += [t for p in self.projections for t in (*p.tables, p.version_table)]
+        declared += [t for p in self.views for t in (*p.tables, p.version_table)]
+        declared += [t for a in self.aggregates for t in tables_of(a).all]
         if self.personal_data:
             declared += ERASURE_TABLES
         if self.id_mutation is not None:
@@ -205,22 +215,41 @@ class App:
         """True when an agent consumes ``topic`` (False for a topic only lookups read)."""
         return any(a.topic == topic for a in self.agents)
 
-    def projections_of(self, agent: KeyedAgent) -> tuple[Projection, ...]:
-        """The projections reading a table ``agent`` declares it writes."""
+    @property
+    def views(self) -> tuple[Projection, ...]:
+        """The projections, then the aggregates: everything the change feed maintains."""
+        return (*self.projections, *self.aggregates)
+
+    def aggregate(self, name: str) -> Aggregate:
+        """The aggregate called ``name``; KeyError naming the known ones."""
+        for a in self.aggregates:
+            if a.name == name:
+                return a
+        known = [a.name for a in self.aggregates]
+        raise KeyError(f"App {self.name} has no aggregate {name!r} (aggregates: {known})")
+
+    def views_of(self, agent: KeyedAgent) -> tuple[Projection, ...]:
+        """The projections and aggregates reading a table ``agent`` declares it writes."""
         written = {t.name for t in agent.tables}
-        return tuple(p for p in self.projections if p.source_names & written)
+        return tuple(p for p in self.views if p.source_names & written)
 
     def change_topic(self, projection: Projection) -> str:
-        """The change topic of ``projection``: ``<app>.<projection>.changes``."""
+        """The change topic of a projection or aggregate: ``<app>.<name>.changes``."""
         return f"{self.name}.{projection.name}.changes"
+
+    def group_topic(self, aggregate: Aggregate) -> str:
+        """The topic announcing an aggregate's changed groups: ``<app>.<aggregate>.groups``."""
+        return f"{self.name}.{aggregate.name}.groups"
 
     def topics(self) -> dict[str, str]:
         """Every topic the worker consumes, mapped to what consumes it: agent topics (the agent),
-        topics only lookups read (``lookup.<name>[,<name>]``), change topics (``project.<name>``)."""
+        topics only lookups read (``lookup.<name>[,<name>]``), change topics (``project.<name>``),
+        aggregates' group topics (``totals.<name>``)."""
         out = {a.topic: a.name for a in self.agents}
         for topic in self.lookup_topics:
             out[topic] = "lookup." + ",".join(lk.name for lk in self.lookups if lk.topic == topic)
-        out.update({self.change_topic(p): f"project.{p.name}" for p in self.projections})
+        out.update({self.change_topic(p): f"project.{p.name}" for p in self.views})
+        out.update({self.group_topic(a): f"totals.{a.name}" for a in self.aggregates})
         return out
 
 

@@ -152,15 +152,15 @@ class _Mapper:
         try:
             resolve = self.resolutions.get(agent.name)
             if agent.lookups:  # joins: the final entries, the stream's version rule
-                marked = () if resolve else self.app.projections_of(agent)
+                marked = () if resolve else self.app.views_of(agent)
                 mutations = map_joined(agent, event, self.entries, marked)
                 if resolve is not None:  # owner ids resolved at the write version, then the marks
                     mutations = resolve(event, mutations)
-                    mutations += marks_of(self.app.projections_of(agent), mutations)
+                    mutations += marks_of(self.app.views_of(agent), mutations)
                 if self.screen is not None:  # erased subjects' writes out, as map_event does
                     mutations = self.screen(event, mutations)
             else:
-                mutations = map_event(agent, event, self.app.projections_of(agent), self.screen, resolve)
+                mutations = map_event(agent, event, self.app.views_of(agent), self.screen, resolve)
         except MessageError as exc:
             self.reject(agent.name, exc.cause, raw, event, exc.stage)
             return None

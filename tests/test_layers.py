@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("framework.state",),
     ("framework.delivery", "framework.notifications", "framework.metrics"),  # services
     ("framework.jobs",),
+    ("framework.aggregates",),  # totals maintained from the change feed (a lifecycle feature's base)
     # lifecycle features: erasure and ID mutation read each other's records (the deny-list, the
     # route records) and share a layer; retention knows every framework table
     ("framework.erasure", "framework.idmutation"),

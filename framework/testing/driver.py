@@ -8,7 +8,9 @@ entries), mapped with version marks and written by the worker's
 events sent on its map topic feed the map; the store sink, with notification entries when the app has them on,
 the change-feed sink),
 then every change it announced is projected at once by the worker's
-``ProjectionProcessor`` (``read_document`` + ``write_document``). The store
+``ProjectionProcessor`` (``read_document`` + ``write_document``); an aggregate's
+contributions go to its tables (``ContributionIndex``) and the groups they changed are
+recomputed by the worker's ``TotalsProcessor``, each announcement at the next offset. The store
 is ``SqliteStore(":memory:")`` with every table of ``app.tables``; the index
 is a ``MemoryIndex``. A bad message is parked in ``parked`` (stage
 ``parse``, ``route``, ``map`` or ``sink``), never raised; a transient
@@ -23,6 +25,10 @@ import itertools
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from framework.aggregates.contributions import ContributionIndex
+from framework.aggregates.tables import decode_measures, tables_of
+from framework.aggregates.totals import TotalsProcessor, group_records
+from framework.core.aggregate import Aggregate, Group, group_id, parse_series
 from framework.core.events import Event, EventError, parse_event
 from framework.core.mutations import Mutation
 from framework.core.projection import Projection
@@ -92,7 +98,7 @@ class Driver:
         self._agents: dict[str, AgentProcessor | JoinProcessor] = {}
         #: every lookup's entries (``framework.state``), fed by the events sent on its topic
         self.entries = EntryTables(app.lookups)
-        self._projectors: dict[str, ProjectionProcessor] = {}
+        self._projectors: dict[str, ProjectionProcessor | TotalsProcessor] = {}
         #: the erasure screen of an app that declares personal data (reloaded by every ``send``)
         self.screen = _screen_holder(app)
         #: the ID map of an app that declares ``id_mutation``, fed by the events sent on its topic
@@ -114,10 +120,14 @@ class Driver:
         for p in app.projections:
             await self.index.ensure_index(p.alias, p.mappings)
             self._projectors[app.change_topic(p)] = ProjectionProcessor(p, self.store, self.index, timeout)
+        contributions = ContributionIndex(self.store, app.aggregates, self._announce_groups)
+        for a in app.aggregates:
+            self._projectors[app.change_topic(a)] = ProjectionProcessor(a, self.store, contributions, timeout)
+            self._projectors[app.group_topic(a)] = TotalsProcessor(a, self.store, timeout)
         resolutions = resolutions_for(app.id_mutation, app.agents, self.id_map)
         for agent in app.agents:
             resolve = resolutions.get(agent.name)
-            projections = app.projections_of(agent)
+            projections = app.views_of(agent)
             sinks: list[Sink] = [store_sink(app, agent.name, self.store, clock=self._ingestion_clock)]
             if projections:
                 feeds = {app.change_topic(p): p for p in projections}
@@ -142,6 +152,9 @@ class Driver:
 
     async def _announce(self, topic: str, records: Sequence[ChangeRecord]) -> None:
         self._changes.extend((topic, key, value) for _, key, value in records)
+
+    async def _announce_groups(self, aggregate: Aggregate, groups: Sequence[Group]) -> None:
+        await self._announce(self.app.group_topic(aggregate), group_records(aggregate, groups, 1))
 
     # -- sending --------------------------------------------------------------
     def send(self, events: Message | Iterable[Message], *, topic: str | None = None) -> list[Parked]:
@@ -205,7 +218,7 @@ class Driver:
         collapsed = collapse(requests)
         if apply:
             owners = {c.table for c in config.columns}
-            marks = [p for p in self.app.projections if p.source_names & owners]
+            marks = [p for p in self.app.views if p.source_names & owners]
 
             async def extra(apply: Apply, writes: Sequence[Mutation], moves: Sequence[Mutation]) -> None:
                 await apply([*writes, *(mark for p in marks for mark in p.version_marks(moves))])
@@ -221,7 +234,10 @@ class Driver:
             for p in marks:  # the documents of the partitions the moves touched, old and final ids
                 keys = [{c.name: key[c.name] for c in p.partition_key} for table, key in report.touched
                         if table in p.source_names]  # fmt: skip
-                self.run(self._projectors[self.app.change_topic(p)]._project(keys))  # noqa: SLF001
+                projector = self._projectors[self.app.change_topic(p)]
+                assert isinstance(projector, ProjectionProcessor)
+                self.run(projector._project(keys))  # noqa: SLF001
+                self.run(self._project())  # the groups the aggregates' contributions changed
         if publish:
             version = next(self._map_batches)
             for (tenant, ident), intervals in collapsed.items():
@@ -276,6 +292,25 @@ class Driver:
     ) -> StateEntry | None:
         """The current state of one state log partition (``current_state``)."""
         return current_state(self.partition(table, partition_key), precedence)
+
+    def totals(self, aggregate: str | Aggregate) -> dict[str, dict[str, float]]:
+        """``{group id: totals}`` of an aggregate (by object or name): what its ``_totals`` table holds."""
+        agg = aggregate if isinstance(aggregate, Aggregate) else self.app.aggregate(aggregate)
+        return {
+            group_id(parse_series(str(r.key["series"])), int(str(r.key["window"]))): decode_measures(
+                r.cells["measures"].value
+            )
+            for r in self.rows(tables_of(agg).totals.name)
+        }
+
+    def contributions(self, aggregate: str | Aggregate) -> dict[str, dict[str, dict[str, float]]]:
+        """``{entity id: {group id: measures}}`` of an aggregate: what its ``_contrib`` table holds."""
+        agg = aggregate if isinstance(aggregate, Aggregate) else self.app.aggregate(aggregate)
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        for r in self.rows(tables_of(agg).contrib.name):
+            gid = group_id(parse_series(str(r.key["series"])), int(str(r.key["window"])))
+            out.setdefault(str(r.key["entity"]), {})[gid] = decode_measures(r.cells["measures"].value)
+        return out
 
     def documents(self, projection: str | Projection) -> dict[str, tuple[dict[str, Any], int]]:
         """``{doc_id: (document, version)}`` of a projection (by object, name or alias) or of any

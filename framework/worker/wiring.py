@@ -1,5 +1,5 @@
-"""Wires an ``App`` into a Faust app: topics, runtimes, sinks, change feeds and projectors
-(``build_worker``: the Faust app of an ``App``, wired)."""
+"""Wires an ``App`` into a Faust app: topics, runtimes, sinks, change feeds, projectors and
+aggregates' totals (``build_worker``: the Faust app of an ``App``, wired)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from framework.aggregates.contributions import ContributionIndex
+from framework.aggregates.totals import TotalsProcessor, group_records
 from framework.app import App
+from framework.core.aggregate import Aggregate, Group
 from framework.kafka_admin import end_offsets, ensure_topics
 from framework.notifications.schema import NOTIFICATION_TABLES
 from framework.notifications.sink import store_sink
@@ -60,20 +63,29 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
     agents = [(AgentRuntime(worker, a.topic, config=app.runtime, name=a.name), a) for a in app.agents]
     projectors = [
         (AgentRuntime(worker, app.change_topic(p), config=app.runtime, name=f"project.{p.name}"), p)
-        for p in app.projections
+        for p in app.views
+    ]
+    totals = [
+        (AgentRuntime(worker, app.group_topic(a), config=app.runtime, name=f"totals.{a.name}"), a)
+        for a in app.aggregates
     ]
     change_topics = {
         name: worker.topic(
             name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
         )
-        for name in map(app.change_topic, app.projections)
+        for name in [*map(app.change_topic, app.views), *map(app.group_topic, app.aggregates)]
     }
 
     async def announce(topic: str, records: Sequence[ChangeRecord]) -> None:
         sent = [await change_topics[topic].send(key=k, value=v, partition=p) for p, k, v in records]
         await asyncio.gather(*sent)  # on the broker before the source events are acknowledged
 
+    async def announce_groups(aggregate: Aggregate, groups: Sequence[Group]) -> None:
+        topic = app.group_topic(aggregate)
+        await announce(topic, group_records(aggregate, groups, counts[topic]))
+
     filters: list[DuplicateFilter] = []
+    counts: dict[str, int] = {}  # partitions of each change and group topic, once they exist
 
     screens = _screen_holder(app, worker, resources)
     joins = JoinWiring(app, worker, settings) if app.lookups else None  # lookups (framework.state)
@@ -89,7 +101,7 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
         if id_map is not None:
             await id_map.open()
         resolutions = id_map.resolutions() if id_map is not None else {}
-        counts = {t: len(await end_offsets(settings.broker, t)) for t in change_topics}
+        counts.update({t: len(await end_offsets(settings.broker, t)) for t in change_topics})
         await resources.open()
         if screens is not None:
             await screens.refresh(resources.store)
@@ -99,7 +111,7 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
         dlq = resources.dlq
         assert dlq is not None
         for runtime, agent in agents:
-            projections = app.projections_of(agent)
+            projections = app.views_of(agent)
             sinks: list[Sink] = [store_sink(app, agent.name, resources.store)]
             if projections:
                 feeds = {app.change_topic(p): p for p in projections}
@@ -122,9 +134,12 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
                 joined.book.screen = screens  # the erasure screen, after the resolution (map_event's order)
                 processor = joined if dedupe is None else DedupedJoin(joined, dedupe)
             runtime.attach(processor, dlq)
+        contributions = ContributionIndex(resources.store, app.aggregates, announce_groups)
         for runtime, projection in projectors:
-            processor = ProjectionProcessor(projection, resources.store, resources.index, timeout)
-            runtime.attach(processor, dlq)
+            target = contributions if isinstance(projection, Aggregate) else resources.index
+            runtime.attach(ProjectionProcessor(projection, resources.store, target, timeout), dlq)
+        for runtime, aggregate in totals:
+            runtime.attach(TotalsProcessor(aggregate, resources.store, timeout), dlq)
         if joins is not None:
             joins.start_feed()
         if id_map is not None:
@@ -142,7 +157,8 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
     worker.starting.append(starting)
     worker.stopped.append(stopped)
     register_dlq_rotation(worker, lambda: resources.dlq)
-    return Wiring(resources, tuple(r for r, _ in agents) + tuple(r for r, _ in projectors))
+    runtimes = [r for r, _ in agents] + [r for r, _ in projectors] + [r for r, _ in totals]
+    return Wiring(resources, tuple(runtimes))
 
 
 def _id_map_feed(app: App, settings: Settings) -> Any:

@@ -21,7 +21,7 @@ def test_agents_cover_every_event_type_once() -> None:
     assert {s.topic for s in SPECS.values()} == set(topics)
     assert [a.name for a in reference_agents()] == ["activities", "engagement", "insights"]
     for agent in app.agents:  # every agent writes a source table of the activity projection
-        assert [p.name for p in app.projections_of(agent)] == ["activities"]
+        assert [p.name for p in app.views_of(agent)] == ["activities"]
         assert set(agent.event_types) == {t for t, s in SPECS.items() if s.topic == agent.topic}
 
 

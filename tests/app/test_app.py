@@ -72,10 +72,10 @@ def test_route_by_topic_then_declared_type() -> None:
         app.route(ev("note.set", "n1", 1), topic="other")
 
 
-def test_topics_and_projections_of() -> None:
+def test_topics_and_views_of() -> None:
     app = toy_app()
     assert app.topics() == {"notes-in": "notes", "toy.notes.changes": "project.notes"}
-    assert app.projections_of(app.agent("notes")) == app.projections
+    assert app.views_of(app.agent("notes")) == app.projections
     with pytest.raises(KeyError, match="no projection 'x'"):
         app.projection("x")
 

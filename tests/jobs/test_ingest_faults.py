@@ -126,7 +126,7 @@ async def _batch_rows(broker: str, state_ranges: list[Any]) -> dict[tuple[str, s
             for _, _, _, _, value in page:
                 event = parse_event(value)
                 agent = reference_app.route(event)
-                for m in map_event(agent, event, reference_app.projections_of(agent)):
+                for m in map_event(agent, event, reference_app.views_of(agent)):
                     key = dict(m.key)
                     if hasattr(m, "at") and hasattr(m, "event_id"):
                         key.update(at=m.at, event_id=m.event_id)

@@ -53,7 +53,7 @@ async def _changed(broker: str, batch: Batch) -> dict[tuple[str, str], set[str]]
             for _, _, _, _, value in page:
                 event = parse_event(value)
                 agent = support_desk.route(event)
-                for m in map_event(agent, event, support_desk.projections_of(agent)):
+                for m in map_event(agent, event, support_desk.views_of(agent)):
                     key, _ = changed_row(m)
                     tenant = rule(m.table, key)
                     cell = out.setdefault((str(tenant) if tenant is not None else "-", m.table), set())

@@ -42,7 +42,7 @@ def _expected(events: dict[str, list]) -> set[tuple[str, str]]:  # type: ignore[
     for topic, evs in events.items():
         agent = app.route(evs[0], topic)
         for e in evs:
-            for m in map_event(agent, e, app.projections_of(agent)):
+            for m in map_event(agent, e, app.views_of(agent)):
                 if m.table not in marks:
                     out.add((m.table, key_ident(changed_row(m)[0])))
     return out

@@ -93,7 +93,7 @@ def test_the_backfill_notifies_each_partition_of_exactly_the_rows_it_wrote(
     tenants: set[tuple[str | None, str]] = set()
     for e in events:
         agent = desk.route(e)
-        for m in map_event(agent, e, desk.projections_of(agent)):
+        for m in map_event(agent, e, desk.views_of(agent)):
             if m.table not in marks:
                 expected.setdefault(m.table, set()).add(key_ident(changed_row(m)[0]))
                 tenants.add((default_tenant_of(m.table, m.key), m.table))

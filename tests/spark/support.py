@@ -38,7 +38,7 @@ def unique_alias(prefix: str) -> str:
 def mutations(event: Event, app: App = reference_app) -> list[Mutation]:
     """The event's mutations and version marks, as the stream and the backfill map it."""
     agent = app.route(event)
-    return map_event(agent, event, app.projections_of(agent))
+    return map_event(agent, event, app.views_of(agent))
 
 
 async def populate(url: str, events: Iterable[Event], app: App = reference_app) -> None:

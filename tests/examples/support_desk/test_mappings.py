@@ -41,7 +41,7 @@ def test_app_wires_four_agents_and_the_tickets_projection_in_a_few_lines() -> No
         "converge_erasure_audit",
     }
     assert {t for a in app.agents for t in a.event_types} == set(SPECS)
-    assert app.projections_of(app.agent("privacy")) == app.projections
+    assert app.views_of(app.agent("privacy")) == app.projections
 
 
 def test_the_ordering_key_is_the_ticket_reference() -> None:

@@ -1,0 +1,164 @@
+"""An entity's contributions written to the store: the projector's target for an aggregate.
+
+``ContributionIndex`` is a ``SearchIndex`` whose "documents" are entities' contributions
+(``Aggregate.build``: ``{group id: measures}``) and whose storage is the aggregate's tables
+in the wide-column store. Writing an entity's document at its version (the entity's mark)
+writes every group of it into ``_contrib`` and ``_members`` at that version and deletes, at
+that version, the groups the entity had and no longer has; deleting the document deletes all
+of them. Per cell the highest version wins, so a stale write (a lower mark) changes nothing
+that a newer one wrote, and a replay at the same mark writes the same cells. Then the groups
+whose contributions changed are announced (``announce``) for their totals to be recomputed
+(``totals.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from framework.aggregates.tables import decode_measures, encode_measures, tables_of
+from framework.core.aggregate import Aggregate, Group, parse_group_id, parse_series, series_id
+from framework.core.mutations import Delete, Mutation, Upsert
+from stores.base import BulkItem, BulkResult, IndexOp, SearchHit, SearchIndex, WideColumnStore
+
+__all__ = ["ContributionIndex", "Announce"]
+
+#: ``announce(aggregate, groups)``: the groups whose contributions changed, for their totals.
+Announce = Callable[[Aggregate, Sequence[Group]], Awaitable[None]]
+
+
+class ContributionIndex(SearchIndex):
+    """The contributions of ``aggregates`` (by name, their alias) in ``store``."""
+
+    def __init__(self, store: WideColumnStore, aggregates: Sequence[Aggregate], announce: Announce) -> None:
+        self.store = store
+        self.aggregates = {a.name: a for a in aggregates}
+        self.announce = announce
+
+    def _aggregate(self, alias: str) -> Aggregate:
+        try:
+            return self.aggregates[alias]
+        except KeyError:
+            raise KeyError(f"no aggregate {alias!r} (aggregates: {sorted(self.aggregates)})") from None
+
+    async def ensure_index(
+        self, alias: str, mappings: Mapping[str, Any] | None = None, generation: int = 1
+    ) -> str:
+        for schema in tables_of(self._aggregate(alias)).all:
+            await self.store.ensure_table(schema)
+        return alias
+
+    async def index(self, alias: str, doc_id: str, doc: Mapping[str, Any], version: int) -> bool:
+        await self.bulk(alias, [IndexOp(doc_id, version, doc)])
+        return True
+
+    async def delete(self, alias: str, doc_id: str, version: int) -> bool:
+        await self.bulk(alias, [IndexOp(doc_id, version, None)])
+        return True
+
+    async def bulk(self, alias: str, ops: Sequence[IndexOp]) -> BulkResult:
+        """Write each entity's contributions at its version; announce the groups that changed."""
+        agg = self._aggregate(alias)
+        t = tables_of(agg)
+        ids = list(dict.fromkeys(op.doc_id for op in ops))
+        before = dict(
+            zip(
+                ids,
+                await self.store.read_partitions(t.contrib.name, [{"entity": i} for i in ids]),
+                strict=True,
+            )
+        )
+        writes: list[Mutation] = []
+        changed: dict[str, Group] = {}
+        for op in ops:
+            had = {
+                _gid(r.key): (r.cells["measures"].value, r.version)
+                for r in before[op.doc_id]
+                if "measures" in r.cells
+            }
+            now = {gid: encode_measures(m) for gid, m in (op.doc or {}).items()}
+            for gid, text in now.items():
+                g = parse_group_id(gid)
+                writes += _put(t.contrib.name, t.members.name, op.doc_id, g, text, op.version)
+                if had.get(gid, (None, 0))[0] != text:
+                    changed[gid] = g
+            for gid, (_, written) in had.items():
+                if gid not in now:
+                    g = parse_group_id(gid)
+                    writes += _drop(t.contrib.name, t.members.name, op.doc_id, g, op.version)
+                    if written <= op.version:
+                        changed[gid] = g
+        if writes:
+            await self.store.apply(writes)
+        if changed:
+            await self.announce(agg, list(changed.values()))
+        return BulkResult([BulkItem(op.doc_id, "ok", 200) for op in ops])
+
+    async def get(self, alias: str, doc_id: str) -> SearchHit | None:
+        t = tables_of(self._aggregate(alias))
+        rows = await self.store.read_partition(t.contrib.name, {"entity": doc_id})
+        return _hit(doc_id, rows)
+
+    async def search(
+        self, alias: str, query: Mapping[str, Any] | None = None, size: int = 10
+    ) -> list[SearchHit]:
+        hits = []
+        async for hit in self.scan(alias):
+            hits.append(hit)
+            if len(hits) >= size:
+                break
+        return hits
+
+    async def scan(
+        self, alias: str, *, slice_id: int = 0, slices: int = 1, page_size: int = 1000
+    ) -> AsyncIterator[SearchHit]:
+        t = tables_of(self._aggregate(alias))
+        by_entity: dict[str, list[Any]] = {}
+        async for row in self.store.scan(t.contrib.name, shard=slice_id, shards=slices):
+            by_entity.setdefault(str(row.key["entity"]), []).append(row)
+        for doc_id, rows in sorted(by_entity.items()):
+            hit = _hit(doc_id, rows)
+            if hit is not None:
+                yield hit
+
+    async def refresh(self, alias: str) -> None:
+        return None
+
+    async def swap_alias(self, alias: str, new_index: str) -> list[str]:
+        raise NotImplementedError("an aggregate's contributions live in the store: there is no index to swap")
+
+    async def close(self) -> None:
+        return None
+
+
+def _gid(key: Mapping[str, Any]) -> str:
+    """The group id of a ``_contrib`` or ``_members`` row's key."""
+    return Group(tuple(parse_series(str(key["series"]))), int(key["window"])).id
+
+
+def _put(contrib: str, members: str, entity: str, g: Group, text: str, version: int) -> list[Mutation]:
+    series = series_id(g.series)
+    return [
+        Upsert(
+            contrib, {"entity": entity, "series": series, "window": g.window}, {"measures": text}, version
+        ),
+        Upsert(
+            members, {"series": series, "window": g.window, "entity": entity}, {"measures": text}, version
+        ),
+    ]
+
+
+def _drop(contrib: str, members: str, entity: str, g: Group, version: int) -> list[Mutation]:
+    series = series_id(g.series)
+    return [
+        Delete(contrib, {"entity": entity, "series": series, "window": g.window}, version),
+        Delete(members, {"series": series, "window": g.window, "entity": entity}, version),
+    ]
+
+
+def _hit(doc_id: str, rows: Sequence[Any]) -> SearchHit | None:
+    live = [r for r in rows if "measures" in r.cells]
+    if not live:
+        return None
+    doc = {_gid(r.key): decode_measures(r.cells["measures"].value) for r in live}
+    return SearchHit(doc_id, max(r.version for r in live), doc)

@@ -1,0 +1,66 @@
+"""The three tables of an aggregate: contributions by entity, the same by group, and group totals.
+
+- ``<name>_contrib``: partition ``entity`` (the entity's document id), clustering ``series``
+  (the group-key values as JSON) and ``window`` (its start, 0 unwindowed); ``measures`` as JSON.
+  Written at the entity's version mark by ``contributions.py``.
+- ``<name>_members``: the same rows by group: partition ``series``, ``window``; clustering
+  ``entity``. A group's total is the reduction of its partition.
+- ``<name>_totals``: partition ``series``, clustering ``window``: ``measures`` (JSON), ``members``
+  (how many entities contribute) and ``reflects`` (the highest version of those contributions).
+  Written by ``totals.py`` only.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+
+from framework.core.aggregate import Aggregate
+from framework.core.schema import Column, TableSchema
+
+__all__ = ["AggregateTables", "tables_of", "encode_measures", "decode_measures"]
+
+
+class AggregateTables:
+    """The table schemas of one aggregate."""
+
+    def __init__(self, aggregate: Aggregate) -> None:
+        n = aggregate.name
+        self.contrib = TableSchema(
+            f"{n}_contrib", (Column("entity", "text"),), (Column("measures", "text"),),
+            clustering_key=(Column("series", "text"), Column("window", "bigint")),
+        )  # fmt: skip
+        group = (Column("series", "text"), Column("window", "bigint"))
+        self.members = TableSchema(
+            f"{n}_members", group, (Column("measures", "text"),), clustering_key=(Column("entity", "text"),)
+        )
+        self.totals = TableSchema(
+            f"{n}_totals", (Column("series", "text"),),
+            (Column("measures", "text"), Column("members", "bigint"), Column("reflects", "bigint")),
+            clustering_key=(Column("window", "bigint"),),
+        )  # fmt: skip
+
+    @property
+    def all(self) -> tuple[TableSchema, TableSchema, TableSchema]:
+        """Every table of the aggregate."""
+        return (self.contrib, self.members, self.totals)
+
+
+@functools.lru_cache(maxsize=256)
+def tables_of(aggregate: Aggregate) -> AggregateTables:
+    """The tables of ``aggregate`` (one object per aggregate)."""
+    return AggregateTables(aggregate)
+
+
+def encode_measures(measures: Mapping[str, float]) -> str:
+    """Measures as the compact JSON text the tables hold."""
+    return json.dumps(dict(sorted(measures.items())), separators=(",", ":"), allow_nan=False)
+
+
+def decode_measures(text: object) -> dict[str, float]:
+    """The measures of a ``measures`` cell; ValueError when it is not a JSON object of numbers."""
+    value = json.loads(str(text))
+    if not isinstance(value, dict) or not all(isinstance(v, int | float) for v in value.values()):
+        raise ValueError(f"not measures: {text!r}")
+    return value
