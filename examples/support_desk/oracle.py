@@ -181,14 +181,16 @@ def expected_totals(truth: Truth) -> Totals:
         if "created_at" not in cells:
             continue
         created = cells["created_at"][0]
-        if t.statuses and _last_status(t).status in ("open", "pending", "reopened"):
+        status = _last_status(t).status if t.statuses else None
+        if status in ("open", "pending", "reopened"):
             assignee = cells["assignee"][0] if "assignee" in cells else None
-            g = open_tickets.setdefault(group_id([t.tenant, _last_status(t).status, assignee]), {"tickets": 0})
+            g = open_tickets.setdefault(group_id([t.tenant, status, assignee]), {"tickets": 0})
             g["tickets"] += 1
             if "sla_due_at" in cells:
                 due = cells["sla_due_at"][0] // _SECOND
                 g["next_due"] = min(g.get("next_due", due), due)
-        answers = [c.effect.at for c in t.comments if c.effect.author_kind == "agent" and c.effect.at >= created]
+        answers = [c.effect.at for c in t.comments if c.effect.author_kind == "agent"]
+        answers = [at for at in answers if at >= created]
         if answers:
             at = min(answers)
             seconds = (at - created) // _SECOND
