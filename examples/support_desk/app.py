@@ -1,7 +1,6 @@
 """The support desk as one converge app: ``converge worker examples.support_desk.app:app``.
-Aggregates (open tickets, first response time per day): ``aggregates.py``. Retention:
-``retention.py``; personal data: ``personal.py``; ID mutation of requester ids:
-``id_mutation.py``; every micro-batch's changes go to the notification table."""
+Aggregates: ``aggregates.py``; retention: ``retention.py``; personal data: ``personal.py``; ID
+mutation of requester ids: ``id_mutation.py``; every micro-batch's changes go to the notification table."""
 
 from examples.support_desk.agents import support_agents
 from examples.support_desk.aggregates import AGGREGATES
