@@ -64,6 +64,7 @@ async def _with_stores(app: Any, settings: Any, use: Any) -> Any:
 
 
 def _erase(args: argparse.Namespace) -> int:
+    from framework.cli.job_turn import aggregate_targets
     from framework.dlq.offload import open_objects
     from framework.erasure.run import erase
 
@@ -72,7 +73,7 @@ def _erase(args: argparse.Namespace) -> int:
         raise UserError("--es-url: the app has projections: give the index (or set CONVERGE_ES_URL)")
 
     async def use(store: Any, index: Any) -> Any:
-        announcer, aggregates = _aggregates(app, settings, store)
+        announcer, aggregates = aggregate_targets(app, settings, store)
         try:
             return await erase(app, subject, key=key, store=store, index=index, dlq_root=settings.dlq_root,
                                dlq_objects=open_objects(settings), aggregates=aggregates,
@@ -105,18 +106,6 @@ def _erase(args: argparse.Namespace) -> int:
             print(f"  INCOMPLETE: {held} parked records in a live writer's open segments, {damaged}"
                   " damaged segments; run it again after rotation (or salvage)")  # fmt: skip
     return 0 if report.complete else 1
-
-
-def _aggregates(app: Any, settings: Any, store: Any) -> tuple[Any, Any]:
-    """The app's aggregates as an erasure target: their contributions in ``store``, their changed
-    groups announced on the broker for the workers' totals (``(None, None)`` without aggregates)."""
-    if not app.aggregates:
-        return None, None
-    from framework.aggregates.announce import KafkaAnnouncer
-    from framework.aggregates.contributions import ContributionIndex
-
-    announcer = KafkaAnnouncer(settings.broker, app.group_topic, settings.partitions)
-    return announcer, ContributionIndex(store, app.aggregates, announcer)
 
 
 def _verify(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ import itertools
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from framework.aggregates.contributions import ContributionIndex
+from framework.aggregates.contributions import NONE, ContributionIndex
 from framework.aggregates.tables import decode_measures, tables_of
 from framework.aggregates.totals import TotalsProcessor, group_records
 from framework.core.aggregate import Aggregate, Group, group_id, parse_series
@@ -314,6 +314,8 @@ class Driver:
         agg = aggregate if isinstance(aggregate, Aggregate) else self.app.aggregate(aggregate)
         out: dict[str, dict[str, dict[str, float]]] = {}
         for r in self.rows(tables_of(agg).contrib.name):
+            if r.cells["measures"].value == NONE:  # a group the entity left
+                continue
             gid = group_id(parse_series(str(r.key["series"])), int(str(r.key["window"])))
             out.setdefault(str(r.key["entity"]), {})[gid] = decode_measures(r.cells["measures"].value)
         return out
