@@ -126,3 +126,15 @@ def test_totals_equal_the_model_for_any_delivery(history: list[Op], seed: int) -
         assert not d.parked
         assert d.totals("by_team_status") == status
         assert d.totals("due_by_team") == due
+
+
+def test_a_late_older_edit_under_the_same_mark_still_wins_over_what_was_written() -> None:
+    """The mark is the highest version of any write; an older event arriving after a newer one
+    changes the rows without raising it, and the contributions rebuilt then must replace those
+    written at the same mark (found by the property above)."""
+    with Driver(task_app()) as d:
+        d.send([_set("a", 2, team="red", status="open", points=1.0), _set("a", 5, team="red")])
+        d.send(_set("a", 4, points=0.0))  # older than the mark, newer than the points it replaces
+        red_open = group_id(["red", "open"])
+        assert d.totals("by_team_status") == {red_open: {"tasks": 1, "points": 0.0, "top": 0.0}}
+        assert d.contributions("by_team_status") == {"a": {red_open: {"tasks": 1, "points": 0.0, "top": 0.0}}}
