@@ -105,7 +105,8 @@ def store_sink(
     app: NotifyingApp, agent: str, store: WideColumnStore, clock: Callable[[], float] = time.time
 ) -> Sink:
     """The store sink of ``app``'s agent ``agent``: a ``NotificationSink`` when the app has
-    notifications on (projections' and aggregates' version marks unannounced), else a plain ``WideColumnSink``."""
+    notifications on (projections' and aggregates' version marks unannounced), else a plain
+    ``WideColumnSink``."""
     if app.notifications is None:
         return WideColumnSink(store)
     marks = {p.version_table.name for p in app.views}
