@@ -103,7 +103,7 @@ class Windows:
 @dataclass(frozen=True)
 class Top:
     """The ``limit`` groups with the largest ``by`` (of window ``window`` when given), largest first;
-    ``scanned``: the totals rows read."""
+    ``scanned``: the totals rows read (all of them, whatever the window)."""
 
     aggregate: str
     by: str
@@ -315,9 +315,9 @@ class Queries:
         start = None if window is None else self._window_start(agg, window)
         scanned, best = 0, []
         async for row in self.store.scan(tables_of(agg).totals.name):
+            scanned += 1
             if "measures" not in row.cells or (start is not None and cell_int(row.key["window"]) != start):
                 continue
-            scanned += 1
             value = decode_measures(row.cells["measures"].value).get(by)
             if value is not None:
                 best.append((value, str(row.key["series"]), cell_int(row.key["window"]), row))

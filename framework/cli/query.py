@@ -146,9 +146,8 @@ def _query(args: argparse.Namespace) -> int:
         console.print(f"{len(answer.windows)} window(s) of {escape(args.name)} (reflects {answer.reflects})")
         console.print(_totals_table(answer.windows, measures))
     else:
-        console.print(
-            f"top {len(answer.groups)} of {answer.scanned} group(s) of {escape(args.name)} by {args.by}"
-        )
+        console.print(f"top {len(answer.groups)} group(s) of {escape(args.name)} by {escape(args.by)}"
+                      f" ({answer.scanned} totals rows scanned)")  # fmt: skip
         console.print(_totals_table(answer.groups, measures))
     return 0
 
