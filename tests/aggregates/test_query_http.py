@@ -1,13 +1,20 @@
-"""The ``/query`` routes on a worker's web server, in-process: the worker ``build_worker`` makes of
-the toy task app (its web port set) with its resources opened over a SQLite store file the Driver's
-store was copied into, served by aiohttp's test server (no broker: the routes only read the store).
-Each answer equals ``converge query --json``'s; bad input is a 400 with a JSON error, a store not
-open yet a 503, and the worker's app keeps serving after both."""
+"""The ``/query`` routes on a worker's web server.
+
+In-process (most tests): the worker ``build_worker`` makes of the toy task app (its web port set)
+with its resources opened over a SQLite store file the Driver's store was copied into, served by
+aiohttp's test server (no broker: the routes only read the store). Each answer equals ``converge
+query --json``'s; bad input is a 400 with a JSON error, a store not open yet a 503, and the
+worker's app keeps serving after both. Live (the last test): a ``converge worker`` subprocess on a
+noida-db of its own, its own totals read over HTTP."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
+import urllib.error
+import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +22,11 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from framework.cli import main
+from framework.kafka_admin import ensure_topics, produce
+from framework.local_stack import LocalStack, free_port
 from framework.settings import Settings
 from framework.testing.driver import Driver
+from framework.worker.processes import start_worker, stop_worker
 from framework.worker.wiring import build_worker
 from tests.aggregates.tasks import DAY
 from tests.aggregates.test_query import TASKS
@@ -118,3 +128,58 @@ def test_the_routes_are_mounted_only_with_a_web_port(tmp_path: Path, store_url: 
     )
     quiet = build_worker(APP, settings)
     assert all(not r.resource.canonical.startswith("/query") for r in quiet.web.web_app.router.routes())
+
+
+@pytest.mark.timeout(240)
+def test_a_live_worker_answers_over_http(fresh_stack: LocalStack, tmp_path: Path) -> None:
+    """Live: a noida-db of its own, a ``converge worker`` subprocess of the task app with its web
+    port set, the tasks produced to its topic; polled until its totals answer, then each read."""
+    assert fresh_stack.info is not None
+    broker = f"kafka://{fresh_stack.info.kafka_bootstrap}"
+    asyncio.run(ensure_topics(broker, {t: 2 for t in APP.topics()}))
+    topic = APP.agent("tasks").topic
+    assert asyncio.run(produce(broker, topic, [(e.ordering_key.encode(), e.to_json()) for e in TASKS])) == 5
+    port = free_port()
+    env = {
+        "CONVERGE_APP_ID": f"tasks-{uuid.uuid4().hex[:8]}",
+        "CONVERGE_PARTITIONS": "2",
+        "CONVERGE_WIDE_STORE": f"sqlite:///{(tmp_path / 'wide.db').resolve()}",
+        "CONVERGE_WEB_PORT": str(port),
+    }
+    worker = start_worker("tests.aggregates.tasks:task_app", tmp_path / "worker", broker, env)
+    base, log = f"http://127.0.0.1:{port}/query", tmp_path / "worker" / "worker.log"
+    try:
+        deadline, last = time.monotonic() + 150, ""
+        while time.monotonic() < deadline:
+            try:
+                top = _get_json(f"{base}/top?aggregate=by_team_status&by=tasks&limit=10")
+            except OSError as exc:  # not up yet, or 503 before its store is open
+                last = repr(exc)
+            else:
+                if sum(g["measures"]["tasks"] for g in top["groups"]) == len(TASKS):  # every task counted
+                    break
+                last = json.dumps(top)
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"no totals: {last}\n{log.read_text()[-3000:]}")
+        red = _get_json(f"{base}/total?aggregate=by_team_status&group.team=red&group.status=open")
+        assert red["measures"] == {"tasks": 2, "points": 8.0, "top": 5.0} and red["reflects"] == 20
+        blue = _get_json(f"{base}/windows?aggregate=due_by_team&group.team=blue&since={11 * DAY}")
+        assert [w["window"] for w in blue["windows"]] == [11 * DAY, 12 * DAY]
+        entity = _get_json(f"{base}/entity?table=task&key.task_id=t5")
+        assert entity["rows"]["task"][0]["cells"]["team"] == "green" and entity["reflects"] == 50
+        with pytest.raises(urllib.error.HTTPError) as bad:
+            _get_json(f"{base}/top?aggregate=nope&by=tasks")
+        assert bad.value.code == 400 and "no aggregate" in json.loads(bad.value.read())["error"]
+        assert (
+            _get_json(f"{base}/top?aggregate=by_team_status&by=points&limit=1")["groups"][0]["group"]["team"]
+            == "blue"
+        )
+    finally:
+        code = stop_worker(worker)
+    assert code == 0, log.read_text()[-3000:]
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - a loopback URL of the test
+        return json.loads(response.read())
