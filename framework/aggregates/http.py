@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from framework.aggregates.query import Queries, QueryError, parse_group, parse_key
+from framework.aggregates.query import Queries, QueryError, parse_group, parse_key, parse_precedence
 from framework.core.projection import Projection
 from framework.delivery.ack_http import is_loopback
 from stores.base import WideColumnStore
@@ -115,12 +115,9 @@ class QueryRoutes:
             return [(k[len(prefix) :], v) for k, v in params.items() if k.startswith(prefix)]
 
         if name == "entity":
-            table = str(one("table", True))
-            schema = q.source_tables().get(table)
-            if schema is None:
-                return await q.entity(table, {})  # the error names the tables
-            precedence = {t: [s for s in v.split(",") if s] for t, v in prefixed("precedence.")}
-            return await q.entity(table, parse_key(schema, prefixed("key.")), precedence)
+            schema = q.source_table(str(one("table", True)))
+            key = parse_key(schema, prefixed("key."))
+            return await q.entity(schema.name, key, parse_precedence(prefixed("precedence.")))
         aggregate = str(one("aggregate", True))
         if name == "top":
             limit = one("limit") or "10"

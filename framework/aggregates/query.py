@@ -36,7 +36,7 @@ from stores.base import WideColumnStore
 
 __all__ = [
     "QueryError", "Queries", "Total", "Windows", "Top", "EntityRow", "Entity", "parse_group", "parse_key",
-    "split_pair",
+    "parse_precedence", "split_pair",
 ]  # fmt: skip
 
 _STATE_LOG_KEY = (("at", "bigint"), ("event_id", "text"))
@@ -212,6 +212,11 @@ def parse_key(schema: TableSchema, pairs: Iterable[tuple[str, str]]) -> dict[str
     return out
 
 
+def parse_precedence(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """State-log precedences from text pairs ``(table, "s1,s2,...")``, lowest first."""
+    return {table: [s for s in states.split(",") if s] for table, states in pairs}
+
+
 def _is_state_log(schema: TableSchema) -> bool:
     key = tuple((c.name, c.type) for c in schema.clustering_key)
     return key == _STATE_LOG_KEY and any(c.name == "state" for c in schema.columns)
@@ -330,6 +335,13 @@ class Queries:
         """Every table a view reads, by name."""
         return {t.name: t for v in self.views for t in v.tables}
 
+    def source_table(self, name: str) -> TableSchema:
+        """The source table ``name``; QueryError naming the source tables otherwise."""
+        tables = self.source_tables()
+        if name not in tables:
+            raise QueryError(f"{name!r} is no source table of a projection or aggregate ({sorted(tables)})")
+        return tables[name]
+
     async def entity(
         self,
         table: str,
@@ -339,18 +351,16 @@ class Queries:
         """One entity by the partition ``key`` of a source ``table``: its rows in every source table
         of the views reading ``table``, the current state of those that are state logs (``precedence``
         per table: the states' order at the same ``at``), and the views' version marks."""
-        tables = self.source_tables()
-        if table not in tables:
-            raise QueryError(f"{table!r} is no source table of a projection or aggregate ({sorted(tables)})")
+        schema = self.source_table(table)
         order = {t: list(p) for t, p in (precedence or {}).items()}
-        unknown = sorted(set(order) - set(tables))
+        unknown = sorted(set(order) - set(self.source_tables()))
         if unknown:
             raise QueryError(f"precedence for {unknown}: not source tables")
         views = [v for v in self.views if table in v.source_names]
         schemas = list({t.name: t for v in views for t in v.tables}.values())
         pkey = dict(key)
         try:
-            tables[table].check_key(pkey, partition_only=True)
+            schema.check_key(pkey, partition_only=True)
         except SchemaError as exc:
             raise QueryError(str(exc)) from None
         parts, marks = await asyncio.gather(

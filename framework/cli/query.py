@@ -92,15 +92,8 @@ def _pairs(items: Sequence[str], what: str) -> list[tuple[str, str]]:
     return [split_pair(text, what) for text in items]
 
 
-def _precedence(items: Sequence[str]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for table, states in _pairs(items, "--precedence"):
-        out[table] = [s for s in states.split(",") if s]
-    return out
-
-
 def _query(args: argparse.Namespace) -> int:
-    from framework.aggregates.query import Queries, QueryError, parse_group, parse_key
+    from framework.aggregates.query import Queries, QueryError, parse_group, parse_key, parse_precedence
 
     app = app_declaring(args.app, "views", "projections=[...] or aggregates=[...]")
     settings = settings_of(args, app.name)
@@ -119,11 +112,9 @@ def _query(args: argparse.Namespace) -> int:
                 return await q.windows(args.name, group, args.since, args.until)
             if args.query == "top":
                 return await q.top(args.name, args.by, args.limit, args.window)
-            schema = q.source_tables().get(args.name)
-            if schema is None:
-                return await q.entity(args.name, {})  # the error names the tables
+            schema = q.source_table(args.name)
             key = parse_key(schema, _pairs(args.key, "--key"))
-            return await q.entity(args.name, key, _precedence(args.precedence))
+            return await q.entity(args.name, key, parse_precedence(_pairs(args.precedence, "--precedence")))
         except QueryError as exc:
             raise UserError(str(exc)) from None
         finally:

@@ -53,6 +53,7 @@ BAD: list[tuple[str, dict[str, str], str]] = [
     ("top", {"aggregate": "by_team_status", "by": "points", "colour": "x"}, "unknown parameter 'colour'"),
     ("entity", {"table": "task", "key.nope": "1"}, "not a partition key column"),
     ("entity", {"table": "nope"}, "no source table"),
+    ("entity", {"table": "task", "key.task_id": "t1", "precedence.nope": "a,b"}, "precedence for ['nope']"),
 ]
 
 

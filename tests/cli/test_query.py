@@ -110,6 +110,7 @@ def test_tables_for_people(store_url: str, capsys: pytest.CaptureFixture[str]) -
         (["top", "by_team_status", "--by", "nope"], "no measure 'nope'"),
         (["entity", "task", "--key", "id=1"], "not a partition key column"),
         (["entity", "nope", "--key", "id=1"], "no source table"),
+        (["entity", "task", "--key", "task_id=1", "--precedence", "nope=a,b"], "precedence for ['nope']"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
