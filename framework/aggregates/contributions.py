@@ -72,7 +72,7 @@ class ContributionIndex(SearchIndex):
         read = await self.store.read_partitions(t.contrib.name, [{"entity": i} for i in ids])
         stored = {
             doc_id: {
-                _gid(r.key): (str(r.cells["measures"].value), r.version)
+                _gid(r.key): (str(r.cells["measures"].value), r.version, _mark(r))
                 for r in rows
                 if "measures" in r.cells
             }
@@ -82,6 +82,8 @@ class ContributionIndex(SearchIndex):
         changed: dict[str, Group] = {}
         for op in ops:
             had = stored[op.doc_id]
+            if op.version < max((mark for _, _, mark in had.values()), default=0):
+                continue  # computed at a lower mark than what is stored: from an older state
             now = {gid: encode_measures(m) for gid, m in (op.doc or {}).items()}
             for gid in sorted(now.keys() | had.keys()):
                 text = now.get(gid, NONE)
@@ -90,8 +92,8 @@ class ContributionIndex(SearchIndex):
                     continue
                 version = op.version if before is None else max(op.version, before[1] + 1)
                 g = parse_group_id(gid)
-                writes += _put(t.contrib.name, t.members.name, op.doc_id, g, text, version)
-                had[gid] = (text, version)
+                writes += _put(t.contrib.name, t.members.name, op.doc_id, g, text, version, op.version)
+                had[gid] = (text, version, op.version)
                 changed[gid] = g
         if writes:
             await self.store.apply(writes)
@@ -141,16 +143,22 @@ def _gid(key: Mapping[str, Any]) -> str:
     return Group(tuple(parse_series(str(key["series"]))), int(key["window"])).id
 
 
-def _put(contrib: str, members: str, entity: str, g: Group, text: str, version: int) -> list[Mutation]:
+def _mark(row: Any) -> int:
+    """The mark a ``_contrib`` row was computed at (its write time for a row without one)."""
+    cell = row.cells.get("mark")
+    return int(cell.value) if cell is not None and cell.value is not None else int(row.version)
+
+
+def _put(
+    contrib: str, members: str, entity: str, g: Group, text: str, version: int, mark: int
+) -> list[Mutation]:
     series = series_id(g.series)
     return [
-        Upsert(
-            contrib, {"entity": entity, "series": series, "window": g.window}, {"measures": text}, version
-        ),
-        Upsert(
-            members, {"series": series, "window": g.window, "entity": entity}, {"measures": text}, version
-        ),
-    ]
+        Upsert(contrib, {"entity": entity, "series": series, "window": g.window},
+               {"measures": text, "mark": mark}, version),
+        Upsert(members, {"series": series, "window": g.window, "entity": entity},
+               {"measures": text}, version),
+    ]  # fmt: skip
 
 
 def _hit(doc_id: str, rows: Sequence[Any]) -> SearchHit | None:

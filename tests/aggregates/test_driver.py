@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from framework import Event
 from framework.core.aggregate import group_id
 from framework.testing.driver import Driver
+from stores.base import IndexOp
 from tests.aggregates.tasks import DAY, task_app
 
 TEAMS, STATUSES = ["red", "blue"], ["open", "done", "hold"]
@@ -138,3 +139,15 @@ def test_a_late_older_edit_under_the_same_mark_still_wins_over_what_was_written(
         red_open = group_id(["red", "open"])
         assert d.totals("by_team_status") == {red_open: {"tasks": 1, "points": 0.0, "top": 0.0}}
         assert d.contributions("by_team_status") == {"a": {red_open: {"tasks": 1, "points": 0.0, "top": 0.0}}}
+
+
+def test_a_document_computed_at_a_lower_mark_is_not_written_over_a_newer_one() -> None:
+    """A job or a worker that lost the entity may write contributions it computed from an older
+    state: they carry a lower mark than the stored ones, which stay."""
+    with Driver(task_app()) as d:
+        d.send([_set("a", 5, team="red", status="open", points=1.0)])
+        red_open, red_done = group_id(["red", "open"]), group_id(["red", "done"])
+        stale = {red_open: {"tasks": 1, "points": 7.0, "top": 7.0}, red_done: {"tasks": 1, "points": 1.0}}
+        d.run(d.aggregates.bulk("by_team_status", [IndexOp("a", 3, stale)]))
+        assert d.contributions("by_team_status") == {"a": {red_open: {"tasks": 1, "points": 1.0, "top": 1.0}}}
+        assert d.totals("by_team_status") == {red_open: {"tasks": 1, "points": 1.0, "top": 1.0}}
