@@ -8,7 +8,7 @@ the CRM's ID mutation moves an owner's counts to its final id."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from examples.activity_platform.app import app
@@ -81,6 +81,7 @@ def test_every_total_equals_the_oracle_for_any_delivery(
     h = generate_history(seed, n, n_orgs=n_orgs, horizon_days=3)
     order: list[Event] = data.draw(deliveries(in_order(h), max_duplicates=4), label="delivery")
     expected = expected_totals(h.truth, h.distinct())
+    event("groups: " + ", ".join(f"{name} {len(expected[name])}" for name in NAMES if expected[name]))
     with Driver(app) as d:
         assert d.send(h.events) == []
         assert _totals(d) == expected

@@ -6,7 +6,7 @@ requester erasures in the histories change nothing."""
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from examples.support_desk.app import app
@@ -81,6 +81,7 @@ def test_every_total_equals_the_oracle_for_any_delivery(
     h = generate_history(seed, n_tickets)
     order: list[Event] = data.draw(deliveries(h.events, max_duplicates=4), label="delivery")
     expected = expected_totals(h.truth)
+    event("groups: " + ", ".join(f"{name} {len(expected[name])}" for name in NAMES if expected[name]))
     with Driver(app) as d:
         assert d.send(deliver(h.events, seed)) == []
         assert _totals(d) == expected
