@@ -24,8 +24,9 @@ What the tables do not hold, and the nearest fact used instead:
 - A cancelled meeting leaves no live cell: a cancellation is a row tombstone of the hub row
   (``agents.activities``), not a status. The tables keep a meeting's ``owner_activity`` row
   after a cancellation, so ``owner_daily.meetings`` counts meetings booked, cancelled or not,
-  and ``engagement_daily`` counts the meetings still on: the cancelled ones are the difference
-  over all days (a meeting re-created after a cancellation counts once in each).
+  and ``engagement_daily`` only the meetings still on. Summed over an organisation's owners and
+  days, the difference is the meetings cancelled or erased (an erasure deletes hub rows, not
+  ``owner_activity`` rows), as long as no ID mutation deleted an owner with its rows.
 """
 
 from __future__ import annotations
