@@ -20,13 +20,15 @@ rows: one per created event that names a CRM owner, under the id the owner
 ends at after the ID mutation requests (``examples.id_requests.final_id``; a
 deleted owner has no rows), the newest write of each cell winning.
 
-``expected_totals(truth, events, requests)`` gives the totals of the app's aggregates
+``expected_totals(truth, events, requests, erased)`` gives the totals of the app's aggregates
 (``aggregates.py``) by plain loops: per aggregate name, ``{group id: measures}``. From the
 hub rows above, ``engagement_daily``: each activity whose row holds a live ``kind`` and
 ``starts_at`` counts once in its organisation, kind and UTC day of ``starts_at``, an email with
 an ``opened`` (``replied``) engagement once in ``opened`` (``replied``); from the
 ``owner_activity`` rows above, ``owner_daily``: each row counts once in ``emails`` or
-``meetings`` of its owner on the UTC day of ``created_at``.
+``meetings`` of its owner on the UTC day of ``created_at``. After the erasure of the addresses
+``erased`` (``personal.py``), an activity whose live ``participants`` or ``shared_with`` hold
+one of them is gone, and an engagement by one of them does not count.
 
 The ``compare_*`` functions are pure: they take plain mappings (convert store
 reads with ``row_cells`` / ``hit_document``) and return every divergence.
@@ -200,20 +202,25 @@ def _day(micros: int) -> int:
     return micros // _DAY_MICROS * 86_400
 
 
-def expected_totals(truth: Truth, events: Iterable[Event], requests: Iterable[IdRequest] = ()) -> Totals:
+def expected_totals(
+    truth: Truth, events: Iterable[Event], requests: Iterable[IdRequest] = (), erased: Iterable[str] = ()
+) -> Totals:
     """The totals of every aggregate of the app (see the module docstring); ``events`` are the
-    history's events (for the owners they name), ``requests`` the ID mutation requests applied."""
+    history's events (for the owners they name), ``requests`` the ID mutation requests applied,
+    ``erased`` the addresses erased after the history."""
+    gone = {a.lower() for a in erased}
     engagement: dict[str, dict[str, float]] = {}
     for t in truth.activities.values():
         cells = _hub_cells(t)
-        if "kind" not in cells or "starts_at" not in cells:
+        people = {a for c in _LISTS if c in cells for a in str(cells[c][0]).split(",")}
+        if "kind" not in cells or "starts_at" not in cells or people & gone:
             continue
         kind = cells["kind"][0]
         gid = group_id([t.org_id, kind], _day(cells["starts_at"][0]))
         g = engagement.setdefault(gid, {"activities": 0, "opened": 0, "replied": 0})
         g["activities"] += 1
         if kind == "email":
-            states = {e.fact.state for e in t.engagement}
+            states = {e.fact.state for e in t.engagement if e.fact.actor.lower() not in gone}
             g["opened"] += "opened" in states
             g["replied"] += "replied" in states
     owners: dict[str, dict[str, float]] = {}

@@ -2,10 +2,13 @@
 kit's Driver: every total equals the oracle's, computed by plain loops from the history's ground
 truth (``expected_totals``), for the generator's own arrival order (shuffles, lagging ingestion,
 duplicates, replayed bursts) and for any delivery of the in-order pass; meetings rescheduled to
-another day and re-created after a cancellation move between windows, cancellations delete, and
-the CRM's ID mutation moves an owner's counts to its final id."""
+another day and re-created after a cancellation move between windows, cancellations delete, the
+CRM's ID mutation moves an owner's counts to its final id, and an erasure retracts the subject's
+activities and engagements."""
 
 from __future__ import annotations
+
+from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -17,6 +20,9 @@ from examples.activity_platform.history import History
 from examples.activity_platform.oracle import Totals, expected_totals
 from examples.id_requests import plan_requests
 from framework import Event
+from framework.erasure.declare import Subject
+from framework.erasure.keyed import ENV_KEY
+from framework.erasure.run import erase
 from framework.testing import Driver, deliveries
 from tests.agents.replay import in_order
 from tests.idmutation.test_resolution_activity import owners_of, run
@@ -67,6 +73,27 @@ def test_the_id_mutation_moves_an_owners_counts_to_its_final_id(seed: int) -> No
         totals = _totals(d)
     expected = expected_totals(history.truth, history.distinct(), plan.requests)
     assert expected["owner_daily"] != expected_totals(history.truth, history.distinct())["owner_daily"]
+    assert totals == expected
+
+
+def test_an_erasure_retracts_the_subjects_activities_and_engagements(monkeypatch: pytest.MonkeyPatch) -> None:
+    h = generate_history(5, 700, n_orgs=3)
+    actors = Counter(str(e.payload["actor"]).lower() for e in h.distinct() if "actor" in e.payload)
+    address = next(a for a, _ in actors.most_common() if not a.endswith("-corp.example"))  # a sender
+    key = b"aggregate-erasure-key-0123456789"
+    monkeypatch.setenv(ENV_KEY, key.decode())
+    with Driver(app) as d:
+        assert d.send(h.events) == []
+        before = _totals(d)
+        assert before == expected_totals(h.truth, h.distinct())
+        d.run(
+            erase(
+                app, Subject("email", address), key=key, store=d.store, index=d.index, aggregates=d.aggregates
+            )
+        )
+        totals = _totals(d)
+    expected = expected_totals(h.truth, h.distinct(), erased=[address])
+    assert expected["engagement_daily"] != before["engagement_daily"]
     assert totals == expected
 
 
