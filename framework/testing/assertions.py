@@ -16,10 +16,12 @@ unless the test allows it (``allow_unrouted``, ``allow_pending``,
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from framework.aggregates.tables import tables_of
 from framework.core.events import Event
 from framework.core.extras import needs_extra
 from framework.core.rows import Row
@@ -59,6 +61,10 @@ class Snapshot:
     documents: dict[str, dict[str, tuple[dict[str, Any], int]]]
     parked: frozenset[ParkedKey]
     pending: frozenset[PendingKey] = frozenset()
+    #: per aggregate, ``contrib:<entity>`` and ``total`` -> {group id: measures}: an aggregate's
+    #: tables are compared by these values (their write times, marks and ``reflects`` depend on
+    #: the order the entities changed in, by design: totals are written at group-topic offsets)
+    aggregates: dict[str, dict[str, dict[str, dict[str, float]]]] = dataclasses.field(default_factory=dict)
 
     @property
     def rows(self) -> int:
@@ -73,10 +79,20 @@ def _parked_key(p: Parked) -> ParkedKey:
 
 def snapshot(driver: Driver) -> Snapshot:
     """The state ``driver`` holds now: every table of its app, every projection, the parked set."""
-    tables = {t.name: {tuple(r.key.values()): r for r in driver.rows(t.name)} for t in driver.app.tables}
-    documents = {p.name: driver.documents(p) for p in driver.app.projections}
+    app = driver.app
+    derived = {t.name for a in app.aggregates for t in tables_of(a).all}
+    tables = {t.name: {tuple(r.key.values()): r for r in driver.rows(t.name)}
+              for t in app.tables if t.name not in derived}  # fmt: skip
+    documents = {p.name: driver.documents(p) for p in app.projections}
     pending = frozenset((agent, *item) for agent, items in driver.pending().items() for item in items)
-    return Snapshot(tables, documents, frozenset(_parked_key(p) for p in driver.parked), pending)
+    aggregates = {
+        a.name: {
+            **{f"contrib:{entity}": groups for entity, groups in driver.contributions(a).items()},
+            "total": driver.totals(a),
+        }
+        for a in app.aggregates
+    }
+    return Snapshot(tables, documents, frozenset(_parked_key(p) for p in driver.parked), pending, aggregates)
 
 
 def vacuity(
@@ -151,6 +167,13 @@ def differences(expected: Snapshot, actual: Snapshot) -> list[str]:
                     )
             if ed[1] != ad[1]:
                 out.append(f"projection {name} doc {doc_id!r} version: {ed[1]} -> {ad[1]}")
+    for name in sorted(set(expected.aggregates) | set(actual.aggregates)):
+        exp_agg, act_agg = expected.aggregates.get(name, {}), actual.aggregates.get(name, {})
+        for part in sorted(set(exp_agg) | set(act_agg)):
+            eg, ag = exp_agg.get(part, {}), act_agg.get(part, {})
+            for gid in sorted(set(eg) | set(ag)):
+                if eg.get(gid) != ag.get(gid):
+                    out.append(f"aggregate {name} {part} group {gid}: {eg.get(gid)} -> {ag.get(gid)}")
     for p in sorted(expected.parked - actual.parked):
         out.append(f"parked only in order: {p}")
     for p in sorted(actual.parked - expected.parked):

@@ -37,7 +37,7 @@ async def _produce(broker: str, events: dict[str, list]) -> int:  # type: ignore
 
 def _expected(events: dict[str, list]) -> set[tuple[str, str]]:  # type: ignore[type-arg]
     """(table, key) of every row the app's mappings write for ``events``, version marks aside."""
-    marks = {p.version_table.name for p in app.projections}
+    marks = {p.version_table.name for p in app.views}
     out = set()
     for topic, evs in events.items():
         agent = app.route(evs[0], topic)

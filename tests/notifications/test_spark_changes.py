@@ -88,7 +88,7 @@ def test_the_backfill_notifies_each_partition_of_exactly_the_rows_it_wrote(
     report = backfill(spark, [str(archive)], store, app="tests.notifications.notified_desk:app", partitions=2)
     assert report.events == len(events) and not report.rejected
     changes = collect_changes(store, f"sqlite:///{tmp_path / 'cp.db'}", "c", settle=0)
-    marks = {p.version_table.name for p in desk.projections}
+    marks = {p.version_table.name for p in desk.views}
     expected: dict[str, set[str]] = {}
     tenants: set[tuple[str | None, str]] = set()
     for e in events:
