@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import Progress
@@ -34,13 +35,17 @@ from examples.activity_platform.generator import generate_history
 from examples.activity_platform.history import History
 from examples.activity_platform.oracle import (
     Divergence,
+    Totals,
     compare_documents,
     compare_engagement,
     compare_rows,
     expected_state,
+    expected_totals,
     hit_document,
     row_cells,
 )
+from framework.aggregates.tables import decode_measures, tables_of
+from framework.core.aggregate import group_id, parse_series
 from framework.dlq import DeadLetterStore
 from framework.kafka_admin import ensure_topics, produce, wait_all_drained, wait_group_settled
 from framework.local_s3 import ACCESS_KEY, DLQ_BUCKET, dlq_env
@@ -103,6 +108,7 @@ async def check_convergence(
                 engagement[hub] = (e.state, e.version)
         await index.refresh(INDEX_ALIAS)
         docs = {h.doc_id: hit_document(h) async for h in index.scan(INDEX_ALIAS)}
+        totals = await read_totals(store)
     finally:
         await store.close()
         await index.close()
@@ -111,8 +117,33 @@ async def check_convergence(
         + compare_rows(ENGAGEMENT_LOG.name, expected.engagement_logs, logs)
         + compare_engagement(expected.engagement, engagement)
         + compare_documents(expected.documents, docs)
+        + compare_totals(expected_totals(history.truth, history.events), totals)
     )
     return divergences, len(rows), len(docs)
+
+
+async def read_totals(store: Any) -> Totals:
+    """Every group total the app's aggregates hold in ``store``, by aggregate and group id."""
+    out: Totals = {}
+    for a in app.aggregates:
+        groups = out.setdefault(a.name, {})
+        async for row in store.scan(tables_of(a).totals.name):
+            series = parse_series(str(row.key["series"]))
+            groups[group_id(series, int(str(row.key["window"])))] = decode_measures(
+                row.cells["measures"].value
+            )
+    return out
+
+
+def compare_totals(expected: Totals, actual: Totals) -> list[Divergence]:
+    """Differences between the oracle's totals and the stored ones, one per group."""
+    out = []
+    for name in sorted(set(expected) | set(actual)):
+        want, got = expected.get(name, {}), actual.get(name, {})
+        for gid in sorted(set(want) | set(got)):
+            if want.get(gid) != got.get(gid):
+                out.append(Divergence(f"{name}_totals", gid, None, want.get(gid), got.get(gid)))
+    return out
 
 
 def count_segment_objects(endpoint: str, prefix: str = APP_ID) -> int:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +16,8 @@ from examples.activity_platform.app import app
 from examples.activity_platform.generator import generate_history
 from examples.activity_platform.oracle import expected_state
 from examples.demo import check_convergence
+from framework.aggregates.contributions import ContributionIndex
+from framework.aggregates.totals import recompute
 from framework.local_stack import LocalStack
 from framework.runtime.mapping import map_event
 from framework.runtime.projector import project_partition
@@ -55,13 +59,23 @@ def test_demo_reports_divergence_when_the_index_is_corrupted(tmp_path: Path) -> 
             index = ElasticsearchIndex.from_url(stack.info.es_url, tombstones="document")
             (projection,) = app.projections
             await index.ensure_index(projection.alias, projection.mappings)
-            hubs = set()
+            offsets = itertools.count(1)
+
+            async def totals(aggregate: Any, groups: Any) -> None:  # the totals processor's step
+                await recompute(store, aggregate, dict.fromkeys(groups, next(offsets)))
+
+            contributions = ContributionIndex(store, app.aggregates, totals)
+            touched: dict[str, set[str]] = {}
             for e in history.events:
-                muts = map_event(app.route(e), e, app.projections)
+                muts = map_event(app.route(e), e, app.views)
                 await store.apply(muts)
-                hubs |= {str(m.key["hub_id"]) for m in muts}
-            for h in sorted(hubs):
-                await project_partition(store, index, projection, {"hub_id": h})
+                for v in app.views:
+                    touched.setdefault(v.name, set()).update(v.touched(muts))
+            for v in app.views:
+                target = index if v is projection else contributions
+                for doc_id in sorted(touched[v.name]):
+                    key = dict(zip([c.name for c in v.partition_key], doc_id.split(":"), strict=True))
+                    await project_partition(store, target, v, key)
             clean = len((await check_convergence(history, store_url, stack.info.es_url))[0])
             victim = sorted(expected_state(history.truth).documents)[0]
             await index.client.delete(index=f"{INDEX_ALIAS}-v1", id=victim, refresh=True)
