@@ -1,0 +1,168 @@
+"""Aggregates in batch: recomputed from the store with Spark, equal to what the stream materialized,
+and the check finds and repairs what a lost change announcement or a damaged table leaves."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+import framework.testing.driver as driver_module
+from framework import Delete, Event, Upsert
+from framework.aggregates.tables import encode_measures, tables_of
+from framework.core.aggregate import group_id, series_id
+from framework.core.mutations import Mutation
+from framework.testing import Driver
+from spark_batch.aggregates import AggregateRun, aggregate, check, repair
+from stores.open import open_wide_store
+from stores.sqlite.store import SqliteStore
+from tests.aggregates.tasks import DAY, task_app
+from tests.spark.support import mutations, run, sqlite_url
+
+APP = "tests.aggregates.tasks:task_app"
+BY, DUE = "by_team_status", "due_by_team"
+
+
+def _set(task: str, version: int, **cells: Any) -> Event:
+    return Event(f"set-{task}-{version}", task, version, version, "task.set", cells)
+
+
+def _history(rng: random.Random) -> list[Event]:
+    """60 background tasks edited a few times (some deleted), and the tasks the corruption uses."""
+    events = []
+    for i in range(60):
+        for v in sorted(rng.sample(range(10, 100), rng.randint(1, 3))):
+            cells = {"team": rng.choice(["red", "blue"]), "status": rng.choice(["open", "done"]),
+                     "points": float(rng.randint(0, 9)), "due": rng.randint(0, 5) * DAY + 60}  # fmt: skip
+            events.append(_set(f"t{i}", v, **cells))
+        if i % 7 == 0:
+            events.append(Event(f"del-t{i}", f"t{i}", 200, 200, "task.delete", {}))
+    events += [
+        _set("R1", 5, team="red", status="open", points=1.0),
+        _set("Y1", 5, team="blue", status="open", points=2.0),
+        _set("X1", 5, team="amber", status="done", points=3.0),
+        _set("X2", 6, team="amber", status="done", points=4.0),
+        _set("W1", 5, team="amber", status="hold", points=5.0),
+        _set("W2", 6, team="amber", status="hold", points=6.0),
+    ]
+    delivered = [e for e in events for _ in range(rng.randint(1, 2))]
+    rng.shuffle(delivered)
+    return delivered + delivered[-10:]  # a replayed tail
+
+
+@pytest.fixture()
+def streamed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The store file of a Driver run of the task app over a shuffled history with duplicates."""
+    path = tmp_path / "wide.db"
+    monkeypatch.setattr(driver_module, "SqliteStore", lambda _, **kw: SqliteStore(path, **kw))
+    with Driver(task_app()) as d:
+        assert d.send(_history(random.Random(26))) == []
+        assert d.totals(BY) and d.totals(DUE)
+    return sqlite_url(path)
+
+
+def _check(spark: SparkSession, url: str, name: str) -> AggregateRun:
+    return check(spark, app=APP, name=name, store_url=url, shards=2)
+
+
+def _counts(r: AggregateRun) -> tuple[dict[str, int], dict[str, int]]:
+    return r.report.entity_counts, r.report.group_counts
+
+
+async def _write(url: str, writes: list[Mutation]) -> None:
+    store = await open_wide_store(url)
+    try:
+        await store.apply(writes)
+    finally:
+        await store.close()
+
+
+async def _totals_rows(url: str, name: str) -> dict[str, tuple[str, int]]:
+    t = tables_of(task_app().aggregate(name))
+    store = await open_wide_store(url)
+    try:
+        rows = [r async for r in store.scan(t.totals.name)]
+    finally:
+        await store.close()
+    return {f"{r.key['series']}@{r.key['window']}": (str(r.cells["measures"].value), r.version) for r in rows}
+
+
+def _damage(url: str) -> int:
+    """What a lost change announcement and a damaged table leave in the store; returns the highest
+    write time of the totals (the Driver numbers every topic's records from one counter, so every
+    totals write it made is at or below it: it stands for the group topic's end offset)."""
+    app = task_app()
+    agg = app.aggregate(BY)
+    t = tables_of(agg)
+    before = run(_totals_rows(url, BY))
+    highest = max(v for _, v in before.values())
+    red_open = f"{series_id(['red', 'open'])}@0"
+    stray = {"series": series_id(["cyan", "open"]), "window": 0}
+    writes: list[Mutation] = [
+        # source rows written, their change never projected: an edit, a delete and a new task
+        *mutations(_set("X1", 300, points=30.0), app),
+        *mutations(Event("del-W1", "W1", 300, 300, "task.delete", {}), app),
+        *mutations(_set("Z1", 300, team="green", status="hold", points=1.0), app),
+        # a contribution of Y1 to a group it is not in, in both contribution tables
+        Upsert(t.contrib.name, {"entity": "Y1", **stray}, {"measures": encode_measures({"tasks": 1})}, 1),
+        Upsert(t.members.name, {**stray, "entity": "Y1"}, {"measures": encode_measures({"tasks": 1})}, 1),
+        # a totals row deleted, and one of a group nobody is in
+        Delete(t.totals.name, {"series": series_id(["red", "open"]), "window": 0}, before[red_open][1]),
+        Upsert(t.totals.name, {"series": series_id(["purple", "open"]), "window": 0},
+               {"measures": encode_measures({"tasks": 2, "points": 1.0}), "members": 2, "reflects": 1}, 1),
+    ]  # fmt: skip
+    run(_write(url, writes))
+    return highest
+
+
+def test_check_finds_nothing_after_a_stream_run_and_aggregate_counts(
+    spark: SparkSession, streamed: str
+) -> None:
+    for name in (BY, DUE):
+        r = _check(spark, streamed, name)
+        try:
+            rep = r.report
+            assert rep.clean, rep.to_dict()
+            assert rep.entities == 66 and rep.contributions > 40 and rep.groups >= 6  # deleted tasks count
+            assert rep.stored_contributions == rep.contributions and rep.stored_groups == rep.groups
+        finally:
+            r.release()
+        counted = aggregate(spark, app=APP, name=name, store_url=streamed, shards=2)
+        assert (counted.entities, counted.contributions, counted.groups) == (
+            rep.entities, rep.contributions, rep.groups
+        )  # fmt: skip
+
+
+def test_check_reports_each_damage_and_repair_fixes_it(spark: SparkSession, streamed: str) -> None:
+    end = _damage(streamed)
+    r = _check(spark, streamed, BY)
+    try:
+        entities, groups = _counts(r)
+        assert entities == {"missing": 1, "extra": 1, "wrong": 2}, r.report.samples
+        assert groups == {"missing": 2, "extra": 1, "wrong": 2}, r.report.samples
+        s = r.report.samples
+        assert s["entities missing"] == ["Z1"] and s["entities extra"] == ["W1"]
+        assert s["entities wrong"] == ["X1", "Y1"]
+        assert s["groups missing"] == [group_id(["green", "hold"]), group_id(["red", "open"])]
+        assert s["groups extra"] == [group_id(["purple", "open"])]
+        assert s["groups wrong"] == [group_id(["amber", "done"]), group_id(["amber", "hold"])]
+        writes = repair(spark, r, store_url=streamed, ends={0: end}, partitions=2)
+    finally:
+        r.release()
+    # the four entities; the groups found and cyan/open, which Y1's write emptied
+    assert writes == {"contributions": 4, "totals": 4, "totals_deleted": 2}
+    for name in (BY, DUE):
+        again = _check(spark, streamed, name)
+        try:
+            assert again.report.clean, again.report.to_dict()
+            assert again.report.contributions > 40
+        finally:
+            again.release()
+    totals = run(_totals_rows(streamed, BY))
+    assert totals[f"{series_id(['amber', 'done'])}@0"][0] == encode_measures(
+        {"points": 34.0, "tasks": 2, "top": 30.0}
+    )
+    assert all(v == end + 1 for k, (_, v) in totals.items() if "amber" in k or "green" in k)
