@@ -50,7 +50,7 @@ from framework.core.aggregate import (
     series_id,
 )
 from framework.core.sync import run_sync
-from framework.jobs.kafka_ranges import partition_bounds
+from framework.jobs.kafka_ranges import RangeError, partition_bounds
 from framework.runtime.change_feed import change_partition
 from spark_batch.apps import JobError, app_of, load_app
 from spark_batch.io import WriteOptions, iterate_async, pages, with_retries
@@ -488,28 +488,41 @@ def check(
 
 
 async def group_ends(broker: str, topic: str) -> dict[int, int]:
-    """The end offset of every partition of the group topic ``topic`` (``RangeError`` without it)."""
-    bounds = await partition_bounds(broker, [topic])
+    """The end offset of every partition of the group topic ``topic``; ``JobError`` when the broker
+    has no such topic or cannot be read."""
+    try:
+        bounds = await partition_bounds(broker, [topic])
+    except RangeError:
+        raise JobError(
+            f"no group topic {topic!r} on {broker}: start the app's worker once (it creates it)"
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - any client failure: one line
+        raise JobError(
+            f"broker {broker}: cannot read the ends of {topic!r}: {type(exc).__name__}: {exc}"
+        ) from None
     return {p: end for (_, p), (_, end) in bounds.items()}
 
 
 def totals_version(ends: Mapping[int, int], g: Group) -> int:
     """The version a repair writes the totals of ``g`` at: the end offset of its group topic
-    partition plus one, read after the contributions were repaired.
+    partition (read before the repair reads any group's contributions) plus one.
 
     The stream writes a group's totals at the offset of the record announcing it plus one
-    (``framework.aggregates.totals``), so every totals write (or delete) of a record already on
-    the topic is at or below the partition's end, and every record announced later writes above
-    it. The end is one version clock for the rows present, the deleted ones and the records not
-    yet processed. The alternative, the highest write time of the totals rows plus one, cannot
-    see a deleted row's tombstone (so a row deleted above that maximum stays deleted), and a
-    maximum over the table mixes partitions whose offsets are unrelated: a group of a partition
-    far behind would be written above everything its stream writes for a long time, freezing
-    its totals. One more than the end, not the end, since the last record of the partition may
-    have written this group at exactly the end (a tie is won by the larger value, not the
-    newer). The only record a repair can tie with is the next one announced after the end was
-    read; it writes what a later read of the contributions gives, so the next change of that
-    group, or a second check, sets it right.
+    (``framework.aggregates.totals``). Every record below the end was announced, so its
+    contributions written, before the repair reads them: the repair's totals include its change,
+    and the stream's write for it is at or below the end, below the repair's. The records
+    announced later write from the end plus one up, computed after their change: all but the
+    first above the repair. So the end is one version clock for the totals present, the deleted ones and the
+    records not yet processed.
+
+    Not the highest write time of the totals rows plus one: a deleted row's tombstone is not
+    read back, so a row deleted above that maximum would stay deleted; and a maximum over the
+    table mixes partitions whose offsets are unrelated, so a group of a partition far behind
+    would be written above everything its stream writes for a long time, freezing its totals.
+    Not the end itself: the partition's last record may have written this group at exactly the
+    end, and a tie is won by the larger value, not the newer. The one record a repair can tie
+    with is the first announced after the end was read; if its change came after the repair's
+    read, the group's next change or a second check sets it right.
     """
     return ends[change_partition(g.id, len(ends))] + 1
 

@@ -3,6 +3,7 @@ and the check finds and repairs what a lost change announcement or a damaged tab
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from pyspark.sql import SparkSession
 import framework.testing.driver as driver_module
 from framework import Delete, Event, Upsert
 from framework.aggregates.tables import encode_measures, tables_of
+from framework.cli import main
 from framework.core.aggregate import group_id, series_id
 from framework.core.mutations import Mutation
 from framework.testing import Driver
@@ -166,3 +168,21 @@ def test_check_reports_each_damage_and_repair_fixes_it(spark: SparkSession, stre
         {"points": 34.0, "tasks": 2, "top": 30.0}
     )
     assert all(v == end + 1 for k, (_, v) in totals.items() if "amber" in k or "green" in k)
+
+
+def test_cli_aggregate_counts_and_check_exits_1_on_damage(
+    spark: SparkSession, streamed: str, tmp_path: Path
+) -> None:
+    common = ["--app", APP, "--store", streamed, "--shards", "2", "--quiet"]
+    assert main(["spark", "aggregate", *common, "--report", str(tmp_path / "agg.json")]) == 0
+    counted = json.loads((tmp_path / "agg.json").read_text())
+    assert set(counted) == {BY, DUE} and counted[BY]["entities"] == 66 and counted[DUE]["groups"] > 0
+    assert "clean" not in counted[BY]  # recomputed only: nothing read from the aggregate's tables
+    _damage(streamed)
+    checking = ["spark", "check", *common, "--report", str(tmp_path / "check.json")]
+    assert main(checking) == 1
+    found = json.loads((tmp_path / "check.json").read_text())
+    assert found[BY]["check"]["groups_divergent"] == {"missing": 2, "extra": 1, "wrong": 2}
+    assert found[DUE]["check"]["clean"] and "after_repair" not in found[BY]
+    assert main([*checking[:-2], "--aggregate", DUE]) == 0
+    assert main(["spark", "aggregate", *common, "--aggregate", "nope"]) == 2
