@@ -49,6 +49,7 @@ from framework.core.aggregate import (
     reduce,
     series_id,
 )
+from framework.core.rows import Row
 from framework.core.sync import run_sync
 from framework.jobs.kafka_ranges import RangeError, partition_bounds
 from framework.runtime.change_feed import change_partition
@@ -232,26 +233,37 @@ def totals(spark: SparkSession, contrib: DataFrame, aggregate: Aggregate) -> Dat
 # -- what the stream wrote ---------------------------------------------------------------------
 
 
+def _contrib_row(r: Row) -> tuple[Any, ...] | None:
+    c = r.cells.get("measures")
+    if c is None:
+        return None
+    return (
+        str(r.key["entity"]),
+        None,
+        c.writetime,
+        str(r.key["series"]),
+        int(str(r.key["window"])),
+        str(c.value),
+    )
+
+
+def _totals_row(r: Row) -> tuple[Any, ...] | None:
+    c, members = r.cells.get("measures"), r.cells.get("members")
+    if c is None:
+        return None
+    n = int(str(members.value)) if members is not None else 0
+    return str(r.key["series"]), int(str(r.key["window"])), str(c.value), n, c.writetime
+
+
 async def _stored_pages(
     spec: str, name: str, store_url: str, which: str, shard: int, shards: int
 ) -> AsyncIterator[list[tuple[Any, ...]]]:
     t = tables_of(_aggregate_of(spec, name))
+    table, row_of = (t.contrib, _contrib_row) if which == "contrib" else (t.totals, _totals_row)
     store = await open_wide_store(store_url)
     try:
-        if which == "contrib":
-            async for page in pages(store.scan(t.contrib.name, shard=shard, shards=shards)):
-                yield [
-                    (str(r.key["entity"]), None, c.writetime, str(r.key["series"]), int(str(r.key["window"])),
-                     str(c.value))
-                    for r in page if (c := r.cells.get("measures")) is not None
-                ]  # fmt: skip
-        else:
-            async for page in pages(store.scan(t.totals.name, shard=shard, shards=shards)):
-                yield [
-                    (str(r.key["series"]), int(str(r.key["window"])), str(c.value),
-                     int(str(r.cells["members"].value)) if "members" in r.cells else 0, c.writetime)
-                    for r in page if (c := r.cells.get("measures")) is not None
-                ]  # fmt: skip
+        async for page in pages(store.scan(table.name, shard=shard, shards=shards)):
+            yield [out for r in page if (out := row_of(r)) is not None]
     finally:
         await store.close()
 
@@ -415,7 +427,8 @@ def divergent_entities(recomputed: DataFrame, stored: DataFrame) -> DataFrame:
 
 
 def _measures_differ(expected: Column, found: Column) -> Column:
-    """True when two measures' JSON texts differ in a name or by more than ``TOLERANCE``."""
+    """True when two measures' JSON texts differ in a name or by more than ``TOLERANCE``, or one is
+    not a JSON object of numbers."""
     kind = "map<string,double>"
     e, s = F.from_json(expected, kind), F.from_json(found, kind)
     off = F.map_filter(
@@ -426,7 +439,7 @@ def _measures_differ(expected: Column, found: Column) -> Column:
         ),
         lambda _, v: v,
     )  # fmt: skip
-    return F.size(off) > 0
+    return e.isNull() | s.isNull() | (F.size(off) > 0)
 
 
 def divergent_groups(recomputed: DataFrame, stored: DataFrame) -> DataFrame:
@@ -546,9 +559,9 @@ def _documents(rows: Iterable[Any]) -> Iterator[IndexOp]:
 
 def _contrib_repair_task(
     spec: str, name: str, store_url: str, opts: WriteOptions, part: Iterable[Any]
-) -> Iterator[tuple[str, str]]:
+) -> Iterator[tuple[str, Any]]:
     """Executor: write each entity's recomputed contributions through ``ContributionIndex.bulk``;
-    yields ``("written", entity)`` and ``("changed", group id)``."""
+    yields ``("written", entities)`` and ``("changed", group id)`` of each group the writes changed."""
     agg = _aggregate_of(spec, name)
     ops = list(_documents(part))
     if not ops:
@@ -569,7 +582,7 @@ def _contrib_repair_task(
             await store.close()
 
     run_sync(run())
-    yield from (("written", op.doc_id) for op in ops)
+    yield ("written", len(ops))
     yield from (("changed", gid) for gid in dict.fromkeys(changed))
 
 
@@ -610,20 +623,24 @@ def repair(
     """Write the recomputed contributions of every divergent entity of ``run`` at its mark, then
     the totals of the divergent groups and of the groups those writes changed, at
     ``totals_version(ends, group)`` (``ends``: the group topic's end offset per partition,
-    ``group_ends``, read before the repair starts). Returns the writes per kind."""
+    ``group_ends``, read before the repair starts). Returns the writes per kind.
+
+    A stored contribution written above its entity's mark stays: no writer of the pipeline
+    writes above the mark, so only a write behind its back puts one there, and the next check
+    reports it again."""
     if not ends:
         raise JobError(f"aggregate {run.report.aggregate}: the group topic has no partition")
     started = time.monotonic()
     name, opts = run.report.aggregate, opts or WriteOptions()
+    divergent = run.groups.select("series", "window").collect()  # before any write
     todo = run.entities.select("entity", F.when(F.col("key").isNull(), F.col("floor"))
                                .otherwise(F.col("version")).alias("at"))  # fmt: skip
     docs = todo.join(run.recomputed.select("entity", "series", "window", "measures"), "entity", "left")
     ordered = docs.select("entity", "at", "series", "window", "measures").repartition(partitions, "entity")
     task = functools.partial(_contrib_repair_task, run.app, name, store_url, opts)
     out = ordered.sortWithinPartitions("entity").rdd.map(tuple).mapPartitions(task).collect()
-    written = sum(kind == "written" for kind, _ in out)
+    written = sum(n for kind, n in out if kind == "written")
     changed = {gid for kind, gid in out if kind == "changed"}
-    divergent = run.groups.select("series", "window").collect()
     gids = sorted(changed | {Group(tuple(parse_series(r["series"])), int(r["window"])).id for r in divergent})
     counts = {"contributions": written, "totals": 0, "totals_deleted": 0}
     if gids:
