@@ -1,9 +1,9 @@
 """``converge spark``: backfill, convergence check (with repair), reindex and aggregates, on PySpark.
 
 Every job takes ``--app MODULE:ATTR`` (a converge ``App``) and works on its
-projections (``--projection`` picks one) or aggregates (``--aggregate``). Where the jobs connect comes from
-``framework.Settings``: the flags, else the ``CONVERGE_*`` environment, else
-the app's defaults. Everything the driver can check (the app, the
+projections (``--projection`` picks one) or aggregates (``--aggregate``).
+Where the jobs connect comes from ``framework.Settings``: the flags, else the
+``CONVERGE_*`` environment, else the app's defaults. Everything the driver can check (the app, the
 projection, the store's tables, the index alias, the input paths) is
 checked before Spark starts; a problem ends the job with one line on stderr
 and exit status 2.
