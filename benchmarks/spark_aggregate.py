@@ -144,8 +144,12 @@ def recompute(spark: Any, url: str, shards: int, n: int) -> int:
 
 
 def _median(runs: list[dict[str, Any]], key: str, fmt: str = ",.1f") -> str:
-    """The median of ``key`` over ``runs``, with its range."""
-    values = [r[key] for r in runs]
+    """The median of ``key`` over ``runs``, with its range. A negative CPU reading is left out: a
+    Python worker that ended between the two readings without its parent reaping it took its
+    seconds with it."""
+    values = [r[key] for r in runs if key != "cpu_s" or r[key] >= 0]
+    if not values:
+        return "n/a"
     return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
 
 

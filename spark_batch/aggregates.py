@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -456,7 +456,9 @@ def divergent_groups(recomputed: DataFrame, stored: DataFrame) -> DataFrame:
     return joined.select(*on, category.alias("category")).filter(F.col("category").isNotNull())
 
 
-def _counts(df: DataFrame, n: int, label: Any) -> tuple[dict[str, int], dict[str, list[str]]]:
+def _counts(
+    df: DataFrame, n: int, label: Callable[[Any], str]
+) -> tuple[dict[str, int], dict[str, list[str]]]:
     counts = dict.fromkeys(CATEGORIES, 0)
     samples: dict[str, list[str]] = {}
     for r in df.groupBy("category").count().collect():

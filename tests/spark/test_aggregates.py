@@ -17,6 +17,8 @@ from framework.aggregates.tables import encode_measures, tables_of
 from framework.cli import main
 from framework.core.aggregate import group_id, series_id
 from framework.core.mutations import Mutation
+from framework.kafka_admin import end_offsets, ensure_topics, produce
+from framework.local_stack import StackInfo
 from framework.testing import Driver
 from spark_batch.aggregates import AggregateRun, aggregate, check, repair
 from stores.open import open_wide_store
@@ -186,3 +188,23 @@ def test_cli_aggregate_counts_and_check_exits_1_on_damage(
     assert found[DUE]["check"]["clean"] and "after_repair" not in found[BY]
     assert main([*checking[:-2], "--aggregate", DUE]) == 0
     assert main(["spark", "aggregate", *common, "--aggregate", "nope"]) == 2
+
+
+def test_cli_repair_writes_totals_above_the_group_topic_end(
+    spark: SparkSession, streamed: str, stack: StackInfo, tmp_path: Path
+) -> None:
+    """``check --repair`` reads the group topic's end from the broker: the topic stands for the
+    Driver's, so it is filled up to the Driver's highest totals write first."""
+    highest = _damage(streamed)
+    broker, topic = f"kafka://{stack.kafka_bootstrap}", task_app().group_topic(task_app().aggregate(BY))
+    run(ensure_topics(broker, {topic: 1}))
+    short = highest - run(end_offsets(broker, topic)).get(0, 0)
+    run(produce(broker, topic, ((None, b"{}") for _ in range(max(short, 0)))))
+    end = run(end_offsets(broker, topic))[0]
+    args = ["spark", "check", "--app", APP, "--store", streamed, "--shards", "2", "--aggregate", BY]
+    report = tmp_path / "repair.json"
+    assert main([*args, "--repair", "--broker", broker, "--quiet", "--report", str(report)]) == 0
+    done = json.loads(report.read_text())[BY]
+    assert done["check"]["repair"]["writes"] == {"contributions": 4, "totals": 4, "totals_deleted": 2}
+    assert done["after_repair"]["clean"] and not done["check"]["clean"]
+    assert run(_totals_rows(streamed, BY))[f"{series_id(['red', 'open'])}@0"][1] == end + 1
