@@ -183,9 +183,7 @@ class LocalStack:
             except Exception as exc:  # noqa: BLE001 - keep polling until the deadline
                 last_error = repr(exc)
             time.sleep(0.2)
-        raise LocalStackError(
-            f"noida-db did not become ready within {self.startup_timeout}s: {last_error}"
-        )
+        raise LocalStackError(f"noida-db did not become ready within {self.startup_timeout}s: {last_error}")
 
     def stop(self, timeout: float = 15.0) -> None:
         """Stop with SIGINT (so recent writes are saved); SIGKILL the group after ``timeout``.

@@ -2,5 +2,7 @@
 
 ``tables.py`` names an aggregate's tables; ``contributions.py`` writes an entity's
 contributions (the projector's target for an aggregate) and announces the groups they touch;
-``totals.py`` recomputes those groups' totals from their current contributions.
+``totals.py`` recomputes those groups' totals from their current contributions. ``query.py``
+reads them back (a group's totals, a series' windows, top groups, one entity) and ``http.py``
+serves those reads on a worker's web server.
 """

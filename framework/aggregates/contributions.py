@@ -1,14 +1,19 @@
 """An entity's contributions written to the store: the projector's target for an aggregate.
 
 ``ContributionIndex`` is a ``SearchIndex`` whose "documents" are entities' contributions
-(``Aggregate.build``: ``{group id: measures}``) and whose storage is the aggregate's tables
-in the wide-column store. Writing an entity's document at its version (the entity's mark)
-writes every group of it into ``_contrib`` and ``_members`` at that version and deletes, at
-that version, the groups the entity had and no longer has; deleting the document deletes all
-of them. Per cell the highest version wins, so a stale write (a lower mark) changes nothing
-that a newer one wrote, and a replay at the same mark writes the same cells. Then the groups
-whose contributions changed are announced (``announce``) for their totals to be recomputed
-(``totals.py``).
+(``Aggregate.build``: ``{group id: measures}``) and whose storage is the aggregate's tables in
+the wide-column store: ``_contrib`` by entity, ``_members`` by group, the same cells in both.
+Writing an entity's document compares it with the contributions stored for it and writes only
+the groups whose measures differ: a group it joined or changed gets its measures, a group it
+left gets ``NONE`` (an empty cell, not a tombstone). Each such cell is written at the entity's
+version mark, or one above the cell's stored write time when that is as high: an entity's
+document is rebuilt from its current rows each time (one entity's changes are projected one
+after the other), and a late write of an older event changes the rows without raising the
+mark, so the document written last must win even at an equal mark, which the store's
+last-write-wins only guarantees with a higher write time. A tombstone could not be overtaken
+that way (its write time cannot be read back), hence ``NONE``. A replay at the same mark
+finds nothing to change. Then the groups whose contributions changed are announced
+(``announce``) for their totals to be recomputed (``totals.py``).
 """
 
 from __future__ import annotations
@@ -18,10 +23,13 @@ from typing import Any
 
 from framework.aggregates.tables import decode_measures, encode_measures, tables_of
 from framework.core.aggregate import Aggregate, Group, parse_group_id, parse_series, series_id
-from framework.core.mutations import Delete, Mutation, Upsert
+from framework.core.mutations import Mutation, Upsert
 from stores.base import BulkItem, BulkResult, IndexOp, SearchHit, SearchIndex, WideColumnStore
 
-__all__ = ["ContributionIndex", "Announce"]
+__all__ = ["ContributionIndex", "Announce", "NONE"]
+
+#: The ``measures`` of a group an entity left: a live cell, so that its write time stays readable.
+NONE = ""
 
 #: ``announce(aggregate, groups)``: the groups whose contributions changed, for their totals.
 Announce = Callable[[Aggregate, Sequence[Group]], Awaitable[None]]
@@ -57,37 +65,36 @@ class ContributionIndex(SearchIndex):
         return True
 
     async def bulk(self, alias: str, ops: Sequence[IndexOp]) -> BulkResult:
-        """Write each entity's contributions at its version; announce the groups that changed."""
+        """Write each entity's contributions (see the module docstring); announce the groups that changed."""
         agg = self._aggregate(alias)
         t = tables_of(agg)
         ids = list(dict.fromkeys(op.doc_id for op in ops))
-        before = dict(
-            zip(
-                ids,
-                await self.store.read_partitions(t.contrib.name, [{"entity": i} for i in ids]),
-                strict=True,
-            )
-        )
+        read = await self.store.read_partitions(t.contrib.name, [{"entity": i} for i in ids])
+        stored = {
+            doc_id: {
+                _gid(r.key): (str(r.cells["measures"].value), r.version, _mark(r))
+                for r in rows
+                if "measures" in r.cells
+            }
+            for doc_id, rows in zip(ids, read, strict=True)
+        }
         writes: list[Mutation] = []
         changed: dict[str, Group] = {}
         for op in ops:
-            had = {
-                _gid(r.key): (r.cells["measures"].value, r.version)
-                for r in before[op.doc_id]
-                if "measures" in r.cells
-            }
+            had = stored[op.doc_id]
+            if op.version < max((mark for _, _, mark in had.values()), default=0):
+                continue  # computed at a lower mark than what is stored: from an older state
             now = {gid: encode_measures(m) for gid, m in (op.doc or {}).items()}
-            for gid, text in now.items():
+            for gid in sorted(now.keys() | had.keys()):
+                text = now.get(gid, NONE)
+                before = had.get(gid)
+                if (before[0] if before is not None else NONE) == text:
+                    continue
+                version = op.version if before is None else max(op.version, before[1] + 1)
                 g = parse_group_id(gid)
-                writes += _put(t.contrib.name, t.members.name, op.doc_id, g, text, op.version)
-                if had.get(gid, (None, 0))[0] != text:
-                    changed[gid] = g
-            for gid, (_, written) in had.items():
-                if gid not in now:
-                    g = parse_group_id(gid)
-                    writes += _drop(t.contrib.name, t.members.name, op.doc_id, g, op.version)
-                    if written <= op.version:
-                        changed[gid] = g
+                writes += _put(t.contrib.name, t.members.name, op.doc_id, g, text, version, op.version)
+                had[gid] = (text, version, op.version)
+                changed[gid] = g
         if writes:
             await self.store.apply(writes)
         if changed:
@@ -136,28 +143,26 @@ def _gid(key: Mapping[str, Any]) -> str:
     return Group(tuple(parse_series(str(key["series"]))), int(key["window"])).id
 
 
-def _put(contrib: str, members: str, entity: str, g: Group, text: str, version: int) -> list[Mutation]:
-    series = series_id(g.series)
-    return [
-        Upsert(
-            contrib, {"entity": entity, "series": series, "window": g.window}, {"measures": text}, version
-        ),
-        Upsert(
-            members, {"series": series, "window": g.window, "entity": entity}, {"measures": text}, version
-        ),
-    ]
+def _mark(row: Any) -> int:
+    """The mark a ``_contrib`` row was computed at (its write time for a row without one)."""
+    cell = row.cells.get("mark")
+    return int(cell.value) if cell is not None and cell.value is not None else int(row.version)
 
 
-def _drop(contrib: str, members: str, entity: str, g: Group, version: int) -> list[Mutation]:
+def _put(
+    contrib: str, members: str, entity: str, g: Group, text: str, version: int, mark: int
+) -> list[Mutation]:
     series = series_id(g.series)
     return [
-        Delete(contrib, {"entity": entity, "series": series, "window": g.window}, version),
-        Delete(members, {"series": series, "window": g.window, "entity": entity}, version),
-    ]
+        Upsert(contrib, {"entity": entity, "series": series, "window": g.window},
+               {"measures": text, "mark": mark}, version),
+        Upsert(members, {"series": series, "window": g.window, "entity": entity},
+               {"measures": text}, version),
+    ]  # fmt: skip
 
 
 def _hit(doc_id: str, rows: Sequence[Any]) -> SearchHit | None:
-    live = [r for r in rows if "measures" in r.cells]
+    live = [r for r in rows if r.cells.get("measures") is not None and r.cells["measures"].value != NONE]
     if not live:
         return None
     doc = {_gid(r.key): decode_measures(r.cells["measures"].value) for r in live}

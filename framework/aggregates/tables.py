@@ -1,8 +1,9 @@
 """The three tables of an aggregate: contributions by entity, the same by group, and group totals.
 
 - ``<name>_contrib``: partition ``entity`` (the entity's document id), clustering ``series``
-  (the group-key values as JSON) and ``window`` (its start, 0 unwindowed); ``measures`` as JSON.
-  Written at the entity's version mark by ``contributions.py``.
+  (the group-key values as JSON) and ``window`` (its start, 0 unwindowed); ``measures`` as JSON,
+  or empty for a group the entity left, and ``mark``, the entity's version mark it was computed
+  at. Written by ``contributions.py``.
 - ``<name>_members``: the same rows by group: partition ``series``, ``window``; clustering
   ``entity``. A group's total is the reduction of its partition.
 - ``<name>_totals``: partition ``series``, clustering ``window``: ``measures`` (JSON), ``members``
@@ -27,8 +28,9 @@ class AggregateTables:
 
     def __init__(self, aggregate: Aggregate) -> None:
         n = aggregate.name
+        measured = (Column("measures", "text"), Column("mark", "bigint"))
         self.contrib = TableSchema(
-            f"{n}_contrib", (Column("entity", "text"),), (Column("measures", "text"),),
+            f"{n}_contrib", (Column("entity", "text"),), measured,
             clustering_key=(Column("series", "text"), Column("window", "bigint")),
         )  # fmt: skip
         group = (Column("series", "text"), Column("window", "bigint"))

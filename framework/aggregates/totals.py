@@ -19,6 +19,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from framework.aggregates.contributions import NONE
 from framework.aggregates.tables import decode_measures, encode_measures, tables_of
 from framework.core.aggregate import Aggregate, Group, parse_group_id, reduce, series_id
 from framework.core.events import Event, EventError
@@ -77,7 +78,9 @@ async def recompute(store: WideColumnStore, aggregate: Aggregate, groups: Mappin
     writes: list[Mutation] = []
     live = 0
     for g, key, rows in zip(order, keys, parts, strict=True):
-        measured = [r for r in rows if "measures" in r.cells]
+        measured = [
+            r for r in rows if r.cells.get("measures") is not None and r.cells["measures"].value != NONE
+        ]
         version = groups[g]
         if not measured:
             writes.append(Delete(t.totals.name, key, version))

@@ -1,8 +1,8 @@
 """The ``converge`` command line: one module per command, named as the command.
 
 ``build_parser`` registers the built-in commands (``stack``, ``worker``, ``delivery``, ``dlq``,
-``status``, ``jobs``, ``changes``, ``erase``, ``retention``, ``idmap``, ``spark``), then the
-plugins: every entry point of the group ``converge.commands`` names a ``register(subparsers)``
+``status``, ``jobs``, ``changes``, ``erase``, ``retention``, ``idmap``, ``query``, ``spark``), then
+the plugins: every entry point of the group ``converge.commands`` names a ``register(subparsers)``
 function (this project registers ``demo`` from ``examples``); a plugin that fails to load costs
 one warning line, not the CLI. ``framework.cli.common`` holds what the commands share.
 """
@@ -20,6 +20,7 @@ from framework.cli import (
     erase,
     idmap,
     jobs,
+    query,
     retention,
     spark,
     stack,
@@ -33,7 +34,7 @@ __all__ = ["main", "build_parser", "PLUGIN_GROUP", "COMMANDS"]
 #: Entry-point group of command plugins: ``name = "module:register"``.
 PLUGIN_GROUP = "converge.commands"
 #: The built-in commands' modules, in the order ``converge --help`` lists them.
-COMMANDS = (stack, worker, delivery, dlq, status, jobs, changes, erase, retention, idmap, spark)
+COMMANDS = (stack, worker, delivery, dlq, status, jobs, changes, erase, retention, idmap, query, spark)
 
 
 def _add_plugins(sub: argparse._SubParsersAction[CliParser]) -> None:

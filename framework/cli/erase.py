@@ -64,6 +64,7 @@ async def _with_stores(app: Any, settings: Any, use: Any) -> Any:
 
 
 def _erase(args: argparse.Namespace) -> int:
+    from framework.cli.job_turn import aggregate_targets
     from framework.dlq.offload import open_objects
     from framework.erasure.run import erase
 
@@ -72,9 +73,14 @@ def _erase(args: argparse.Namespace) -> int:
         raise UserError("--es-url: the app has projections: give the index (or set CONVERGE_ES_URL)")
 
     async def use(store: Any, index: Any) -> Any:
-        return await erase(app, subject, key=key, store=store, index=index, dlq_root=settings.dlq_root,
-                           dlq_objects=open_objects(settings),
-                           exports=args.export, dry_run=args.dry_run)  # fmt: skip
+        announcer, aggregates = aggregate_targets(app, settings, store)
+        try:
+            return await erase(app, subject, key=key, store=store, index=index, dlq_root=settings.dlq_root,
+                               dlq_objects=open_objects(settings), aggregates=aggregates,
+                               exports=args.export, dry_run=args.dry_run)  # fmt: skip
+        finally:
+            if announcer is not None:
+                await announcer.close()
 
     report = asyncio.run(_with_stores(app, settings, use))
     if args.json:

@@ -65,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
         store = await open_existing_store(settings.wide_store)
         wal = await asyncio.to_thread(DeadLetterWAL, Path(settings.dlq_root))
         try:
-            async with job_turn(args, settings, app) as turn:
+            async with job_turn(args, settings, app, store) as turn:
                 return await run_id_mutation(
                     app, store, checkpoints=turn.checkpoints, locks=turn.locks, log=KafkaLog(settings.broker),
                     index=turn.index, dlq=wal, predecessor=args.predecessor, start_with=args.start_with,

@@ -73,7 +73,7 @@ def _run(args: argparse.Namespace) -> int:
 async def _coordinated(args: argparse.Namespace, app: Any, settings: Any, store: Any) -> Any:
     from framework.retention.job import run_retention
 
-    async with job_turn(args, settings, app) as turn:
+    async with job_turn(args, settings, app, store) as turn:
         return await run_retention(
             app, store, checkpoints=turn.checkpoints, locks=turn.locks, index=turn.index,
             predecessor=args.predecessor, start_with=args.start_with, clock=turn.clock,

@@ -33,7 +33,8 @@ class AgentModel(Protocol):
 
 
 class AppModel(Protocol):
-    """An app's name, its agents, its projections and every table it writes or reads."""
+    """An app's name, its agents, its projections, its views (projections and aggregates: what the
+    change feed maintains) and every table it writes or reads."""
 
     @property
     def name(self) -> str: ...
@@ -43,6 +44,9 @@ class AppModel(Protocol):
 
     @property
     def projections(self) -> Sequence[Projection]: ...
+
+    @property
+    def views(self) -> Sequence[Projection]: ...
 
     @property
     def tables(self) -> Sequence[TableSchema]: ...

@@ -56,4 +56,3 @@ def current_state(rows: Iterable[Row], precedence: Sequence[str]) -> StateEntry 
         if best_key is None or key > best_key:
             best, best_key = entry, key
     return best
-

@@ -94,9 +94,9 @@ class ErasureReport:
 
 
 def _marks(app: Any, deletes: Sequence[Delete], at: int) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per projection: the partitions (by document id) the deletes touch."""
+    """Per projection and aggregate: the partitions (by document id) the deletes touch."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    for p in app.projections:
+    for p in app.views:
         for doc_id, (key, _) in p.touched(deletes).items():
             out.setdefault(p.name, {})[doc_id] = dict(key)
     return out
@@ -140,10 +140,12 @@ async def erase(
     exports: Sequence[str | Path] = (),
     dry_run: bool = False,
     clock: Any = time.time,
+    aggregates: Any | None = None,
 ) -> ErasureReport:
     """Erase ``subject`` from ``app``'s data (see the module docstring); the report of what went.
 
-    ``index`` None skips the documents (no projection is re-projected);
+    ``index`` None skips the documents (no projection is re-projected); ``aggregates`` (a
+    ``framework.aggregates.contributions.ContributionIndex``) None skips the aggregates' contributions;
     ``dlq_root`` None skips the dead-letter WAL; ``dlq_objects`` is where its sealed segments
     were uploaded (``Settings.dlq_objects``), read and cleared too. ValueError when the app
     declares no personal data of the subject's kind.
@@ -170,7 +172,7 @@ async def erase(
         await store.apply([Upsert(DENYLIST_TABLE.name, {"app": app.name, "subject": hashed},
                                   {"kind": subject.kind, "erased_at": at}, at)])  # fmt: skip
         writes: list[Mutation] = [*deletes, *records]
-        for p in app.projections:
+        for p in app.views:
             name = p.version_table.name
             writes += [Upsert(name, k, {"version": at}, at) for k in touched.get(p.name, {}).values()]
         if app.notifications is not None and deletes:  # entries stamped when written (write_stamped)
@@ -187,6 +189,15 @@ async def erase(
             if not dry_run:
                 for k in keys.values():
                     await project_partition(store, index, p, k)
+    if aggregates is not None:  # the entities' contributions again; their groups are announced
+        from framework.runtime.projector import project_partition
+
+        for a in app.aggregates:
+            keys = touched.get(a.name, {})
+            report.documents[a.name] = len(keys)
+            if not dry_run:
+                for k in keys.values():
+                    await project_partition(store, aggregates, a, k)
     report.notifications = await _scrub_notifications(app, store, deletes, clock(), dry_run)
     spelled = spellings(app, subject)
     matches = record_finder(*spelled)

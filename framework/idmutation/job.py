@@ -199,7 +199,7 @@ async def run_id_mutation(
         name = _name(app)
 
         async def index_process(batch: Batch, job: str = name) -> dict[str, Any]:
-            return await reproject_pending(store, index, app.projections, job, batch.batch_id)
+            return await reproject_pending(store, index, app.views, job, batch.batch_id)
 
         if log is not None:
             topic = config.requests_topic

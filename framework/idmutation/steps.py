@@ -200,7 +200,7 @@ def writes_extra(ctx: StepContext, job: str, batch: Batch) -> ExtraWrites:
     tables, pending re-projections, and notification entries of the rows changed, stamped when
     written (``framework.notifications.stamping.write_stamped``: written again when late)."""
     notes = ctx.app.notifications or NotificationConfig()
-    projections = ctx.app.projections
+    projections = ctx.app.views
     tenant_of = {c.table: c.tenant_column for c in ctx.config.columns}
     cols = {c.table: (c.tenant_column, c.id_column) for c in ctx.config.columns}
 

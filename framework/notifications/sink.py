@@ -105,10 +105,11 @@ def store_sink(
     app: NotifyingApp, agent: str, store: WideColumnStore, clock: Callable[[], float] = time.time
 ) -> Sink:
     """The store sink of ``app``'s agent ``agent``: a ``NotificationSink`` when the app has
-    notifications on (projections' version marks unannounced), else a plain ``WideColumnSink``."""
+    notifications on (projections' and aggregates' version marks unannounced), else a plain
+    ``WideColumnSink``."""
     if app.notifications is None:
         return WideColumnSink(store)
-    marks = {p.version_table.name for p in app.projections}
+    marks = {p.version_table.name for p in app.views}
     return NotificationSink(store, app.name, app.notifications, prefix=agent, clock=clock, unannounced=marks)
 
 
@@ -126,7 +127,7 @@ async def write_notifications(
     c = app.notifications
     if c is None:
         return 0
-    marks = {p.version_table.name for p in app.projections}
+    marks = {p.version_table.name for p in app.views}
     changed = [m for m in written if m.table not in marks]
 
     def notes(at: int) -> list[Mutation]:

@@ -166,7 +166,7 @@ async def retain_domain(
                 policy=policy,
                 overrides=overrides,
                 now_us=now_us,
-                projections=app.projections,
+                projections=app.views,
                 notifications=app.notifications,
                 job=job,
                 batch=batch,
@@ -253,7 +253,7 @@ async def run_retention(
 
             async def index_process(batch: Batch, job: str = job, domain: str = domain) -> dict[str, Any]:
                 try:
-                    counts = await reproject_pending(store, index, app.projections, job, batch.batch_id)
+                    counts = await reproject_pending(store, index, app.views, job, batch.batch_id)
                 except ReprojectionError as exc:
                     raise RetentionError(str(exc)) from exc
                 run.reprojected[domain] = counts

@@ -34,6 +34,7 @@ from stores.base import WideColumnStore
 
 __all__ = ["TableReport", "retain_table", "partitions"]
 
+
 @dataclass
 class TableReport:
     """What a run did (or, dry, would do) to one table."""

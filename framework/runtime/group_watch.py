@@ -77,7 +77,7 @@ def dead_here(client_id: str, host: str | None = None, alive: Callable[[int], bo
     head = _here(host)
     if not client_id.startswith(head):
         return False
-    pid = client_id[len(head):]
+    pid = client_id[len(head) :]
     return pid.isdigit() and not alive(int(pid))
 
 

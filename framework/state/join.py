@@ -292,7 +292,12 @@ class JoinBook:
         return keys + self._link(p, eid, prev, reads, wait, since)
 
     def _link(
-        self, p: int, eid: str, prev: dict[str, Any] | None, reads: list[list[Any]], wait: list[str] | None,
+        self,
+        p: int,
+        eid: str,
+        prev: dict[str, Any] | None,
+        reads: list[list[Any]],
+        wait: list[str] | None,
         since: float,
     ) -> list[str]:
         """Index the record of ``eid`` by what it read and waits for (replacing ``prev``'s);

@@ -25,7 +25,7 @@ import itertools
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from framework.aggregates.contributions import ContributionIndex
+from framework.aggregates.contributions import NONE, ContributionIndex
 from framework.aggregates.tables import decode_measures, tables_of
 from framework.aggregates.totals import TotalsProcessor, group_records
 from framework.core.aggregate import Aggregate, Group, group_id, parse_series
@@ -98,7 +98,11 @@ class Driver:
         self._agents: dict[str, AgentProcessor | JoinProcessor] = {}
         #: every lookup's entries (``framework.state``), fed by the events sent on its topic
         self.entries = EntryTables(app.lookups)
-        self._projectors: dict[str, ProjectionProcessor | TotalsProcessor] = {}
+        self._projectors: dict[str, ProjectionProcessor] = {}
+        self._totals: dict[str, TotalsProcessor] = {}
+        #: the aggregates' contributions (the projector's target for them), for a job run against
+        #: ``store`` (e.g. ``erase(..., aggregates=driver.aggregates)``): their groups' totals follow
+        self.aggregates = ContributionIndex(self.store, app.aggregates, self._announce_groups)
         #: the erasure screen of an app that declares personal data (reloaded by every ``send``)
         self.screen = _screen_holder(app)
         #: the ID map of an app that declares ``id_mutation``, fed by the events sent on its topic
@@ -120,10 +124,11 @@ class Driver:
         for p in app.projections:
             await self.index.ensure_index(p.alias, p.mappings)
             self._projectors[app.change_topic(p)] = ProjectionProcessor(p, self.store, self.index, timeout)
-        contributions = ContributionIndex(self.store, app.aggregates, self._announce_groups)
         for a in app.aggregates:
-            self._projectors[app.change_topic(a)] = ProjectionProcessor(a, self.store, contributions, timeout)
-            self._projectors[app.group_topic(a)] = TotalsProcessor(a, self.store, timeout)
+            self._projectors[app.change_topic(a)] = ProjectionProcessor(
+                a, self.store, self.aggregates, timeout
+            )
+            self._totals[app.group_topic(a)] = TotalsProcessor(a, self.store, timeout)
         resolutions = resolutions_for(app.id_mutation, app.agents, self.id_map)
         for agent in app.agents:
             resolve = resolutions.get(agent.name)
@@ -154,7 +159,11 @@ class Driver:
         self._changes.extend((topic, key, value) for _, key, value in records)
 
     async def _announce_groups(self, aggregate: Aggregate, groups: Sequence[Group]) -> None:
-        await self._announce(self.app.group_topic(aggregate), group_records(aggregate, groups, 1))
+        """Recompute the announced groups' totals now, each record at the next offset."""
+        topic = self.app.group_topic(aggregate)
+        for _, key, value in group_records(aggregate, groups, 1):
+            work = Work((topic, 0), next(self._offsets), key, value)
+            await self._attempt(self._totals[topic], work, parse_event(value))
 
     # -- sending --------------------------------------------------------------
     def send(self, events: Message | Iterable[Message], *, topic: str | None = None) -> list[Parked]:
@@ -234,10 +243,7 @@ class Driver:
             for p in marks:  # the documents of the partitions the moves touched, old and final ids
                 keys = [{c.name: key[c.name] for c in p.partition_key} for table, key in report.touched
                         if table in p.source_names]  # fmt: skip
-                projector = self._projectors[self.app.change_topic(p)]
-                assert isinstance(projector, ProjectionProcessor)
-                self.run(projector._project(keys))  # noqa: SLF001
-                self.run(self._project())  # the groups the aggregates' contributions changed
+                self.run(self._projectors[self.app.change_topic(p)]._project(keys))  # noqa: SLF001
         if publish:
             version = next(self._map_batches)
             for (tenant, ident), intervals in collapsed.items():
@@ -308,6 +314,8 @@ class Driver:
         agg = aggregate if isinstance(aggregate, Aggregate) else self.app.aggregate(aggregate)
         out: dict[str, dict[str, dict[str, float]]] = {}
         for r in self.rows(tables_of(agg).contrib.name):
+            if r.cells["measures"].value == NONE:  # a group the entity left
+                continue
             gid = group_id(parse_series(str(r.key["series"])), int(str(r.key["window"])))
             out.setdefault(str(r.key["entity"]), {})[gid] = decode_measures(r.cells["measures"].value)
         return out

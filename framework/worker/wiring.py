@@ -44,14 +44,17 @@ class Wiring:
 
 def build_worker(app: App, settings: Settings | None = None) -> ConvergeFaustApp:
     """The Faust app that runs every agent and projector of ``app`` (settings from the
-    environment when not given); with a ``web_port`` it serves Prometheus metrics."""
+    environment when not given); with a ``web_port`` it serves Prometheus metrics and the
+    interactive queries (``framework.aggregates.http``)."""
     settings = settings or Settings.resolve(app.name)
     worker = create_faust_app(settings)
     worker.converge = wire(app, worker, settings)
-    if settings.web_port is not None:  # its web server is on: serve GET /metrics there too
+    if settings.web_port is not None:  # its web server is on: serve GET /metrics and /query there too
+        from framework.aggregates.http import mount_queries
         from framework.metrics import mount_metrics
 
         mount_metrics(worker)
+        mount_queries(worker, app.views)
     return worker
 
 
