@@ -18,7 +18,7 @@ a sum's floating-point rounding depends on the order it was added in).
 
 Repair (``repair``): the divergent entities' recomputed documents go through
 ``ContributionIndex.bulk``, the stream projector's own writer, at the entity's version mark
-(an entity no source row or mark is left of: deleted at the highest version of its stored
+(an entity no source row or mark is left of: emptied at the highest version of its stored
 rows); then ``framework.aggregates.totals.recompute`` rewrites the totals of the divergent
 groups and of those the contribution writes changed, at ``totals_version``.
 """
@@ -37,7 +37,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from framework.aggregates.contributions import ContributionIndex
+from framework.aggregates.contributions import NONE, ContributionIndex
 from framework.aggregates.tables import decode_measures, encode_measures, tables_of
 from framework.aggregates.totals import recompute
 from framework.core.aggregate import (
@@ -235,7 +235,7 @@ def totals(spark: SparkSession, contrib: DataFrame, aggregate: Aggregate) -> Dat
 
 def _contrib_row(r: Row) -> tuple[Any, ...] | None:
     c = r.cells.get("measures")
-    if c is None:
+    if c is None or c.value == NONE:  # NONE: a group the entity left
         return None
     return (
         str(r.key["entity"]),
@@ -627,9 +627,9 @@ def repair(
     ``totals_version(ends, group)`` (``ends``: the group topic's end offset per partition,
     ``group_ends``, read before the repair starts). Returns the writes per kind.
 
-    A stored contribution written above its entity's mark stays: no writer of the pipeline
-    writes above the mark, so only a write behind its back puts one there, and the next check
-    reports it again."""
+    ``ContributionIndex.bulk`` skips an entity whose stored contributions record a higher mark
+    than the one recomputed (only a write behind the pipeline's back puts one there): those stay,
+    and the next check reports them again."""
     if not ends:
         raise JobError(f"aggregate {run.report.aggregate}: the group topic has no partition")
     started = time.monotonic()
