@@ -13,9 +13,9 @@ from pyspark.sql import SparkSession
 
 import framework.testing.driver as driver_module
 from framework import Delete, Event, Upsert
-from framework.aggregates.tables import encode_measures, tables_of
+from framework.aggregates.tables import decode_measures, encode_measures, tables_of
 from framework.cli import main
-from framework.core.aggregate import group_id, series_id
+from framework.core.aggregate import group_id, parse_series, series_id
 from framework.core.mutations import Mutation
 from framework.kafka_admin import end_offsets, ensure_topics, produce
 from framework.local_stack import StackInfo
@@ -24,7 +24,7 @@ from spark_batch.aggregates import AggregateRun, aggregate, check, repair
 from stores.open import open_wide_store
 from stores.sqlite.store import SqliteStore
 from tests.aggregates.tasks import DAY, task_app
-from tests.spark.support import mutations, run, sqlite_url
+from tests.spark.support import mutations, populate, run, sqlite_url
 
 APP = "tests.aggregates.tasks:task_app"
 BY, DUE = "by_team_status", "due_by_team"
@@ -208,3 +208,39 @@ def test_cli_repair_writes_totals_above_the_group_topic_end(
     assert done["check"]["repair"]["writes"] == {"contributions": 4, "totals": 4, "totals_deleted": 2}
     assert done["after_repair"]["clean"] and not done["check"]["clean"]
     assert run(_totals_rows(streamed, BY))[f"{series_id(['red', 'open'])}@0"][1] == end + 1
+
+
+def test_cli_aggregate_write_materializes_a_store_the_stream_never_aggregated(
+    spark: SparkSession, stack: StackInfo, tmp_path: Path
+) -> None:
+    """Source rows and marks only (as a backfill leaves them): ``aggregate --write`` creates the
+    aggregate's tables and writes every contribution and total; the stream's totals equal them."""
+    events = _history(random.Random(7))
+    url = sqlite_url(tmp_path / "backfilled.db")
+    run(populate(url, events, task_app()))
+    broker = f"kafka://{stack.kafka_bootstrap}"
+    run(ensure_topics(broker, {task_app().group_topic(task_app().aggregate(DUE)): 1}))
+    args = ["spark", "aggregate", "--app", APP, "--store", url, "--shards", "2", "--aggregate", DUE]
+    report = tmp_path / "write.json"
+    assert main([*args, "--write", "--broker", broker, "--quiet", "--report", str(report)]) == 0
+    done = json.loads(report.read_text())[DUE]
+    assert done["check"]["entities_divergent"]["missing"] == done["check"]["contributing"] > 0
+    assert done["after_repair"]["clean"]
+    with Driver(task_app()) as d:
+        d.send(events)
+        streamed = d.totals(DUE)
+    assert run(_totals_of(url, DUE)) == streamed and streamed
+
+
+async def _totals_of(url: str, name: str) -> dict[str, dict[str, float]]:
+    t = tables_of(task_app().aggregate(name))
+    store = await open_wide_store(url)
+    try:
+        return {
+            group_id(parse_series(str(r.key["series"])), int(str(r.key["window"]))): decode_measures(
+                r.cells["measures"].value
+            )
+            async for r in store.scan(t.totals.name)
+        }
+    finally:
+        await store.close()
