@@ -192,8 +192,9 @@ def _aggregates(
     """Compare each aggregate with its tables (``repair``: then fix what differs and compare again);
     print and add each report to ``out``; True when all end clean."""
     from framework.core.sync import run_sync
-    from spark_batch.aggregates import check, group_ends
-    from spark_batch.aggregates import repair as fix
+    from spark_batch.aggregate_check import check
+    from spark_batch.aggregate_repair import group_ends
+    from spark_batch.aggregate_repair import repair as fix
     from spark_batch.report import console, print_aggregate
 
     con, clean = console(), True

@@ -20,7 +20,9 @@ from framework.core.mutations import Mutation
 from framework.kafka_admin import end_offsets, ensure_topics, produce
 from framework.local_stack import StackInfo
 from framework.testing import Driver
-from spark_batch.aggregates import AggregateRun, aggregate, check, repair
+from spark_batch.aggregate_check import AggregateRun, check
+from spark_batch.aggregate_repair import repair
+from spark_batch.aggregates import aggregate
 from stores.open import open_wide_store
 from stores.sqlite.store import SqliteStore
 from tests.aggregates.tasks import DAY, task_app
