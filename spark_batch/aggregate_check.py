@@ -120,6 +120,7 @@ def divergent_groups(recomputed: DataFrame, stored: DataFrame) -> DataFrame:
 def _counts(
     df: DataFrame, n: int, label: Callable[[Any], str]
 ) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """How many rows of ``df`` fall in each category, and up to ``n`` labels of each."""
     counts = dict.fromkeys(CATEGORIES, 0)
     samples: dict[str, list[str]] = {}
     for r in df.groupBy("category").count().collect():
