@@ -1,4 +1,5 @@
-"""The reference activity platform as one converge app: three agents and one projection.
+"""The reference activity platform as one converge app: three agents, one projection and the
+engagement metrics as aggregates (``aggregates.py``).
 
 ``converge worker examples.activity_platform.app:app`` runs it (settings from
 the environment, see ``framework.Settings``). Retention (seed 001: activity data
@@ -11,6 +12,7 @@ ids activities are logged against: ``id_mutation.py``.
 """
 
 from agents import ActivityProjection, reference_agents
+from examples.activity_platform.aggregates import AGGREGATES
 from examples.activity_platform.id_mutation import ID_MUTATION
 from examples.activity_platform.personal import PERSONAL_DATA
 from framework import App
@@ -27,6 +29,7 @@ app = App(
     "activity-platform",
     agents=reference_agents(),
     projections=[ActivityProjection()],
+    aggregates=AGGREGATES,
     retention=RETENTION,
     personal_data=PERSONAL_DATA,
     notifications=True,

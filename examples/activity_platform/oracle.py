@@ -20,6 +20,16 @@ rows: one per created event that names a CRM owner, under the id the owner
 ends at after the ID mutation requests (``examples.id_requests.final_id``; a
 deleted owner has no rows), the newest write of each cell winning.
 
+``expected_totals(truth, events, requests, erased)`` gives the totals of the app's aggregates
+(``aggregates.py``) by plain loops: per aggregate name, ``{group id: measures}``. From the
+hub rows above, ``engagement_daily``: each activity whose row holds a live ``kind`` and
+``starts_at`` counts once in its organisation, kind and UTC day of ``starts_at``, an email with
+an ``opened`` (``replied``) engagement once in ``opened`` (``replied``); from the
+``owner_activity`` rows above, ``owner_daily``: each row counts once in ``emails`` or
+``meetings`` of its owner on the UTC day of ``created_at``. After the erasure of the addresses
+``erased`` (``personal.py``), an activity whose live ``participants`` or ``shared_with`` hold
+one of them is gone, and an engagement by one of them does not count.
+
 The ``compare_*`` functions are pure: they take plain mappings (convert store
 reads with ``row_cells`` / ``hit_document``) and return every divergence.
 """
@@ -33,6 +43,7 @@ from typing import Any
 from agents.identity import hub_id
 from examples.activity_platform.truth import ActivityTruth, Truth
 from examples.id_requests import final_id
+from framework.core.aggregate import group_id
 from framework.core.events import Event
 from framework.idmutation import IdRequest
 from framework.testing.compare import (
@@ -46,6 +57,8 @@ from framework.testing.compare import (
 
 __all__ = [
     "expected_owner_activities",
+    "expected_totals",
+    "Totals",
     "CellState",
     "Expected",
     "Divergence",
@@ -58,6 +71,10 @@ __all__ = [
 ]
 
 _LISTS = ("participants", "shared_with")
+_DAY_MICROS = 86_400_000_000
+
+#: Aggregate name -> group id -> measures.
+Totals = dict[str, dict[str, dict[str, float]]]
 
 
 @dataclass(frozen=True)
@@ -178,3 +195,37 @@ def expected_owner_activities(
             if name not in row or row[name][1] < e.version:
                 row[name] = (value, e.version)
     return out
+
+
+def _day(micros: int) -> int:
+    """The start (epoch seconds) of the UTC day holding a time in microseconds."""
+    return micros // _DAY_MICROS * 86_400
+
+
+def expected_totals(
+    truth: Truth, events: Iterable[Event], requests: Iterable[IdRequest] = (), erased: Iterable[str] = ()
+) -> Totals:
+    """The totals of every aggregate of the app (see the module docstring); ``events`` are the
+    history's events (for the owners they name), ``requests`` the ID mutation requests applied,
+    ``erased`` the addresses erased after the history."""
+    gone = {a.lower() for a in erased}
+    engagement: dict[str, dict[str, float]] = {}
+    for t in truth.activities.values():
+        cells = _hub_cells(t)
+        people = {a for c in _LISTS if c in cells for a in str(cells[c][0]).split(",")}
+        if "kind" not in cells or "starts_at" not in cells or people & gone:
+            continue
+        kind = cells["kind"][0]
+        gid = group_id([t.org_id, kind], _day(cells["starts_at"][0]))
+        g = engagement.setdefault(gid, {"activities": 0, "opened": 0, "replied": 0})
+        g["activities"] += 1
+        if kind == "email":
+            states = {e.fact.state for e in t.engagement if e.fact.actor.lower() not in gone}
+            g["opened"] += "opened" in states
+            g["replied"] += "replied" in states
+    owners: dict[str, dict[str, float]] = {}
+    for (org, owner, _), row in expected_owner_activities(events, requests).items():
+        gid = group_id([org, owner], _day(row["created_at"][0]))
+        g = owners.setdefault(gid, {"emails": 0, "meetings": 0})
+        g["emails" if row["kind"][0] == "email" else "meetings"] += 1
+    return {"engagement_daily": engagement, "owner_daily": owners}

@@ -20,6 +20,14 @@ rows: one per created event that names a requester, under the id it ends at
 after the CRM's ID mutation requests (``examples.id_requests.final_id``; a
 deleted id has no rows), the newest write of each cell winning.
 
+``expected_totals(truth)`` gives the totals of the app's aggregates (``aggregates.py``) by
+plain loops over the tickets whose record exists (a ``created_at`` cell): per aggregate name,
+``{group id: measures}``. ``open_tickets``: a ticket whose current status is open, pending or
+reopened counts once in its tenant, status and assignee (None when its assignee cell is not
+live), ``next_due`` the least SLA due time (whole seconds) of the group's tickets that have one;
+``first_response``: a ticket with a comment by an agent at or after its creation counts once in
+its tenant and the UTC day of its first such comment, with the whole seconds from creation to it.
+
 The ``compare_*`` functions are pure and return every divergence.
 """
 
@@ -33,6 +41,7 @@ from examples.id_requests import final_id
 from examples.support_desk.identity import ticket_id
 from examples.support_desk.truth import StatusChange, TicketTruth, Truth
 from framework import Event
+from framework.core.aggregate import group_id
 from framework.idmutation import IdRequest
 from framework.testing.compare import (
     CellState,
@@ -44,6 +53,8 @@ from framework.testing.compare import (
 
 __all__ = [
     "expected_requester_tickets",
+    "expected_totals",
+    "Totals",
     "CellState",
     "Expected",
     "Divergence",
@@ -54,6 +65,11 @@ __all__ = [
 ]
 
 _PII = ("requester_email", "requester_name")
+_SECOND = 1_000_000
+_DAY = 86_400
+
+#: Aggregate name -> group id -> measures.
+Totals = dict[str, dict[str, dict[str, float]]]
 
 
 @dataclass(frozen=True)
@@ -154,3 +170,34 @@ def expected_requester_tickets(
             if name not in row or row[name][1] < e.version:
                 row[name] = (value, e.version)
     return out
+
+
+def expected_totals(truth: Truth) -> Totals:
+    """The totals of every aggregate of the app (see the module docstring)."""
+    open_tickets: dict[str, dict[str, float]] = {}
+    first: dict[str, dict[str, float]] = {}
+    for t in truth.tickets.values():
+        cells = _ticket_cells(t)
+        if "created_at" not in cells:
+            continue
+        created = cells["created_at"][0]
+        status = _last_status(t).status if t.statuses else None
+        if status in ("open", "pending", "reopened"):
+            assignee = cells["assignee"][0] if "assignee" in cells else None
+            g = open_tickets.setdefault(group_id([t.tenant, status, assignee]), {"tickets": 0})
+            g["tickets"] += 1
+            if "sla_due_at" in cells:
+                due = cells["sla_due_at"][0] // _SECOND
+                g["next_due"] = min(g.get("next_due", due), due)
+        answers = [c.effect.at for c in t.comments if c.effect.author_kind == "agent"]
+        answers = [at for at in answers if at >= created]
+        if answers:
+            at = min(answers)
+            seconds = (at - created) // _SECOND
+            day = at // _SECOND // _DAY * _DAY
+            g = first.setdefault(group_id([t.tenant], day), {"responded": 0, "seconds": 0})
+            g["responded"] += 1
+            g["seconds"] += seconds
+            g["fastest"] = min(g.get("fastest", seconds), seconds)
+            g["slowest"] = max(g.get("slowest", seconds), seconds)
+    return {"open_tickets": open_tickets, "first_response": first}

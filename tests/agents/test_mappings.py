@@ -20,8 +20,13 @@ def test_agents_cover_every_event_type_once() -> None:
     assert len(set(topics)) == len(topics) == 3
     assert {s.topic for s in SPECS.values()} == set(topics)
     assert [a.name for a in reference_agents()] == ["activities", "engagement", "insights"]
-    for agent in app.agents:  # every agent writes a source table of the activity projection
-        assert [p.name for p in app.views_of(agent)] == ["activities"]
+    views = {  # every agent writes a source table of the activity projection and of engagement_daily
+        "activities": ["activities", "owner_daily", "engagement_daily"],  # and owner_activity
+        "engagement": ["activities", "engagement_daily"],
+        "insights": ["activities", "engagement_daily"],
+    }
+    for agent in app.agents:
+        assert [p.name for p in app.views_of(agent)] == views[agent.name]
         assert set(agent.event_types) == {t for t, s in SPECS.items() if s.topic == agent.topic}
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from framework.aggregates.targets import ViewTargets
 from framework.coordination.sqlite import SqliteCheckpointStore, SqliteDomainLocks
 from framework.dlq import DeadLetterWAL
 from framework.idmutation import IdRequest, map_topic_of
@@ -254,7 +255,8 @@ def test_a_turn_moves_the_owner_rows_of_both_example_apps(
         try:
             with DeadLetterWAL(tmp_path / "dlq") as wal:
                 log = KafkaLog(stack.kafka_bootstrap)
-                turn = run_id_mutation(app, d.store, checkpoints=cps, locks=locks, index=d.index, dlq=wal,
+                views = ViewTargets(d.index, d.aggregates)  # the aggregates' documents: their contributions
+                turn = run_id_mutation(app, d.store, checkpoints=cps, locks=locks, index=views, dlq=wal,
                                        log=log, settle=0, until_idle=True)  # fmt: skip
                 run = d.run(turn)
         finally:

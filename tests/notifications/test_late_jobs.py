@@ -32,6 +32,7 @@ from framework.idmutation.collapse import collapse
 from framework.idmutation.requests import IdRequest
 from framework.idmutation.steps import StepContext, writes_extra
 from framework.jobs.batches import Batch, BatchInput
+from framework.jobs.reprojection import PENDING_TABLE
 from framework.notifications import NotificationReader
 from framework.notifications.entries import Entry, key_ident
 from framework.retention.job import ensure_tables, retain_domain
@@ -115,7 +116,7 @@ async def test_an_id_mutation_chunk_written_slower_than_settle_reaches_the_consu
     assert app.id_mutation is not None
     owner = app.id_mutation.columns[0]
     schema = next(s for s in app.tables if s.name == owner.table)
-    for s in app.tables:
+    for s in (*app.tables, PENDING_TABLE):  # the re-projections of the owner table's views
         await store.ensure_table(s)
     old = _key(schema, **{owner.tenant_column: "o1", owner.id_column: "old"})
     new = {**old, owner.id_column: "new"}

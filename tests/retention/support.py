@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from framework.aggregates.targets import ViewTargets
 from framework.coordination.sqlite import SqliteCheckpointStore, SqliteDomainLocks
 from framework.retention import RetentionRun, run_retention
 from framework.testing import Driver
@@ -37,14 +38,15 @@ def coordination(root: Path) -> Iterator[Coordination]:
 
 
 def retain(driver: Driver, coord: Coordination, now_s: float, **kw: Any) -> RetentionRun:
-    """One round of the app's retention job at ``now_s`` on the driver's store and index."""
+    """One round of the app's retention job at ``now_s`` on the driver's store and index (the
+    aggregates' documents to the driver's contributions, as ``converge retention run`` routes them)."""
     return driver.run(
         run_retention(
             driver.app,
             driver.store,
             checkpoints=coord.checkpoints,
             locks=coord.locks,
-            index=driver.index,
+            index=ViewTargets(driver.index, driver.aggregates),
             clock=lambda: now_s,
             **kw,
         )

@@ -1,8 +1,9 @@
 """Both example apps declare retention; the job runs on each through the test kit's Driver.
 
-After a run at ``now``: no live cell is older than its tenant's cutoff, every
-newer cell is untouched, documents equal a fresh projection of the store, the
-notification table lists what went, and a replay of every original event
+After a run at ``now``: no live cell of a data table (``retained_tables``) is older than its
+tenant's cutoff, every newer cell is untouched, documents and the aggregates' contributions
+equal a fresh projection of the store and each total the reduction of its group's
+contributions, the notification table lists what went, and a replay of every original event
 brings nothing back.
 """
 
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from framework import App, Event
-from framework.retention import DAY_US, RetentionPolicy
+from framework.core.aggregate import Aggregate, reduce
+from framework.retention import DAY_US, RetentionPolicy, retained_tables
 from framework.runtime.projector import read_documents
 from framework.testing import Driver
 from tests.retention.support import coordination, live_cells, retain
@@ -53,28 +55,32 @@ def test_retention_of_example_app(example, tmp_path: Path) -> None:  # type: ign
     now_s = (middle + 365 * DAY_US) / 1e6  # the one-year tables' cutoff falls inside the history
     with Driver(app) as driver, coordination(tmp_path) as coord:
         driver.send(events)
-        before = {t.name: live_cells(driver, t.name) for t in app.tables}
+        data = [t for t in app.tables if t.name in retained_tables(app)]
+        before = {t.name: live_cells(driver, t.name) for t in data}
         tenants = {
             (t.name, k): _tenant_of(
                 driver, policy, t.name, dict(zip([c.name for c in t.key_columns], k, strict=True))
             )
-            for t in app.tables
+            for t in data
             for k in before[t.name]
         }
+        contributed = {a.name: driver.contributions(a) for a in app.aggregates}
+        assert all(contributed.values())
         run = retain(driver, coord, now_s)
+        assert any(driver.contributions(a) != contributed[a.name] for a in app.aggregates)
         assert not run.skipped
         deleted = sum(r.rows_deleted + r.rows_trimmed for r in run.tables.values())
         assert deleted > 0
-        for table in (t.name for t in app.tables if not t.name.endswith("_version")):
+        for table in (t.name for t in data):
             after = live_cells(driver, table)
             for key, cells in before[table].items():
                 cutoff = policy.cutoff(tenants[(table, key)], table, int(now_s * 1e6))
                 kept = {c: v for c, v in cells.items() if cutoff is None or v[1] >= cutoff}
                 assert after.get(key, {}) == kept, (table, key)
             assert set(after) <= set(before[table])
-        # documents equal a fresh projection of the store
-        for p in app.projections:
-            docs = driver.documents(p)
+        # documents and contributions equal a fresh projection of the store, totals their reduction
+        for p in app.views:
+            docs = driver.contributions(p) if isinstance(p, Aggregate) else driver.documents(p)
             keys = {
                 tuple(r.key[c.name] for c in p.partition_key): {
                     c.name: r.key[c.name] for c in p.partition_key
@@ -87,9 +93,15 @@ def test_retention_of_example_app(example, tmp_path: Path) -> None:  # type: ign
                 for doc_id, doc, v in driver.run(read_documents(driver.store, p, list(keys.values())))
                 if doc is not None
             }
-            assert {d: (doc, v) for d, (doc, v) in docs.items()} == {
-                d: (dict(doc), v) for d, (doc, v) in fresh.items()
-            }
+            if not isinstance(p, Aggregate):
+                assert docs == {d: (dict(doc), v) for d, (doc, v) in fresh.items()}
+                continue
+            assert docs == {d: dict(doc) for d, (doc, _) in fresh.items()}
+            groups: dict[str, list[dict[str, float]]] = {}
+            for contributions in docs.values():
+                for gid, measures in contributions.items():
+                    groups.setdefault(gid, []).append(measures)
+            assert driver.totals(p.name) == {gid: reduce(p.measures, ms) for gid, ms in groups.items()}
         # notifications list the deleted rows
         entries = [
             e

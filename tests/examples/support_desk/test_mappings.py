@@ -18,9 +18,9 @@ from tests.examples.support_desk.builders import CREATED, IDENTITY, REF, event
 KEY = {"ticket_id": natural_key("ticket", "acme", "zendesk", "4711")}
 
 
-def test_app_wires_four_agents_and_the_tickets_projection_in_a_few_lines() -> None:
+def test_app_wires_its_agents_the_tickets_projection_and_aggregates_in_a_few_lines() -> None:
     source = Path("examples/support_desk/app.py").read_text()
-    assert len(source.splitlines()) <= 20
+    assert len(source.splitlines()) <= 22
     assert [a.name for a in app.agents] == ["tickets", "status", "enrichment", "privacy", "mail"]
     assert set(app.topics()) == {
         "support.tickets",
@@ -29,6 +29,7 @@ def test_app_wires_four_agents_and_the_tickets_projection_in_a_few_lines() -> No
         "support.privacy",
         "support.mail",
         "support-desk.tickets.changes",
+        *(f"support-desk.{a}.{t}" for a in ("open_tickets", "first_response") for t in ("changes", "groups")),
     }
     assert {t.name for t in app.tables} == {
         "ticket",
@@ -39,9 +40,14 @@ def test_app_wires_four_agents_and_the_tickets_projection_in_a_few_lines() -> No
         "tickets_version",
         "converge_erasure_denylist",  # personal data declared: erasure keeps a deny-list and audit
         "converge_erasure_audit",
+        *(
+            f"{a}_{t}"
+            for a in ("open_tickets", "first_response")
+            for t in ("contrib", "members", "totals", "version")
+        ),
     }
     assert {t for a in app.agents for t in a.event_types} == set(SPECS)
-    assert app.views_of(app.agent("privacy")) == app.projections
+    assert app.views_of(app.agent("privacy")) == app.views  # both aggregates read the ticket row
 
 
 def test_the_ordering_key_is_the_ticket_reference() -> None:
