@@ -12,11 +12,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from spark_batch.aggregates import CATEGORIES as AGGREGATE_CATEGORIES
+from spark_batch.aggregates import AggregateReport
 from spark_batch.backfill import BackfillReport
 from spark_batch.convergence import CATEGORIES, CheckReport
 from spark_batch.reindex import ReindexReport
 
-__all__ = ["console", "write_json", "print_backfill", "print_check", "print_reindex"]
+__all__ = ["console", "write_json", "print_backfill", "print_check", "print_reindex", "print_aggregate"]
 
 
 def console() -> Console:
@@ -80,3 +82,28 @@ def print_reindex(con: Console, r: ReindexReport) -> None:
     con.print(t)
     kept = "dropped " + ", ".join(r.dropped) if r.dropped else "kept " + ", ".join(r.old_indices)
     con.print(f"old index {kept}; {r.seconds:.1f} s")
+
+
+def print_aggregate(con: Console, r: AggregateReport, title: str = "converge spark aggregate") -> None:
+    con.print(
+        f"{title}: {escape(r.aggregate)}: {r.entities:,} entities ({r.contributing:,} contributing), "
+        f"{r.contributions:,} contributions, {r.groups:,} groups in {r.seconds:.1f} s "
+        f"({r.rate:,.0f} entities/s)"
+    )
+    if not r.checked:
+        return
+    t = Table(
+        "divergent", *AGGREGATE_CATEGORIES, "sample", title=f"compared with {escape(r.aggregate)}'s tables"
+    )
+    for what, counts in (("entities", r.entity_counts), ("groups", r.group_counts)):
+        cells = [f"[red]{counts[c]:,}[/]" if counts[c] else "0" for c in AGGREGATE_CATEGORIES]
+        sample = next((r.samples[k] for c in AGGREGATE_CATEGORIES if (k := f"{what} {c}") in r.samples), [])
+        t.add_row(what, *cells, escape(", ".join(sample[:3])))
+    con.print(t)
+    con.print(
+        f"stored {r.stored_contributions:,} contributions, {r.stored_groups:,} totals: "
+        + ("[green]clean[/]" if r.clean else "[red]diverged[/]")
+    )
+    if r.repair is not None:
+        writes = ", ".join(f"{k} {v:,}" for k, v in sorted(r.repair.items()))
+        con.print(f"repair: {writes} in {r.repaired_seconds or 0.0:.1f} s")

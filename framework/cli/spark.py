@@ -1,9 +1,9 @@
-"""``converge spark``: backfill, convergence check (with repair) and reindex of any app, on PySpark.
+"""``converge spark``: backfill, convergence check (with repair), reindex and aggregates, on PySpark.
 
 Every job takes ``--app MODULE:ATTR`` (a converge ``App``) and works on its
-projections (``--projection`` picks one). Where the jobs connect comes from
-``framework.Settings``: the flags, else the ``CONVERGE_*`` environment, else
-the app's defaults. Everything the driver can check (the app, the
+projections (``--projection`` picks one) or aggregates (``--aggregate``).
+Where the jobs connect comes from ``framework.Settings``: the flags, else the
+``CONVERGE_*`` environment, else the app's defaults. Everything the driver can check (the app, the
 projection, the store's tables, the index alias, the input paths) is
 checked before Spark starts; a problem ends the job with one line on stderr
 and exit status 2.
@@ -86,19 +86,26 @@ def _check(args: argparse.Namespace) -> int:
     from spark_batch.report import console, print_check, write_json
     from spark_batch.session import parallelism
 
-    job = Job(args, need_projection=True, single=args.index_parquet is not None)
+    projections, aggregates = _checked_views(args)
+    job = Job(args, need_projection=projections, single=projections and args.index_parquet is not None)
     if args.repair and (args.store_parquet or args.index_parquet):
         raise JobError("--repair needs the live store and index, not Parquet inputs")
-    if args.store_parquet is None:
+    if projections and args.store_parquet is None:
         job.require_tables()
-    if args.index_parquet is None:
+    if projections and args.index_parquet is None:
         job.require_aliases()
+    if aggregates:
+        _require_aggregates(job, aggregates, create=False)
     opts = _opts(args)
     spark = _setup(args, "check")
     shards, slices = parallelism(spark, args.shards), parallelism(spark, args.slices)
     con = console()
     out: dict[str, Any] = {}
     clean = True
+    if aggregates:
+        clean = _aggregates(
+            args, job, spark, aggregates, out, repair=args.repair, shards=shards, sample=args.sample
+        )
     with JobProgress(spark.sparkContext, "check") as progress:
         for p in job.projections:
             kw = dict(
@@ -144,6 +151,95 @@ def _check(args: argparse.Namespace) -> int:
                 final = again.report
             out[p.name] = result
             clean = clean and final.clean
+    if args.report:
+        write_json(args.report, out)
+    return 0 if clean else 1
+
+
+def _checked_views(args: argparse.Namespace) -> tuple[bool, tuple[Any, ...]]:
+    """Whether ``check`` compares projections, and the aggregates it compares: ``--projection`` (or
+    ``--alias``) only that projection, ``--aggregate`` only that aggregate, else all of both
+    (aggregates only against the live store)."""
+    from spark_batch.aggregates import select_aggregates
+    from spark_batch.apps import JobError, load_app
+
+    app = load_app(args.app)
+    if args.aggregate is not None:
+        return False, select_aggregates(args.app, args.aggregate)
+    projections = bool(app.projections) or args.projection is not None
+    parquet = args.store_parquet or args.index_parquet
+    one_projection = args.projection is not None or args.alias is not None
+    aggregates = () if one_projection or parquet else app.aggregates
+    if not projections and not aggregates:
+        raise JobError(f"app {app.name!r} declares no projection or aggregate")
+    return projections, aggregates
+
+
+def _require_aggregates(job: Any, aggregates: tuple[Any, ...], *, create: bool) -> None:
+    """The store holds the aggregates' source tables and (``create``: now) their own."""
+    from framework.core.sync import run_sync
+    from spark_batch.aggregates import require_aggregate_tables
+    from spark_batch.apps import require_tables
+
+    run_sync(require_tables(job.store, aggregates))
+    run_sync(require_aggregate_tables(job.store, aggregates, create=create))
+
+
+def _aggregates(
+    args: argparse.Namespace, job: Any, spark: Any, aggregates: tuple[Any, ...], out: dict[str, Any],
+    *, repair: bool, shards: int, sample: int = 10,
+) -> bool:  # fmt: skip
+    """Compare each aggregate with its tables (``repair``: then fix what differs and compare again);
+    print and add each report to ``out``; True when all end clean."""
+    from framework.core.sync import run_sync
+    from spark_batch.aggregate_check import check
+    from spark_batch.aggregate_repair import group_ends
+    from spark_batch.aggregate_repair import repair as fix
+    from spark_batch.report import console, print_aggregate
+
+    con, clean = console(), True
+    for a in aggregates:
+        run = check(spark, app=args.app, name=a.name, store_url=job.store, shards=shards, sample=sample)
+        try:
+            if repair and not run.report.clean:
+                ends = run_sync(group_ends(args.broker or job.settings.broker, job.app.group_topic(a)))
+                fix(spark, run, store_url=job.store, ends=ends, partitions=shards, opts=_opts(args))
+        finally:
+            run.release()
+        print_aggregate(con, run.report)
+        result: dict[str, Any] = {"check": run.report.to_dict()}
+        final = run.report
+        if run.report.repair is not None:
+            again = check(spark, app=args.app, name=a.name, store_url=job.store, shards=shards, sample=sample)
+            again.release()
+            print_aggregate(con, again.report, "after repair")
+            result["after_repair"] = again.report.to_dict()
+            final = again.report
+        out[a.name] = result
+        clean = clean and final.clean
+    return clean
+
+
+def _aggregate(args: argparse.Namespace) -> int:
+    from spark_batch.aggregates import aggregate, select_aggregates
+    from spark_batch.preflight import Job
+    from spark_batch.report import console, print_aggregate, write_json
+    from spark_batch.session import parallelism
+
+    job = Job(args, need_projection=False)
+    aggregates = select_aggregates(args.app, args.aggregate)
+    _require_aggregates(job, aggregates, create=args.write)
+    spark = _setup(args, "aggregate")
+    shards = parallelism(spark, args.shards)
+    out: dict[str, Any] = {}
+    if args.write:
+        clean = _aggregates(args, job, spark, aggregates, out, repair=True, shards=shards)
+    else:
+        clean, con = True, console()
+        for a in aggregates:
+            report = aggregate(spark, app=args.app, name=a.name, store_url=job.store, shards=shards)
+            print_aggregate(con, report)
+            out[a.name] = report.to_dict()
     if args.report:
         write_json(args.report, out)
     return 0 if clean else 1
@@ -360,6 +456,15 @@ def _common() -> argparse.ArgumentParser:
     return p
 
 
+def _aggregate_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--aggregate", default=None, help="the app aggregate to work on (default: all)")
+    p.add_argument(
+        "--broker",
+        default=None,
+        help="Kafka broker whose group topic ends version repaired totals (env CONVERGE_BROKER)",
+    )
+
+
 def _job_checkpoints() -> argparse.ArgumentParser:
     return checkpoints_flag("job checkpoint store URL", default=f"sqlite:///{_JOBS_DB}")
 
@@ -384,7 +489,9 @@ def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add the ``spark`` command group to the ``converge`` subparsers."""
     common = _common()
-    spark = sub.add_parser("spark", help="batch jobs on Spark: backfill, convergence check, reindex, ingest")
+    spark = sub.add_parser(
+        "spark", help="batch jobs on Spark: backfill, convergence check, reindex, ingest, aggregates"
+    )
     cmds = spark.add_subparsers(dest="spark_command", metavar="JOB", required=True)
 
     p = cmds.add_parser("backfill", parents=[common], help="apply archived events through the app's agents")
@@ -424,8 +531,27 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         default=None,
         help="write every divergent key to this Parquet directory (per projection)",
     )
-    p.add_argument("--repair", action="store_true", help="re-project divergent partitions, then check again")
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="re-project divergent partitions and rewrite divergent aggregates, then check again",
+    )
+    _aggregate_flags(p)
     p.set_defaults(func=_guarded(_check))
+
+    p = cmds.add_parser(
+        "aggregate",
+        parents=[common],
+        help="recompute the app's aggregates from the store (--write: fix them)",
+    )
+    p.add_argument("--shards", type=int, default=None, help="store scan shards (default: parallelism)")
+    p.add_argument(
+        "--write",
+        action="store_true",
+        help="write the contributions and totals that differ, then check again",
+    )
+    _aggregate_flags(p)
+    p.set_defaults(func=_guarded(_aggregate))
 
     p = cmds.add_parser(
         "reindex", parents=[common], help="build a projection's next index generation, swap the alias"
