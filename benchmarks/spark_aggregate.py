@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from benchmarks.spark_backfill import cpu_by_process, cpu_split, load_average, tree_cpu_seconds
+from benchmarks.spark_check import fill_store
 from framework import (
     Aggregate,
     App,
@@ -45,7 +46,6 @@ from framework.core.mutations import Mutation
 from spark_batch.aggregates import aggregate
 from spark_batch.io import read_store_rows
 from spark_batch.session import spark_session
-from stores.sqlite.engine import SqliteEngine
 
 SPEC = "benchmarks.spark_aggregate:app"
 TASK = TableSchema(
@@ -84,7 +84,7 @@ class DailyByTeamStatus(Aggregate):
         t = live[0].values()
         points = float(t.get("points") or 0.0)
         group = {"team": t["team"], "status": t["status"]}
-        return [Contribution(group, {"points": points, "top": points}, at=float(t["due"]))]
+        return [Contribution(group, {"points": points, "top": points}, at=float(str(t["due"])))]
 
 
 AGGREGATE = DailyByTeamStatus()
@@ -102,17 +102,7 @@ def synth(i: int) -> list[Mutation]:
 def populate(path: Path, n: int) -> float:
     """The tasks in a SQLite store at ``path``; seconds taken."""
     started = time.perf_counter()
-    engine = SqliteEngine(path)
-    for t in app.tables:
-        engine.ensure_table(t)
-    batch: list[Mutation] = []
-    for i in range(n):
-        batch += synth(i)
-        if len(batch) >= 20_000:
-            engine.apply(batch)
-            batch = []
-    engine.apply(batch)
-    engine.close()
+    fill_store(path, app.tables, synth, n)
     return time.perf_counter() - started
 
 

@@ -30,7 +30,7 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from examples.activity_platform.app import app as reference_app
 from framework.core.cells import Cell
 from framework.core.mutations import CellValue, LogState, Mutation, Upsert
 from framework.core.rows import Row
+from framework.core.schema import TableSchema
 from spark_batch.codec import canonical_json, row_to_record
 from spark_batch.convergence import check
 from spark_batch.io import DOC_SCHEMA, ROW_SCHEMA, WriteOptions, open_index
@@ -170,12 +171,13 @@ def write_parquet_inputs(spark: Any, n: int, work: Path, partitions: int) -> tup
     return rows, docs
 
 
-def populate_live(spark: Any, n: int, work: Path, es_url: str, alias: str, shards: int) -> tuple[str, float]:
-    """The rows in a SQLite store, the (damaged) documents in the index; (store URL, load seconds)."""
-    started = time.perf_counter()
-    path = work / f"wide-{n}.db"
+def fill_store(
+    path: Path, tables: Sequence[TableSchema], synth: Callable[[int], list[Mutation]], n: int
+) -> None:
+    """A SQLite store at ``path`` with ``tables`` and the mutations ``synth(i)`` for ``i < n``,
+    applied 20,000 at a time."""
     engine = SqliteEngine(path)
-    for t in reference_app.tables:
+    for t in tables:
         engine.ensure_table(t)
     batch: list[Mutation] = []
     for i in range(n):
@@ -185,6 +187,13 @@ def populate_live(spark: Any, n: int, work: Path, es_url: str, alias: str, shard
             batch = []
     engine.apply(batch)
     engine.close()
+
+
+def populate_live(spark: Any, n: int, work: Path, es_url: str, alias: str, shards: int) -> tuple[str, float]:
+    """The rows in a SQLite store, the (damaged) documents in the index; (store URL, load seconds)."""
+    started = time.perf_counter()
+    path = work / f"wide-{n}.db"
+    fill_store(path, reference_app.tables, synth, n)
     url = f"sqlite:///{path}"
 
     async def damage() -> str:

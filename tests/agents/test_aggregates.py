@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from examples.activity_platform.app import app
 from examples.activity_platform.generator import generate_history
-from examples.activity_platform.history import History
 from examples.activity_platform.oracle import Totals, expected_totals
 from examples.id_requests import plan_requests
 from framework import Event
@@ -26,30 +25,13 @@ from framework.erasure.run import erase
 from framework.testing import Driver, deliveries
 from tests.agents.replay import in_order
 from tests.idmutation.test_resolution_activity import owners_of, run
+from tests.support.aggregate_moves import moved_entities
 
 NAMES = ("engagement_daily", "owner_daily")
 
 
 def _totals(d: Driver) -> Totals:
     return {name: d.totals(name) for name in NAMES}
-
-
-def _moved(history: History) -> int:
-    """Activities whose groups changed while the in-order pass ran (a meeting rescheduled to another
-    day, cancelled, re-created): the contributions of each entity after its first and last event."""
-    events = in_order(history)
-    half = len(events) // 2
-    with Driver(app) as d:
-        assert d.send(events[:half]) == []
-        before = {name: d.contributions(name) for name in NAMES}
-        assert d.send(events[half:]) == []
-        after = {name: d.contributions(name) for name in NAMES}
-    return sum(
-        1
-        for name in NAMES
-        for entity, groups in before[name].items()
-        if set(groups) != set(after[name].get(entity, {}))
-    )
 
 
 def test_the_generators_arrival_order_ends_in_the_oracles_totals() -> None:
@@ -62,7 +44,7 @@ def test_the_generators_arrival_order_ends_in_the_oracles_totals() -> None:
     assert all(len(expected[name]) > 20 for name in NAMES), {k: len(v) for k, v in expected.items()}
     assert totals == expected
     cancelled = sum(t.cancelled_at is not None for t in h.truth.activities.values())
-    assert cancelled and _moved(h) > 0
+    assert cancelled and moved_entities(app, in_order(h)) > 0
 
 
 @pytest.mark.parametrize("seed", [1, 8])

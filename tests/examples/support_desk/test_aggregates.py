@@ -11,33 +11,17 @@ from hypothesis import strategies as st
 
 from examples.support_desk.app import app
 from examples.support_desk.generator import generate_history
-from examples.support_desk.history import History, deliver
+from examples.support_desk.history import deliver
 from examples.support_desk.oracle import Totals, expected_totals
 from framework import Event
 from framework.testing import Driver, deliveries
+from tests.support.aggregate_moves import moved_entities
 
 NAMES = ("open_tickets", "first_response")
 
 
 def _totals(d: Driver) -> Totals:
     return {name: d.totals(name) for name in NAMES}
-
-
-def _moved(history: History) -> int:
-    """Tickets whose groups changed between the middle and the end of the in-order pass."""
-    events = list(history.events)
-    half = len(events) // 2
-    with Driver(app) as d:
-        assert d.send(events[:half]) == []
-        before = {name: d.contributions(name) for name in NAMES}
-        assert d.send(events[half:]) == []
-        after = {name: d.contributions(name) for name in NAMES}
-    return sum(
-        1
-        for name in NAMES
-        for ticket, groups in before[name].items()
-        if set(groups) != set(after[name].get(ticket, {}))
-    )
 
 
 def test_the_in_order_pass_ends_in_the_oracles_totals() -> None:
@@ -50,7 +34,7 @@ def test_the_in_order_pass_ends_in_the_oracles_totals() -> None:
     assert all(len(expected[name]) > 20 for name in NAMES), {k: len(v) for k, v in expected.items()}
     assert any("next_due" in m for m in expected["open_tickets"].values())
     assert totals == expected
-    assert _moved(h) > 0
+    assert moved_entities(app, list(h.events)) > 0
 
 
 def test_a_late_earlier_agent_comment_moves_the_first_response() -> None:
