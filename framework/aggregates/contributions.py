@@ -12,8 +12,13 @@ after the other), and a late write of an older event changes the rows without ra
 mark, so the document written last must win even at an equal mark, which the store's
 last-write-wins only guarantees with a higher write time. A tombstone could not be overtaken
 that way (its write time cannot be read back), hence ``NONE``. A replay at the same mark
-finds nothing to change. Then the groups whose contributions changed are announced
-(``announce``) for their totals to be recomputed (``totals.py``).
+finds nothing to change, and a document computed at a lower mark than the highest one the
+entity's stored cells record (``mark``: an older state, from a job or a worker that lost the
+entity meanwhile) is not written. Then every group the entity is or was in is announced
+(``announce``) for its total to be recomputed (``totals.py``), changed or not: a worker
+killed between writing an entity's contributions and announcing them leaves its change record
+unacknowledged, and the worker that projects it again finds nothing to write but must still
+announce those groups.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ __all__ = ["ContributionIndex", "Announce", "NONE"]
 #: The ``measures`` of a group an entity left: a live cell, so that its write time stays readable.
 NONE = ""
 
-#: ``announce(aggregate, groups)``: the groups whose contributions changed, for their totals.
+#: ``announce(aggregate, groups)``: the groups an entity is or was in, for their totals.
 Announce = Callable[[Aggregate, Sequence[Group]], Awaitable[None]]
 
 
@@ -65,7 +70,7 @@ class ContributionIndex(SearchIndex):
         return True
 
     async def bulk(self, alias: str, ops: Sequence[IndexOp]) -> BulkResult:
-        """Write each entity's contributions (see the module docstring); announce the groups that changed."""
+        """Write each entity's contributions (see the module docstring); announce its groups."""
         agg = self._aggregate(alias)
         t = tables_of(agg)
         ids = list(dict.fromkeys(op.doc_id for op in ops))
@@ -79,26 +84,25 @@ class ContributionIndex(SearchIndex):
             for doc_id, rows in zip(ids, read, strict=True)
         }
         writes: list[Mutation] = []
-        changed: dict[str, Group] = {}
+        touched: dict[str, Group] = {}
         for op in ops:
             had = stored[op.doc_id]
             if op.version < max((mark for _, _, mark in had.values()), default=0):
                 continue  # computed at a lower mark than what is stored: from an older state
             now = {gid: encode_measures(m) for gid, m in (op.doc or {}).items()}
             for gid in sorted(now.keys() | had.keys()):
+                g = touched.setdefault(gid, parse_group_id(gid))
                 text = now.get(gid, NONE)
                 before = had.get(gid)
                 if (before[0] if before is not None else NONE) == text:
                     continue
                 version = op.version if before is None else max(op.version, before[1] + 1)
-                g = parse_group_id(gid)
                 writes += _put(t.contrib.name, t.members.name, op.doc_id, g, text, version, op.version)
                 had[gid] = (text, version, op.version)
-                changed[gid] = g
         if writes:
             await self.store.apply(writes)
-        if changed:
-            await self.announce(agg, list(changed.values()))
+        if touched:
+            await self.announce(agg, list(touched.values()))
         return BulkResult([BulkItem(op.doc_id, "ok", 200) for op in ops])
 
     async def get(self, alias: str, doc_id: str) -> SearchHit | None:
