@@ -5,9 +5,11 @@ indexer in ``workers`` worker processes of one consumer group (two by default,
 one per core of a 2-core machine) that upload sealed dead-letter segments to
 ``s3://converge-dlq/<app id>``, waits for the group to settle, produces a
 generated history (duplicates, replays, out-of-order arrival), waits for the
-group to drain every topic, compares the wide-column store and the search index
-with the oracle, counts the parked events left on the workers' disks and the
-segment objects in the bucket, prints a summary and stops everything. Exit code
+group to drain every topic, compares the wide-column store, the search index
+and the aggregates' totals with the oracle, counts the parked events left on the
+workers' disks and the segment objects in the bucket, prints a summary and the
+aggregates beside the oracle's figures (``demo_aggregates``; also drawn into a
+PNG when asked) and stops everything. Exit code
 1 on any divergence or parked event.
 """
 
@@ -44,6 +46,7 @@ from examples.activity_platform.oracle import (
     hit_document,
     row_cells,
 )
+from examples.demo_aggregates import draw_chart, figures_table
 from framework.aggregates.tables import decode_measures, tables_of
 from framework.core.aggregate import group_id, parse_series
 from framework.dlq import DeadLetterStore
@@ -55,7 +58,7 @@ from stores.elasticsearch.index import ElasticsearchIndex
 from stores.objects.store import ObjectStore
 from stores.open import open_wide_store
 
-__all__ = ["run_demo", "DemoResult", "check_convergence", "count_segment_objects"]
+__all__ = ["run_demo", "DemoResult", "Convergence", "check_convergence", "count_segment_objects"]
 
 INPUT_TOPICS = (TOPIC_ACTIVITIES, TOPIC_ENGAGEMENT, TOPIC_INSIGHTS)
 PARTITIONS = 4
@@ -84,10 +87,20 @@ class DemoResult:
         return self.events / self.seconds if self.seconds else 0.0
 
 
-async def check_convergence(
-    history: History, wide_store_url: str, es_url: str
-) -> tuple[list[Divergence], int, int]:
-    """Divergences of the stored state from the oracle, and the row and document counts."""
+@dataclass
+class Convergence:
+    """The stored state against the oracle: the divergences, the hub rows and index documents
+    counted, and the aggregates' totals as stored and as the oracle recomputes them."""
+
+    divergences: list[Divergence]
+    hub_rows: int
+    documents: int
+    totals: Totals
+    expected_totals: Totals
+
+
+async def check_convergence(history: History, wide_store_url: str, es_url: str) -> Convergence:
+    """The stored state (wide-column store and index) checked against the oracle."""
     expected = expected_state(history.truth)
     store = await open_wide_store(wide_store_url)
     index = ElasticsearchIndex.from_url(es_url, tombstones="document")
@@ -112,14 +125,15 @@ async def check_convergence(
     finally:
         await store.close()
         await index.close()
+    want = expected_totals(history.truth, history.events)
     divergences = (
         compare_rows(ACTIVITY_HUB.name, expected.hub_rows, rows)
         + compare_rows(ENGAGEMENT_LOG.name, expected.engagement_logs, logs)
         + compare_engagement(expected.engagement, engagement)
         + compare_documents(expected.documents, docs)
-        + compare_totals(expected_totals(history.truth, history.events), totals)
+        + compare_totals(want, totals)
     )
-    return divergences, len(rows), len(docs)
+    return Convergence(divergences, len(rows), len(docs), totals, want)
 
 
 async def read_totals(store: Any) -> Totals:
@@ -178,8 +192,10 @@ def run_demo(
     console: Console | None = None,
     drain_timeout: float = 900.0,
     workers: int = 2,
+    chart: Path | None = None,
 ) -> int:
-    """Run the demo end to end; returns the process exit code (0 = converged).
+    """Run the demo end to end; returns the process exit code (0 = converged). ``chart``: where
+    to draw the aggregates' chart (PNG; none when None).
 
     The clock runs from the first produced event to the last committed offset; the workers
     join before it starts (noida-db answers commits sent during a rebalance with
@@ -239,14 +255,16 @@ def run_demo(
             1 for i in range(workers) for _ in DeadLetterStore(work / f"worker{i}" / "dlq").ordered()
         )
         result.segment_objects = count_segment_objects(stack.info.s3_endpoint)
-        result.divergences, result.hub_rows, result.documents = asyncio.run(
-            check_convergence(history, store_url, stack.info.es_url)
-        )
-    _report(console, result, history)
+        checked = asyncio.run(check_convergence(history, store_url, stack.info.es_url))
+        result.divergences = checked.divergences
+        result.hub_rows, result.documents = checked.hub_rows, checked.documents
+    _report(console, result, history, checked)
+    if chart is not None:
+        console.print(f"aggregates chart: {draw_chart(checked.totals, checked.expected_totals, chart)}")
     return 0 if not result.divergences and result.parked == result.segment_objects == 0 else 1
 
 
-def _report(console: Console, r: DemoResult, history: History) -> None:
+def _report(console: Console, r: DemoResult, history: History, checked: Convergence) -> None:
     t = Table(title="converge demo", show_header=False)
     for name, value in (
         ("events produced", f"{r.events:,}"),
@@ -263,6 +281,7 @@ def _report(console: Console, r: DemoResult, history: History) -> None:
     ):
         t.add_row(name, value)
     console.print(t)
+    console.print(figures_table(checked.totals, checked.expected_totals))
     for d in r.divergences[:20]:
         console.print(f"  [red]{d}[/]")
     if not os.environ.get("CI"):

@@ -18,6 +18,7 @@ def _demo(args: argparse.Namespace) -> int:
         wide_store=args.wide_store,
         workdir=args.workdir,
         workers=args.workers,
+        chart=args.chart,
     )
 
 
@@ -35,4 +36,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="wide-column store: 'sqlite' (default) or cassandra://HOST:PORT/KEYSPACE",
     )
     demo.add_argument("--workdir", type=Path, default=None, help="keep data here (default: a temp dir)")
+    demo.add_argument(
+        "--chart",
+        type=Path,
+        default=Path("converge-demo-aggregates.png"),
+        help="draw the aggregates beside the oracle's into this PNG (default converge-demo-aggregates.png)",
+    )
     demo.set_defaults(func=_demo)

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 def test_demo_converges_on_a_small_history(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "framework.cli", "demo", "--events", "1500", "--seed", "11",
-         "--workdir", str(tmp_path)],
+         "--workdir", str(tmp_path), "--chart", str(tmp_path / "aggregates.png")],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -42,6 +42,12 @@ def test_demo_converges_on_a_small_history(tmp_path: Path) -> None:
     assert "s3://converge-dlq/activity-platform" in out.stdout
     objects = next(x for x in out.stdout.splitlines() if "segment objects in the bucket" in x)
     assert objects.split()[-2] == "0"  # the history parks nothing, so nothing is uploaded
+    figures = [x.split("│") for x in out.stdout.splitlines() if "engagement_daily" in x or "owner_daily" in x]
+    assert len(figures) == 2, out.stdout[-3000:]
+    for cells in figures:  # aggregate, first measure, stream, oracle, groups, groups differing
+        stream, oracle, groups, differing = (c.strip().replace(",", "") for c in cells[3:7])
+        assert stream == oracle and int(stream) > 0 and int(groups) > 0 and differing == "0", cells
+    assert (tmp_path / "aggregates.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_demo_reports_divergence_when_the_index_is_corrupted(tmp_path: Path) -> None:
@@ -76,13 +82,13 @@ def test_demo_reports_divergence_when_the_index_is_corrupted(tmp_path: Path) -> 
                 for doc_id in sorted(touched[v.name]):
                     key = dict(zip([c.name for c in v.partition_key], doc_id.split(":"), strict=True))
                     await project_partition(store, target, v, key)
-            clean = len((await check_convergence(history, store_url, stack.info.es_url))[0])
+            clean = len((await check_convergence(history, store_url, stack.info.es_url)).divergences)
             victim = sorted(expected_state(history.truth).documents)[0]
             await index.client.delete(index=f"{INDEX_ALIAS}-v1", id=victim, refresh=True)
             await store.close()
             await index.close()
             after = await check_convergence(history, store_url, stack.info.es_url)
-            return clean, len([d for d in after[0] if d.key == victim])
+            return clean, len([d for d in after.divergences if d.key == victim])
 
         clean, victim_divergences = asyncio.run(run())
     assert clean == 0

@@ -117,7 +117,8 @@ class ReferenceRun:
     def outcome(self, history: History) -> Outcome:
         """The store and the index against the oracle of ``history``."""
         assert self.stack.info is not None
-        divergences, _, _ = asyncio.run(check_convergence(history, self.store_url, self.stack.info.es_url))
+        checked = asyncio.run(check_convergence(history, self.store_url, self.stack.info.es_url))
+        divergences = checked.divergences
         lost = {(d.table, d.key) for d in divergences if d.field is None and d.actual is None}
         divergent = {(d.table, d.key) for d in divergences} - lost
         return Outcome(len(lost), len(divergent), tuple(str(d) for d in divergences[:10]))
