@@ -4,25 +4,25 @@
 /query/windows?aggregate=A&group.NAME=VALUE...[&since=T][&until=T]``, ``GET
 /query/top?aggregate=A&by=MEASURE[&limit=N][&window=T]`` and ``GET
 /query/entity?table=T&key.NAME=VALUE...[&precedence.TABLE=S1,S2,...]``. ``group.NAME:=JSON`` gives
-a group value that is not a string; a time ``T`` is epoch seconds or ISO-8601 (UTC unless it has
-an offset). The answer is the ``to_dict`` of the read's dataclass, the same as ``converge query
---json``. Bad input (an unknown parameter too) is a 400 with ``{"error": ...}``; a store not open
-yet a 503; a failing read a 500: the worker goes on. Mounted by ``build_worker`` beside
-``/metrics`` when its web server is on, so it binds where that server does (127.0.0.1).
+a group value that is not a string; a time ``T`` is epoch seconds, ISO-8601 (UTC unless it has
+an offset), ``now`` or a duration ago (``since=30d%20ago``). The answer is the ``to_dict`` of the
+read's dataclass, the same as ``converge query --json``. Bad input (an unknown parameter too) is
+a 400 with ``{"error": ...}``; a store not open yet a 503; a failing read a 500: the worker goes
+on. Mounted by ``build_worker`` beside ``/metrics`` when its web server is on, so it binds where
+that server does (127.0.0.1).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
 from framework.aggregates.query import Queries, QueryError, parse_group, parse_key, parse_precedence
+from framework.core.durations import parse_time
 from framework.core.projection import Projection
 from framework.delivery.ack_http import is_loopback
 from stores.base import WideColumnStore
@@ -41,18 +41,12 @@ _ALLOWED = {
 
 
 def parse_when(text: str, name: str) -> float:
-    """Epoch seconds of ``text``: epoch seconds or ISO-8601 (UTC without an offset); QueryError otherwise."""
+    """Epoch seconds of the time ``text`` (``durations.parse_time``: ISO-8601, epoch seconds,
+    ``now`` or e.g. ``7d ago``); QueryError naming the parameter ``name`` otherwise."""
     try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            dt = datetime.fromisoformat(text)
-        except ValueError:
-            raise QueryError(f"{name}: not a time: {text!r} (epoch seconds or ISO-8601)") from None
-        return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
-    if not math.isfinite(seconds):
-        raise QueryError(f"{name}: not a time: {text!r}")
-    return seconds
+        return parse_time(text)
+    except ValueError as exc:
+        raise QueryError(f"{name}: {exc}") from None
 
 
 class QueryRoutes:

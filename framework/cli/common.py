@@ -24,14 +24,12 @@ import argparse
 import json
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from framework.core import durations
 from framework.core.dlq_retention import DeadLetterRetention
-from framework.core.durations import DURATION_HELP
+from framework.core.durations import DURATION_HELP, TIME_HELP
 from framework.core.errors import ConvergeError
 from framework.core.extras import missing_extra
 from framework.settings import ENV, env_setting
@@ -69,9 +67,6 @@ __all__ = [
 
 #: Set to 1 to see tracebacks instead of one-line errors.
 DEBUG_ENV = ENV["debug"]
-#: Epoch seconds beyond this (the year 5138) are taken for milli- or microseconds by mistake.
-_MAX_EPOCH_SECONDS = 1e11
-TIME_HELP = "ISO-8601 (UTC unless it has an offset), epoch seconds, or e.g. 30m ago, 2h ago, 7d ago"
 
 
 class UserError(ConvergeError):
@@ -102,31 +97,11 @@ def retention_rules(text: str) -> DeadLetterRetention:
 
 
 def parse_time(text: str, now: float | None = None) -> float:
-    """Epoch seconds of ``text`` (see the module docstring); ArgumentTypeError when it is none of them."""
-    raw = str(text).strip()
-    now = time.time() if now is None else now
-    if raw.endswith(" ago") or raw.lower() == "now":
-        if raw.lower() == "now":
-            return now
-        try:
-            return now - parse_duration(raw[: -len(" ago")].strip())
-        except argparse.ArgumentTypeError:
-            raise argparse.ArgumentTypeError(f"not a time: {text!r} ({TIME_HELP})") from None
+    """Epoch seconds of ``text`` (``durations.parse_time``); ArgumentTypeError when it is no time."""
     try:
-        seconds = float(raw)
-    except ValueError:
-        pass
-    else:
-        if not 0 <= seconds < _MAX_EPOCH_SECONDS:
-            raise argparse.ArgumentTypeError(
-                f"not a time: {text!r} (epoch SECONDS expected; milli- or microseconds are too large)"
-            )
-        return seconds
-    try:
-        dt = datetime.fromisoformat(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a time: {text!r} ({TIME_HELP})") from None
-    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+        return durations.parse_time(text, now)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def time_arg(text: str) -> float:
