@@ -18,7 +18,8 @@ produced events (the latest event of each key, by version): a difference fails t
 Beside events/s, the CPU seconds per event (printed in microseconds) of the process doing the
 work: user + system time from ``/proc/<pid>/stat`` (utime + stime over ``SC_CLK_TCK``). For
 (b1) to (c-agg) that is the worker, sampled in the worker over its measured interval (see
-``bench_apps``); for (a) this process, sampled at its first and its last record. The
+``bench_apps``); for (a) this process, sampled at its first and its last record. ``/proc``
+counts in clock ticks (10 ms here): a run of a few seconds reads to a few percent. The
 calibration line comes first (``benchmarks.scale_out.calibrate``).
 
     python -m benchmarks.agent_throughput --events 20000 --keys 1000 --latency-ms 0 2 --repeat 3
@@ -257,11 +258,11 @@ def run(args: argparse.Namespace, chosen: set[str], bootstrap: str, work: Path) 
         c0 = [faust_run("keyed", broker, topic, args.events, 0, work, noop=True)[0]
               for _ in range(args.repeat)]  # fmt: skip
         print(f"(c0) KeyedAgent runtime, no-op sink  {_line(c0)}   (the runtime without the store)")
-    labels = {"plain": ("b1", "plain Faust agent, no writes  "),
-              "naive": ("b2", "naive Faust agent, awaits each"),
-              "keyed": ("c", "KeyedAgent runtime            ")}  # fmt: skip
+    labels = {"plain": ("(b1)", "plain Faust agent, no writes   "),
+              "naive": ("(b2)", "naive Faust agent, awaits each "),
+              "keyed": ("(c)", "KeyedAgent runtime             ")}  # fmt: skip
     for latency in args.latency_ms:
-        runs: dict[str, list[Measured]] = {v: [] for v, (label, _) in labels.items() if label in chosen}
+        runs: dict[str, list[Measured]] = {v: [] for v, (lb, _) in labels.items() if lb.strip("()") in chosen}
         if not runs:
             break
         for _ in range(args.repeat):
@@ -270,7 +271,7 @@ def run(args: argparse.Namespace, chosen: set[str], bootstrap: str, work: Path) 
         print(f"-- sink latency {latency:g} ms per write (SQLite store)")
         for variant, out in runs.items():
             label, text = labels[variant]
-            print(f"({label}) {' ' * (3 - len(label))}{text}{_line(out)}")
+            print(f"{label:<5}{text}{_line(out)}")
         if raw is not None and len(runs) == 3:
             b1, b2, c = (statistics.median(r.rate for r in runs[v]) for v in ("plain", "naive", "keyed"))
             print(f"     c/a = {c / raw.rate:.2f}   c/b1 = {c / b1:.2f}   c/b2 = {c / b2:.2f}   (medians)")
@@ -287,10 +288,10 @@ def run(args: argparse.Namespace, chosen: set[str], bootstrap: str, work: Path) 
             measured[v].append(m)
     print("-- one aggregate declared against none (the App's worker, SQLite store, no injected latency)")
     if "c-app" in measured:
-        print(f"(c-app) App, no aggregate            {_line(measured['c-app'])}")
+        print(f"(c-app) App, no aggregate           {_line(measured['c-app'])}")
     if "c-agg" in measured:
         entities = sum(e for e, _ in expected.values())
-        print(f"(c-agg) App, one aggregate           {_line(measured['c-agg'])}   (until every total is "
+        print(f"(c-agg) App, one aggregate          {_line(measured['c-agg'])}   (until every total is "
               f"written; {len(expected)} groups of {entities} entities equal the recomputation)")  # fmt: skip
     if len(measured) == 2:
         rate = {v: statistics.median(r.rate for r in rs) for v, rs in measured.items()}
