@@ -60,8 +60,8 @@ _DAY_US = 86_400_000_000
 
 
 def make_records(n: int, keys: int) -> list[tuple[bytes, bytes]]:
-    """``n`` bench events over ``keys`` entity keys per organisation (17 organisations); event
-    ``i``'s time is day ``i % DAYS`` after a fixed start, so the times arrive out of order."""
+    """``n`` bench events, event ``i`` keyed ``org{i % 17}:e{i % keys}`` at version base + ``i``; its
+    time is day ``i % DAYS`` after a fixed start, so the times arrive out of order."""
     out = []
     for i in range(n):
         k = f"org{i % 17}:e{i % keys}"

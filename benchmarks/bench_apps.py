@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -55,6 +56,8 @@ from framework.settings import Settings
 from framework.worker.faust_app import ConvergeFaustApp, create_faust_app
 from framework.worker.wiring import build_worker
 from stores.sqlite.store import SqliteStore
+
+log = logging.getLogger(__name__)
 
 BENCH_TABLE = TableSchema(
     "bench", partition_key=(Column("k", "text"),), columns=(Column("n", "bigint"), Column("body", "text"))
@@ -143,26 +146,32 @@ class DrainMeter:
 
     async def start(self) -> None:
         """Start polling (a ``starting`` hook: after the wiring's, which opens the runtimes)."""
-        self._task = asyncio.get_running_loop().create_task(self.run())
+        self._task = asyncio.get_running_loop().create_task(self.run())  # referenced: never collected
+
+    def _acked(self, runtime_name: str) -> int:
+        return next(r for r in self.worker.converge.runtimes if r.name == runtime_name).counters.acked
 
     async def _until(self, runtime_name: str, acked: int) -> None:
-        runtime = next(r for r in self.worker.converge.runtimes if r.name == runtime_name)
-        while runtime.counters.acked < acked:
+        while self._acked(runtime_name) < acked:
             await asyncio.sleep(self.poll)
 
     async def run(self) -> None:
-        agent = self.app.agents[0].name
-        await self._until(agent, 1)
-        first, cpu = time.perf_counter(), cpu_seconds(os.getpid())
-        done = next(r for r in self.worker.converge.runtimes if r.name == agent).counters.acked
-        await self._until(agent, self.target)
-        for a in self.app.aggregates:
-            for runtime, topic in ((f"project.{a.name}", self.app.change_topic(a)),
-                                   (f"totals.{a.name}", self.app.group_topic(a))):  # fmt: skip
-                await self._until(runtime, sum((await end_offsets(self.broker, topic)).values()))
-        last, cpu_end = time.perf_counter(), cpu_seconds(os.getpid())
-        self.out.write_text(json.dumps({"events": self.target - done, "seconds": last - first,
-                                        "cpu_s": cpu_end - cpu}))  # fmt: skip
+        """Poll, then write ``out`` (a failure is logged: the benchmark then times out with the log)."""
+        try:
+            agent = self.app.agents[0].name
+            await self._until(agent, 1)
+            first, cpu, done = time.perf_counter(), cpu_seconds(os.getpid()), self._acked(agent)
+            await self._until(agent, self.target)
+            for a in self.app.aggregates:
+                for runtime, topic in ((f"project.{a.name}", self.app.change_topic(a)),
+                                       (f"totals.{a.name}", self.app.group_topic(a))):  # fmt: skip
+                    await self._until(runtime, sum((await end_offsets(self.broker, topic)).values()))
+            last, cpu_end = time.perf_counter(), cpu_seconds(os.getpid())
+            self.out.write_text(json.dumps({"events": self.target - done, "seconds": last - first,
+                                            "cpu_s": cpu_end - cpu}))  # fmt: skip
+        except Exception:
+            log.exception("bench meter failed")
+            raise
 
 
 class LatencyStoreSink(WideColumnSink):
