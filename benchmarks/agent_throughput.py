@@ -1,4 +1,4 @@
-"""Agent throughput, side by side on the same events and sink.
+"""Agent throughput, side by side on the same events and sink, with the worker's CPU per event.
 
 (a) raw aiokafka consume + JSON decode; (b1) a plain Faust agent, no writes;
 (b2) a naive Faust agent awaiting each store write in turn; (c) the
@@ -6,7 +6,25 @@ KeyedAgent runtime; (c0) the runtime with a no-op sink, to separate its own
 cost from the store's. The sink is the embedded SQLite store with an injected
 latency per write (0 ms and 2 ms by default).
 
+One aggregate declared against none (issue 26), without injected latency: (c-app) the worker
+``build_worker`` wires for an ``App`` whose agent writes the bench row with the event's time;
+(c-agg) the same ``App`` with one aggregate (``bench_apps.OrgDaily``: entities and the sum of
+their ``n`` per organisation and UTC day of the event time; the events' times span 90 days, so
+17 x 90 groups), which adds the change feed, the projector's contribution writes and the totals
+processor on the group topic. A c-agg run ends once the totals processor has read every group
+record (``bench_apps.DrainMeter``); its totals are then compared with a recomputation from the
+produced events (the latest event of each key, by version): a difference fails the benchmark.
+
+Beside events/s, the CPU seconds per event (printed in microseconds) of the process doing the
+work: user + system time from ``/proc/<pid>/stat`` (utime + stime over ``SC_CLK_TCK``). For
+(b1) to (c-agg) that is the worker, sampled in the worker over its measured interval (see
+``bench_apps``); for (a) this process, sampled at its first and its last record. ``/proc``
+counts in clock ticks (10 ms here): a run of a few seconds reads to a few percent. The
+calibration line comes first (``benchmarks.scale_out.calibrate``).
+
     python -m benchmarks.agent_throughput --events 20000 --keys 1000 --latency-ms 0 2 --repeat 3
+    python -m benchmarks.agent_throughput --events 100000 --keys 1000 --latency-ms 0 --repeat 5 \\
+        --variants c c-app c-agg
 
 With ``--repeat N`` every variant runs N times, interleaved, and the median is
 printed (with the range): single runs on 2 shared cores vary by 30 % or more.
@@ -17,50 +35,88 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
 
+from benchmarks.demo_cpu import cpu_seconds
+from framework.aggregates.tables import tables_of
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import LocalStack
 from framework.worker.processes import start_worker, stop_worker
+from stores.sqlite.store import SqliteStore
+
+VARIANTS = ("a", "c0", "b1", "b2", "c", "c-app", "c-agg")
+#: The event times of ``make_records`` span this many days (one a record, round robin).
+DAYS = 90
+_DAY_US = 86_400_000_000
 
 
 def make_records(n: int, keys: int) -> list[tuple[bytes, bytes]]:
+    """``n`` bench events, event ``i`` keyed ``org{i % 17}:e{i % keys}`` at version base + ``i``; its
+    time is day ``i % DAYS`` after a fixed start, so the times arrive out of order."""
     out = []
     for i in range(n):
         k = f"org{i % 17}:e{i % keys}"
         body = {"event_id": f"ev{i}", "ordering_key": k, "version": 1_700_000_000_000_000 + i,
-                "occurred_at": 1_700_000_000_000_000 + i, "type": "bench",
+                "occurred_at": 1_700_000_000_000_000 + (i % DAYS) * _DAY_US + i, "type": "bench",
                 "payload": {"n": i, "body": "x" * 120}}  # fmt: skip
         out.append((k.encode(), json.dumps(body).encode()))
     return out
 
 
-async def raw_consume(bootstrap: str, topic: str, n: int) -> float:
+@dataclass(frozen=True)
+class Measured:
+    """One run: the events timed, its seconds and the CPU seconds of the process doing the work."""
+
+    events: int
+    seconds: float
+    cpu_s: float
+
+    @property
+    def rate(self) -> float:
+        """Events per second."""
+        return self.events / self.seconds
+
+    @property
+    def cpu_us(self) -> float:
+        """CPU microseconds per event."""
+        return self.cpu_s / self.events * 1e6
+
+
+async def raw_measured(bootstrap: str, topic: str, n: int) -> Measured:
+    """(a): consume and decode ``n`` records; timed and CPU-sampled from the first record to the last."""
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"raw-{uuid.uuid4().hex[:6]}",
                                 auto_offset_reset="earliest", enable_auto_commit=False)  # fmt: skip
     await consumer.start()
     try:
-        seen, first = 0, 0.0
+        seen, first, cpu = 0, 0.0, 0.0
         while seen < n:
             batches = await consumer.getmany(timeout_ms=500, max_records=5000)
             for records in batches.values():
                 if seen == 0 and records:
-                    first = time.perf_counter()
+                    first, cpu = time.perf_counter(), cpu_seconds(os.getpid())
                 for r in records:
                     json.loads(r.value)
                 seen += len(records)
-        return n / (time.perf_counter() - first)
+        return Measured(n, time.perf_counter() - first, cpu_seconds(os.getpid()) - cpu)
     finally:
         await consumer.stop()
 
 
-def faust_variant(
+async def raw_consume(bootstrap: str, topic: str, n: int) -> float:
+    """(a)'s events/s."""
+    return (await raw_measured(bootstrap, topic, n)).rate
+
+
+def faust_run(
     variant: str,
     broker: str,
     topic: str,
@@ -69,7 +125,8 @@ def faust_variant(
     work: Path,
     noop: bool = False,
     env: dict[str, str] | None = None,
-) -> float:
+) -> tuple[Measured, Path]:
+    """One worker of ``bench_apps`` variant ``variant`` over ``n`` events; its figures and data dir."""
     group = f"bench-{variant}-{uuid.uuid4().hex[:6]}"
     data = work / group
     env = {"BENCH_VARIANT": variant, "BENCH_GROUP": group, "BENCH_TOPIC": topic,
@@ -87,48 +144,160 @@ def faust_variant(
     finally:
         stop_worker(proc)
     r = json.loads(result.read_text())
-    return r["events"] / r["seconds"]
+    return Measured(r["events"], r["seconds"], r["cpu_s"]), data
 
 
-def _median(runs: list[float]) -> str:
-    if len(runs) == 1:
-        return f"{runs[0]:10.0f} ev/s"
-    return f"{statistics.median(runs):10.0f} ev/s  ({min(runs):.0f}-{max(runs):.0f})"
+def faust_variant(
+    variant: str,
+    broker: str,
+    topic: str,
+    n: int,
+    latency_ms: float,
+    work: Path,
+    noop: bool = False,
+    env: dict[str, str] | None = None,
+) -> float:
+    """``faust_run``'s events/s."""
+    return faust_run(variant, broker, topic, n, latency_ms, work, noop, env)[0].rate
+
+
+def expected_totals(records: Sequence[tuple[bytes, bytes]]) -> dict[tuple[str, int], tuple[int, int]]:
+    """The model of ``OrgDaily``: per (organisation, UTC day start) the entities whose latest event
+    (highest version) falls on that day, and the sum of those events' ``n``."""
+    latest: dict[str, dict[str, object]] = {}
+    for _, value in records:
+        body = json.loads(value)
+        seen = latest.get(body["ordering_key"])
+        if seen is None or int(str(seen["version"])) < body["version"]:
+            latest[body["ordering_key"]] = body
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    for key, body in latest.items():
+        day = int(str(body["occurred_at"])) // 1_000_000 // 86_400 * 86_400
+        group = (key.split(":", 1)[0], day)
+        entities, total = out.get(group, (0, 0))
+        payload = body["payload"]
+        assert isinstance(payload, dict)
+        out[group] = (entities + 1, total + int(payload["n"]))
+    return out
+
+
+async def stored_totals(path: Path) -> dict[tuple[str, int], tuple[int, int]]:
+    """``org_daily``'s totals in the worker's store at ``path``: (entities, n) per (organisation, day)."""
+    from benchmarks.bench_apps import OrgDaily
+
+    store = SqliteStore(path)
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    try:
+        async for row in store.scan(tables_of(OrgDaily()).totals.name):
+            if "measures" not in row.cells:
+                continue
+            (org,) = json.loads(str(row.key["series"]))
+            measures = json.loads(str(row.cells["measures"].value))
+            out[(org, int(str(row.key["window"])))] = (int(measures["entities"]), int(measures["n"]))
+    finally:
+        await store.close()
+    return out
+
+
+def check_totals(data: Path, expected: dict[tuple[str, int], tuple[int, int]]) -> None:
+    """RuntimeError unless the totals of the run in ``data`` equal ``expected`` (and there are some)."""
+    got = asyncio.run(stored_totals(data / "wide.db"))
+    if not expected or got != expected:
+        wrong = sorted(g for g in got.keys() | expected.keys() if got.get(g) != expected.get(g))
+        e_g = [(g, got.get(g), expected.get(g)) for g in wrong[:3]]
+        raise RuntimeError(f"c-agg totals differ from the recomputation in {len(wrong)} of "
+                           f"{len(expected)} groups, e.g. (group, stored, expected): {e_g}")  # fmt: skip
+
+
+def _median(values: list[float], fmt: str) -> str:
+    if len(values) == 1:
+        return f"{values[0]:{fmt}}"
+    return f"{statistics.median(values):{fmt}} ({min(values):.0f}-{max(values):.0f})"
+
+
+def _line(runs: list[Measured]) -> str:
+    """Medians (and ranges) of events/s and CPU microseconds per event."""
+    rates = _median([r.rate for r in runs], "10.0f")
+    return f"{rates} ev/s   CPU {_median([r.cpu_us for r in runs], '5.0f')} us/ev"
 
 
 def main() -> None:
+    from benchmarks.scale_out import calibrate  # imports this module: not at the top
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=20_000)
     ap.add_argument("--keys", type=int, default=1_000)
     ap.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 2.0])
     ap.add_argument("--repeat", type=int, default=1, help="runs of each variant; the median is printed")
+    ap.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS),
+                    help="the variants to run (default: all)")  # fmt: skip
+    ap.add_argument("--calibration-records", type=int, default=200_000)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, LocalStack(Path(tmp) / "stack") as stack:
-        assert stack.info is not None
-        broker = f"kafka://{stack.info.kafka_bootstrap}"
-        topic = "bench-in"
-        asyncio.run(ensure_topics(broker, {topic: 4}))
-        asyncio.run(produce(broker, topic, make_records(args.events, args.keys)))
-        print(f"{args.events} events over {args.keys} keys, 4 partitions, one worker per variant, "
-              f"{args.repeat} run(s) each")  # fmt: skip
-        raw = asyncio.run(raw_consume(stack.info.kafka_bootstrap, topic, args.events))
-        print(f"(a)  raw aiokafka + JSON decode      {raw:10.0f} ev/s")
-        work = Path(tmp)
-        c0 = [
-            faust_variant("keyed", broker, topic, args.events, 0, work, noop=True) for _ in range(args.repeat)
-        ]
-        print(f"(c0) KeyedAgent runtime, no-op sink  {_median(c0)}   (the runtime without the store)")
-        for latency in args.latency_ms:
-            runs: dict[str, list[float]] = {"plain": [], "naive": [], "keyed": []}
-            for _ in range(args.repeat):
-                for variant, out in runs.items():
-                    out.append(faust_variant(variant, broker, topic, args.events, latency, work))
-            b1, b2, c = (statistics.median(runs[v]) for v in ("plain", "naive", "keyed"))
-            print(f"-- sink latency {latency:g} ms per write (SQLite store)")
-            print(f"(b1) plain Faust agent, no writes   {_median(runs['plain'])}")
-            print(f"(b2) naive Faust agent, awaits each {_median(runs['naive'])}")
-            print(f"(c)  KeyedAgent runtime             {_median(runs['keyed'])}")
-            print(f"     c/a = {c / raw:.2f}   c/b1 = {c / b1:.2f}   c/b2 = {c / b2:.2f}   (medians)")
+    chosen = set(args.variants)
+    with tempfile.TemporaryDirectory() as tmp:
+        print(calibrate(Path(tmp) / "calibration", args.calibration_records), flush=True)
+        with LocalStack(Path(tmp) / "stack") as stack:
+            assert stack.info is not None
+            run(args, chosen, stack.info.kafka_bootstrap, Path(tmp))
+
+
+def run(args: argparse.Namespace, chosen: set[str], bootstrap: str, work: Path) -> None:
+    """The chosen variants on one stack (``bootstrap``), their figures printed."""
+    broker = f"kafka://{bootstrap}"
+    topic = "bench-in"
+    records = make_records(args.events, args.keys)
+    asyncio.run(ensure_topics(broker, {topic: 4}))
+    asyncio.run(produce(broker, topic, records))
+    print(f"{args.events} events over {args.keys} keys, 4 partitions, one worker per variant, "
+          f"{args.repeat} run(s) each")  # fmt: skip
+    raw = None
+    if "a" in chosen:
+        raw = asyncio.run(raw_measured(bootstrap, topic, args.events))
+        print(f"(a)  raw aiokafka + JSON decode      {_line([raw])}   (this process)")
+    if "c0" in chosen:
+        c0 = [faust_run("keyed", broker, topic, args.events, 0, work, noop=True)[0]
+              for _ in range(args.repeat)]  # fmt: skip
+        print(f"(c0) KeyedAgent runtime, no-op sink  {_line(c0)}   (the runtime without the store)")
+    labels = {"plain": ("(b1)", "plain Faust agent, no writes   "),
+              "naive": ("(b2)", "naive Faust agent, awaits each "),
+              "keyed": ("(c)", "KeyedAgent runtime             ")}  # fmt: skip
+    for latency in args.latency_ms:
+        runs: dict[str, list[Measured]] = {v: [] for v, (lb, _) in labels.items() if lb.strip("()") in chosen}
+        if not runs:
+            break
+        for _ in range(args.repeat):
+            for variant, out in runs.items():
+                out.append(faust_run(variant, broker, topic, args.events, latency, work)[0])
+        print(f"-- sink latency {latency:g} ms per write (SQLite store)")
+        for variant, out in runs.items():
+            label, text = labels[variant]
+            print(f"{label:<5}{text}{_line(out)}")
+        if raw is not None and len(runs) == 3:
+            b1, b2, c = (statistics.median(r.rate for r in runs[v]) for v in ("plain", "naive", "keyed"))
+            print(f"     c/a = {c / raw.rate:.2f}   c/b1 = {c / b1:.2f}   c/b2 = {c / b2:.2f}   (medians)")
+    pair = {v: app for v, app in (("c-app", "app"), ("c-agg", "app-agg")) if v in chosen}
+    if not pair:
+        return
+    expected = expected_totals(records)
+    measured: dict[str, list[Measured]] = {v: [] for v in pair}
+    for _ in range(args.repeat):
+        for v, app in pair.items():
+            m, data = faust_run(app, broker, topic, args.events, 0, work)
+            if v == "c-agg":
+                check_totals(data, expected)
+            measured[v].append(m)
+    print("-- one aggregate declared against none (the App's worker, SQLite store, no injected latency)")
+    if "c-app" in measured:
+        print(f"(c-app) App, no aggregate           {_line(measured['c-app'])}")
+    if "c-agg" in measured:
+        entities = sum(e for e, _ in expected.values())
+        print(f"(c-agg) App, one aggregate          {_line(measured['c-agg'])}   (until every total is "
+              f"written; {len(expected)} groups of {entities} entities equal the recomputation)")  # fmt: skip
+    if len(measured) == 2:
+        rate = {v: statistics.median(r.rate for r in rs) for v, rs in measured.items()}
+        cpu = {v: statistics.median(r.cpu_us for r in rs) for v, rs in measured.items()}
+        print(f"     c-agg/c-app: events/s {rate['c-agg'] / rate['c-app']:.2f}, "
+              f"CPU per event {cpu['c-agg'] / cpu['c-app']:.2f}   (medians)")  # fmt: skip
 
 
 if __name__ == "__main__":

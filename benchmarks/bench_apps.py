@@ -2,10 +2,21 @@
 
 - ``plain``: ``async for value in stream`` with JSON decoding, no writes (b1);
 - ``naive``: the same, awaiting each event's store write in turn (b2);
-- ``keyed``: the KeyedAgent runtime with the same mapping and store (c).
+- ``keyed``: the KeyedAgent runtime with the same mapping and store (c);
+- ``app`` and ``app-agg``: the worker ``build_worker`` wires for an ``App`` whose agent
+  also writes the event's time (``DatedBenchAgent``), without an aggregate and with one
+  (``OrgDaily``: entities and the sum of their ``n`` per organisation and UTC day), so that
+  ``app-agg`` runs the change feed, the projector's contribution writes and the totals
+  processor on the group topic too.
 
-Each writes ``bench-result.json`` (first and last event times) to its data dir
-once BENCH_EVENTS events are done. For diagnosis, BENCH_NOOP_SINK=1 skips the
+Each writes ``bench-result.json`` to its data dir: the events timed, the seconds and the
+worker's CPU seconds (user + system of this process, from ``/proc/self/stat``) between two
+samples. ``plain``, ``naive`` and ``keyed`` sample at the first finished event (batch) and at
+the BENCH_EVENTS-th; ``app`` and ``app-agg`` poll their runtimes' acknowledgement counters
+every 10 ms (``DrainMeter``) and sample at the first poll that saw an acknowledged event and
+once the agent acknowledged all BENCH_EVENTS and, for ``app-agg``, the projector then the totals
+processor acknowledged every record of their topics (the change topic's and the group topic's
+end offsets, read once the stage before has finished). For diagnosis, BENCH_NOOP_SINK=1 skips the
 store write, BENCH_DEDUPE=1 skips exact duplicates, BENCH_NOTIFY=1 (or ``inserts``)
 writes notification entries with each batch, and BENCH_CONCURRENCY,
 BENCH_MAX_BATCH and BENCH_MAX_PENDING set the runtime's bounds.
@@ -15,18 +26,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import faust
 
+from benchmarks.demo_cpu import cpu_seconds
+from framework.app import App
+from framework.core.aggregate import Aggregate, Contribution, MeasureKind, Window
 from framework.core.events import Event, parse_event
 from framework.core.mutations import Mutation, Upsert
+from framework.core.rows import Row
 from framework.core.schema import Column, TableSchema
 from framework.dlq import DeadLetterWAL
+from framework.kafka_admin import end_offsets
 from framework.notifications import NOTIFICATION_TABLES, NotificationConfig
 from framework.notifications.sink import NotificationSink
 from framework.runtime.agent import KeyedAgent
@@ -36,8 +53,11 @@ from framework.runtime.processor import AgentProcessor
 from framework.runtime.scheduler import SchedulerConfig
 from framework.runtime.sinks import WideColumnSink, Written
 from framework.settings import Settings
-from framework.worker.faust_app import create_faust_app
+from framework.worker.faust_app import ConvergeFaustApp, create_faust_app
+from framework.worker.wiring import build_worker
 from stores.sqlite.store import SqliteStore
+
+log = logging.getLogger(__name__)
 
 BENCH_TABLE = TableSchema(
     "bench", partition_key=(Column("k", "text"),), columns=(Column("n", "bigint"), Column("body", "text"))
@@ -54,23 +74,104 @@ class BenchAgent(KeyedAgent):
                        {"n": event.payload["n"], "body": event.payload["body"]}, event.version)]  # fmt: skip
 
 
+BENCH_DATED = TableSchema(
+    "bench_dated",
+    partition_key=(Column("k", "text"),),
+    columns=(Column("n", "bigint"), Column("body", "text"), Column("at", "bigint")),
+)
+#: Seconds in a day: ``OrgDaily``'s window.
+DAY_S = 86_400
+
+
+class DatedBenchAgent(BenchAgent):
+    """``BenchAgent``'s row with the event's time (``at``, epoch microseconds): the App variants' agent."""
+
+    tables = (BENCH_DATED,)
+
+    def handle(self, event: Event) -> Iterable[Mutation]:
+        cells = {"n": event.payload["n"], "body": event.payload["body"], "at": event.occurred_at}
+        return [Upsert(BENCH_DATED.name, {"k": event.ordering_key}, cells, event.version)]
+
+
+class OrgDaily(Aggregate):
+    """Entities and the sum of their ``n`` per organisation (the key's ``orgN``) and UTC day of ``at``."""
+
+    name = "org_daily"
+    tables = (BENCH_DATED,)
+    group_by = ("org",)
+    measures: ClassVar[Mapping[str, MeasureKind]] = {"entities": "count", "n": "sum"}
+    window = Window(DAY_S)
+
+    def contribute(self, key: Mapping[str, Any], rows: Mapping[str, Sequence[Row]]) -> Iterable[Contribution]:
+        live = [r.values() for r in rows[BENCH_DATED.name] if r.cells]
+        if not live:
+            return []
+        row = live[0]
+        org = str(key["k"]).split(":", 1)[0]
+        return [Contribution({"org": org}, {"n": int(str(row["n"]))}, at=int(str(row["at"])) // 1_000_000)]
+
+
 class Meter:
-    """Records the time of the first and of the N-th finished event."""
+    """Records the time and this process's CPU seconds at the first and at the N-th finished event."""
 
     def __init__(self, out: Path, target: int, progress: Path | None = None) -> None:
-        self.out, self.target, self.n, self.first = out, target, 0, 0.0
+        self.out, self.target, self.n, self.first, self.cpu = out, target, 0, 0.0, 0.0
         self.progress, self._shown = progress, 0.0
 
     def tick(self, k: int = 1) -> None:
         if self.n == 0:
-            self.first = time.perf_counter()
+            self.first, self.cpu = time.perf_counter(), cpu_seconds(os.getpid())
         self.n += k
         if self.progress is not None and time.perf_counter() - self._shown > 1.0:
             self._shown = time.perf_counter()
             self.progress.write_text(str(self.n))  # BENCH_PROGRESS: events done so far (soak)
         if self.n >= self.target and not self.out.exists():
-            last = time.perf_counter()
-            self.out.write_text(json.dumps({"events": self.n, "seconds": last - self.first}))
+            last, cpu = time.perf_counter(), cpu_seconds(os.getpid())
+            self.out.write_text(json.dumps({"events": self.n, "seconds": last - self.first,
+                                            "cpu_s": cpu - self.cpu}))  # fmt: skip
+
+
+class DrainMeter:
+    """Times an App variant from its runtimes' acknowledgement counters, polled every ``poll`` s:
+    from the first poll that saw the agent acknowledge an event until it acknowledged ``target``
+    and each aggregate's projector, then its totals processor, acknowledged every record of its
+    topic (end offsets read once the stage before finished, so they are final). Writes ``out``
+    with the events acknowledged in that interval, its seconds and this process's CPU seconds."""
+
+    def __init__(self, worker: ConvergeFaustApp, app: App, broker: str, out: Path, target: int,
+                 poll: float = 0.01) -> None:  # fmt: skip
+        self.worker, self.app, self.broker, self.out = worker, app, broker, out
+        self.target, self.poll = target, poll
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start polling (a ``starting`` hook: after the wiring's, which opens the runtimes)."""
+        self._task = asyncio.get_running_loop().create_task(self.run())  # referenced: never collected
+
+    def _acked(self, runtime_name: str) -> int:
+        return next(r for r in self.worker.converge.runtimes if r.name == runtime_name).counters.acked
+
+    async def _until(self, runtime_name: str, acked: int) -> None:
+        while self._acked(runtime_name) < acked:
+            await asyncio.sleep(self.poll)
+
+    async def run(self) -> None:
+        """Poll, then write ``out`` (a failure is logged: the benchmark then times out with the log)."""
+        try:
+            agent = self.app.agents[0].name
+            await self._until(agent, 1)
+            first, cpu, done = time.perf_counter(), cpu_seconds(os.getpid()), self._acked(agent)
+            await self._until(agent, self.target)
+            for a in self.app.aggregates:
+                for runtime, topic in ((f"project.{a.name}", self.app.change_topic(a)),
+                                       (f"totals.{a.name}", self.app.group_topic(a))):  # fmt: skip
+                    await self._until(runtime, sum((await end_offsets(self.broker, topic)).values()))
+            last, cpu_end = time.perf_counter(), cpu_seconds(os.getpid())
+            self.out.write_text(json.dumps({"events": self.target - done, "seconds": last - first,
+                                            "cpu_s": cpu_end - cpu}))  # fmt: skip
+        except Exception:
+            log.exception("bench meter failed")
+            raise
 
 
 class LatencyStoreSink(WideColumnSink):
@@ -124,9 +225,30 @@ class MeteredProcessor(AgentProcessor):
             self.meter.tick(skipped)
 
 
+def _runtime_config() -> RuntimeConfig:
+    scheduler = SchedulerConfig(
+        max_concurrency=int(os.environ.get("BENCH_CONCURRENCY", "64")),
+        max_pending_per_partition=int(os.environ.get("BENCH_MAX_PENDING", "2000")),
+    )
+    return RuntimeConfig(max_batch=int(os.environ.get("BENCH_MAX_BATCH", "500")), scheduler=scheduler)
+
+
+def build_app(variant: str, settings: Settings) -> ConvergeFaustApp:
+    """The ``app`` or ``app-agg`` variant: an ``App`` wired by ``build_worker``, timed by ``DrainMeter``."""
+    aggregates = [OrgDaily()] if variant == "app-agg" else []
+    app = App(settings.app_id, agents=[DatedBenchAgent()], aggregates=aggregates, runtime=_runtime_config())
+    worker = build_worker(app, settings)
+    out = settings.data_dir / "bench-result.json"
+    meter = DrainMeter(worker, app, settings.broker, out, int(os.environ["BENCH_EVENTS"]))
+    worker.starting.append(meter.start)
+    return worker
+
+
 def build() -> faust.App:
     variant = os.environ["BENCH_VARIANT"]
     settings = Settings.resolve(os.environ["BENCH_GROUP"])
+    if variant in ("app", "app-agg"):
+        return build_app(variant, settings)
     app = create_faust_app(settings)
     data = settings.data_dir
     progress = os.environ.get("BENCH_PROGRESS")
@@ -139,11 +261,7 @@ def build() -> faust.App:
     agent = BenchAgent()
     if variant == "keyed":
         sinks = [LatencyStoreSink(store, latency, meter)]
-        scheduler = SchedulerConfig(
-            max_concurrency=int(os.environ.get("BENCH_CONCURRENCY", "64")),
-            max_pending_per_partition=int(os.environ.get("BENCH_MAX_PENDING", "2000")),
-        )
-        config = RuntimeConfig(max_batch=int(os.environ.get("BENCH_MAX_BATCH", "500")), scheduler=scheduler)
+        config = _runtime_config()
         dedupe = None
         if os.environ.get("BENCH_DEDUPE") == "1":  # skip exact duplicates (framework.runtime.dedupe)
             dedupe = DuplicateFilter(data / "dedupe")

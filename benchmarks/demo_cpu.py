@@ -43,6 +43,13 @@ def _sample(pid: int) -> tuple[str, float] | None:
     return cmd, (int(stat[11]) + int(stat[12])) / TICK
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system, all threads) used so far by process ``pid``, not its children
+    (``/proc/<pid>/stat`` utime + stime over ``SC_CLK_TCK``); 0.0 once it is gone."""
+    got = _sample(pid)
+    return 0.0 if got is None else got[1]
+
+
 def _kind(cmd: str) -> str:
     if "framework.cli worker" in cmd:
         return "workers"

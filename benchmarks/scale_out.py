@@ -47,7 +47,7 @@ from aiokafka.errors import KafkaError
 
 from agents.event_types import topic_of
 from benchmarks.agent_throughput import make_records, raw_consume
-from benchmarks.demo_cpu import _sample
+from benchmarks.demo_cpu import cpu_seconds
 from examples.activity_platform.app import app
 from examples.activity_platform.generator import generate_history
 from examples.activity_platform.history import History
@@ -72,12 +72,6 @@ POLL_S = 0.05  # the rebalance sequence reads the group's description this often
 FEED_S = 0.2  # the feeder produces this often
 STEP_TIMEOUT_S = 120.0
 DRAIN_S = 300.0  # the rebalance sequence's final drain
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system, all threads) used so far by process ``pid``, not its children."""
-    got = _sample(pid)
-    return 0.0 if got is None else got[1]
 
 
 def _env(work: Path, stack: LocalStack, partitions: int) -> dict[str, str]:
