@@ -2,14 +2,22 @@
 toy app's two-day windows made final a day after they end, the Driver's clock moved by hand. A late
 edit of a final window counts once; its replay, a duplicated announcement, an edit before the
 window is final, a window's first totals and a stale announcement count nothing; a window emptied
-after it was final keeps its count; an aggregate without ``final_after_s`` reads and writes none."""
+after it was final keeps its count; an aggregate without ``final_after_s`` reads and writes none.
+Both example apps' daily windows count a late event of their history once."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, ClassVar
 
 import pytest
 
+from examples.activity_platform.app import app as activity_app
+from examples.activity_platform.generator import generate_history as activity_history
+from examples.activity_platform.oracle import expected_totals as expected_activity
+from examples.support_desk.app import app as desk_app
+from examples.support_desk.generator import generate_history as desk_history
+from examples.support_desk.oracle import expected_totals as expected_desk
 from framework import App, Event
 from framework.aggregates.query import Queries
 from framework.aggregates.tables import tables_of
@@ -17,6 +25,7 @@ from framework.aggregates.totals import TotalsProcessor, group_records
 from framework.core.aggregate import Group, group_id
 from framework.runtime.work import Work
 from framework.testing.driver import Driver
+from tests.agents.replay import in_order
 from tests.aggregates.tasks import DAY, DueByTeam, TaskAgent
 
 #: The windows holding a due time of day 10 start on days 9 and 10; the later ends on day 12 and is
@@ -150,3 +159,45 @@ def test_an_aggregate_without_final_after_s_reads_no_totals_and_writes_no_count(
         rows = d.rows(totals)
         assert len(rows) == 2 and not any("revisions" in r.cells for r in rows)
 
+
+
+def _activity_case() -> tuple[App, str, list[Event], Event, dict[str, dict[str, float]]]:
+    """The activity platform's in-order pass; withheld: the only ``opened`` engagement of an email."""
+    h = activity_history(2024, 300, n_orgs=2)
+    events = in_order(h)
+    opened = Counter(e.ordering_key for e in events if e.type == "engagement.opened")
+    late = next(e for e in events if e.type == "engagement.opened" and opened[e.ordering_key] == 1)
+    expected = expected_activity(h.truth, h.distinct())["engagement_daily"]
+    return activity_app, "engagement_daily", events, late, expected
+
+
+def _desk_case() -> tuple[App, str, list[Event], Event, dict[str, dict[str, float]]]:
+    """The support desk's in-order pass; withheld: the first agent comment of a ticket with two."""
+    h = desk_history(8, 60)
+    agent = [e for e in h.events if e.type == "comment.added" and e.payload.get("author_kind") == "agent"]
+    answers = Counter(e.ordering_key for e in agent)
+    late = next(e for e in agent if answers[e.ordering_key] >= 2)
+    return desk_app, "first_response", list(h.events), late, expected_desk(h.truth)["first_response"]
+
+
+@pytest.mark.parametrize("case", [_activity_case, _desk_case], ids=["activity_platform", "support_desk"])
+def test_the_example_apps_count_a_late_edit_of_a_final_day_once(case: Any) -> None:
+    """Each app's history without one event, while no day is final (the Driver's clock before the
+    data); then, every day final, the event arrives: each day whose totals it changes counts one
+    revision (the model: the days whose totals differ before and after); then the whole history
+    and the event again change nothing."""
+    app, name, events, late, expected = case()
+    assert app.aggregate(name).final_after_s == 2 * DAY
+    with Driver(app) as d:
+        assert d.now < min(e.version for e in events) / 1_000_000
+        assert d.send([e for e in events if e.event_id != late.event_id]) == []
+        before = d.totals(name)
+        assert d.revisions(name) == {}
+        d.now = max(e.version for e in events) / 1_000_000 + 30 * DAY
+        assert d.send(late) == []
+        after = d.totals(name)
+        assert after == expected
+        revised = {g for g in before if after.get(g) != before[g]}
+        assert revised and d.revisions(name) == dict.fromkeys(revised, 1)
+        assert d.send([*events, late]) == []
+        assert d.totals(name) == expected and d.revisions(name) == dict.fromkeys(revised, 1)
