@@ -8,7 +8,7 @@ Both example apps' daily windows count a late event of their history once."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -26,7 +26,7 @@ from framework.core.aggregate import Group, group_id
 from framework.runtime.work import Work
 from framework.testing.driver import Driver
 from tests.agents.replay import in_order
-from tests.aggregates.tasks import DAY, DueByTeam, TaskAgent
+from tests.aggregates.tasks import DAY, DueByTeam, DueFinal, TaskAgent, revising_app
 
 #: The windows holding a due time of day 10 start on days 9 and 10; the later ends on day 12 and is
 #: final from day 13, the earlier from day 12.
@@ -36,23 +36,12 @@ AFTER_FINAL = 20 * DAY
 RED_9, RED_10 = group_id(["red"], 9 * DAY), group_id(["red"], 10 * DAY)
 
 
-class DueFinal(DueByTeam):
-    """``DueByTeam``, final one day after a window ends."""
-
-    name: ClassVar[str] = "due_final"
-    final_after_s: ClassVar[float | None] = DAY
-
-
-def _app() -> App:
-    return App("tasks", agents=[TaskAgent()], aggregates=[DueFinal(), DueByTeam()])
-
-
 def _set(task: str, version: int, **cells: Any) -> Event:
     return Event(f"set-{task}-{version}", task, version, version, "task.set", cells)
 
 
 def _driver(now: float) -> Driver:
-    d = Driver(_app(), now=now)
+    d = Driver(revising_app(), now=now)
     assert d.send([_set("t1", 10, team="red", status="open", points=3.0, due=DUE),
                    _set("t2", 20, team="red", status="open", points=5.0, due=DUE)]) == []  # fmt: skip
     assert d.totals("due_final")[RED_10] == {"tasks": 2, "least": 3.0}
@@ -116,7 +105,7 @@ def test_a_duplicated_announcement_counts_nothing_and_a_stale_one_is_ignored() -
 
 
 def test_a_windows_first_totals_after_it_is_final_count_nothing() -> None:
-    with Driver(_app(), now=AFTER_FINAL) as d:  # every window is final from the start
+    with Driver(revising_app(), now=AFTER_FINAL) as d:  # every window is final from the start
         assert d.send(_set("t1", 10, team="red", status="open", points=3.0, due=DUE)) == []
         assert d.send(_set("t3", 30, team="blue", status="open", points=2.0, due=DUE)) == []
         assert {RED_10, group_id(["blue"], 10 * DAY)} <= set(d.totals("due_final"))
@@ -145,7 +134,6 @@ def test_an_aggregate_without_final_after_s_reads_no_totals_and_writes_no_count(
 ) -> None:
     app = App("tasks", agents=[TaskAgent()], aggregates=[DueByTeam()])
     with Driver(app, now=AFTER_FINAL) as d:
-
         read_rows = d.store.read_rows
         totals = tables_of(DueByTeam()).totals.name
 
@@ -158,7 +146,6 @@ def test_an_aggregate_without_final_after_s_reads_no_totals_and_writes_no_count(
                        _set("t1", 20, points=1.0)]) == []  # fmt: skip
         rows = d.rows(totals)
         assert len(rows) == 2 and not any("revisions" in r.cells for r in rows)
-
 
 
 def _activity_case() -> tuple[App, str, list[Event], Event, dict[str, dict[str, float]]]:
