@@ -33,7 +33,7 @@ from framework.core.aggregate import Aggregate, Group, group_id, parse_series
 from framework.core.events import Event, EventError, parse_event
 from framework.core.mutations import Mutation
 from framework.core.projection import Projection
-from framework.core.rows import Row
+from framework.core.rows import Row, cell_int
 from framework.core.state_log import StateEntry, current_state
 from framework.idmutation.collapse import collapse
 from framework.idmutation.requests import IdRequest
@@ -312,7 +312,7 @@ class Driver:
     def revisions(self, aggregate: str | Aggregate) -> dict[str, int]:
         """``{group id: revisions}`` of an aggregate's windows revised while final (count above 0)."""
         agg = aggregate if isinstance(aggregate, Aggregate) else self.app.aggregate(aggregate)
-        counts = {_group_of(r): int(str(r.cells["revisions"].value))
+        counts = {_group_of(r): cell_int(r.cells["revisions"].value)
                   for r in self.rows(tables_of(agg).totals.name) if "revisions" in r.cells}  # fmt: skip
         return {g: n for g, n in counts.items() if n}
 
