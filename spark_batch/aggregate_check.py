@@ -6,7 +6,8 @@ contributions are ``missing`` (none stored, some recomputed), ``extra`` (stored,
 recomputed: its rows are gone or give none) or ``wrong`` (stored and recomputed differ in a
 group or its measures' text); a group's totals are ``missing``, ``extra`` or ``wrong``
 (members differ, or a measure differs by more than a relative ``TOLERANCE``: a sum's
-floating-point rounding depends on the order it was added in).
+floating-point rounding depends on the order it was added in). A window's ``revisions`` is not
+compared: it is not a function of the entities.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ The divergent entities' recomputed documents go through ``ContributionIndex.bulk
 stream projector's own writer, at the entity's version mark (an entity no source row or mark
 is left of: emptied at the highest version of its stored rows); then
 ``framework.aggregates.totals.recompute`` rewrites the totals of the divergent groups and of
-those the contribution writes changed, at ``totals_version``.
+those the contribution writes changed, at ``totals_version``, with the executor's clock: a
+rewrite that changes a final window's totals counts one revision, an unchanged one keeps the
+stored count.
 """
 
 from __future__ import annotations

@@ -224,7 +224,7 @@ def _contrib_row(r: Row) -> tuple[Any, ...] | None:
 
 def _totals_row(r: Row) -> tuple[Any, ...] | None:
     c, members = r.cells.get("measures"), r.cells.get("members")
-    if c is None:
+    if c is None:  # a window emptied after it was final: its ``revisions`` only
         return None
     n = int(str(members.value)) if members is not None else 0
     return str(r.key["series"]), int(str(r.key["window"])), str(c.value), n, c.writetime

@@ -9,7 +9,8 @@
   of a ticket's first response, the time from its creation (``created_at``) to its first comment
   by an agent (``author_kind`` ``agent``), in whole seconds: how many tickets got their first
   response that day (``responded``), the sum (``seconds``, for the average), the fastest and the
-  slowest. An earlier agent comment that arrives late moves the ticket to its day.
+  slowest. An earlier agent comment that arrives late moves the ticket to its day. A day is
+  final for readers two days after it ends (``final_after_s``); a late comment still revises it.
 
 The tables have no team: the nearest fact the ticket row holds is its ``assignee`` (the agent
 working it; None while unassigned), so open tickets are counted per assignee. Only tickets whose
@@ -67,6 +68,7 @@ class FirstResponse(Aggregate):
     group_by: ClassVar[tuple[str, ...]] = ("tenant",)
     measures = {"responded": "count", "seconds": "sum", "fastest": "min", "slowest": "max"}
     window: ClassVar[Window | None] = Window(DAY_S)
+    final_after_s: ClassVar[float | None] = 2 * DAY_S
 
     def contribute(self, key: Mapping[str, Any], rows: Mapping[str, Sequence[Row]]) -> Iterable[Contribution]:
         ticket = _ticket(rows)

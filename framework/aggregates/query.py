@@ -7,7 +7,8 @@ by its natural key (its merged rows in every source table of the views that read
 the current state of its state logs, the views' version marks). Each answer carries the
 version it reflects and, for a windowed aggregate, whether each window is final: its end plus
 the aggregate's ``final_after_s`` is at or before the injected clock (never when
-``final_after_s`` is None). Answers are plain dataclasses with ``to_dict`` for JSON.
+``final_after_s`` is None), and how many times it was revised while final (``revisions``, what
+the totals processor counted). Answers are plain dataclasses with ``to_dict`` for JSON.
 ``converge query`` (``framework.cli.query``) and the worker's ``/query`` routes (``http.py``)
 parse their text input with ``parse_group`` and ``parse_key`` and answer with the same objects.
 """
@@ -62,7 +63,9 @@ class Total:
     """A group's totals: ``found`` False (measures of an empty group) when nothing contributes.
 
     ``window`` and ``window_end`` are epoch seconds (None unwindowed); ``reflects`` is the
-    highest version of the contributions the totals were reduced from; ``final`` None unwindowed.
+    highest version of the contributions the totals were reduced from; ``final`` None unwindowed;
+    ``revisions`` how many times the totals processor changed the totals while the window was
+    final (0 unless the aggregate declares ``final_after_s``; reader metadata, not converged).
     """
 
     aggregate: str
@@ -73,6 +76,7 @@ class Total:
     members: int
     reflects: int
     final: bool | None
+    revisions: int = 0
     found: bool = True
 
     def to_dict(self) -> dict[str, Any]:
@@ -250,14 +254,14 @@ class Queries:
         return Total(
             agg.name, group, window, end, decode_measures(row.cells["measures"].value),
             cell_int(row.cells["members"].value), cell_int(row.cells["reflects"].value), final,
+            _revisions(row),
         )  # fmt: skip
 
     def _span(self, agg: Aggregate, start: int) -> tuple[int | None, int | None, bool | None]:
         """A window's start, end and whether it is final (all None unwindowed)."""
         if agg.window is None:
             return None, None, None
-        end = start + agg.window.size_s
-        return start, end, agg.final_after_s is not None and end + agg.final_after_s <= self.clock()
+        return start, start + agg.window.size_s, agg.is_final(start, self.clock())
 
     async def total(
         self, aggregate: str, group: Mapping[str, CellValue], window: float | None = None
@@ -270,7 +274,8 @@ class Queries:
         if row is not None and "measures" in row.cells:
             return self._total(agg, ordered, row)
         window, end, final = self._span(agg, start)
-        return Total(agg.name, ordered, window, end, reduce(agg.measures, ()), 0, 0, final, found=False)
+        revisions = 0 if row is None else _revisions(row)  # a window emptied after it was final
+        return Total(agg.name, ordered, window, end, reduce(agg.measures, ()), 0, 0, final, revisions, False)
 
     def _window_start(self, agg: Aggregate, window: float | None) -> int:
         if agg.window is None:
@@ -377,6 +382,12 @@ class Queries:
         newest = max((r.version for rs in rows.values() for r in rs), default=0)
         reflects = max([newest, *marks.values()])
         return Entity(table, pkey, rows, states, marks, reflects, order)
+
+
+def _revisions(row: Row) -> int:
+    """The ``revisions`` of a totals row (0 without the cell)."""
+    cell = row.cells.get("revisions")
+    return 0 if cell is None else cell_int(cell.value)
 
 
 async def _marks(

@@ -7,8 +7,10 @@
 - ``<name>_members``: the same rows by group: partition ``series``, ``window``; clustering
   ``entity``. A group's total is the reduction of its partition.
 - ``<name>_totals``: partition ``series``, clustering ``window``: ``measures`` (JSON), ``members``
-  (how many entities contribute) and ``reflects`` (the highest version of those contributions).
-  Written by ``totals.py`` only.
+  (how many entities contribute), ``reflects`` (the highest version of those contributions) and,
+  for a windowed aggregate with ``final_after_s``, ``revisions`` (how many times the totals
+  changed while the window was final; a window emptied after it had some keeps a row with this
+  cell only). Written by ``totals.py`` only.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ class AggregateTables:
         )
         self.totals = TableSchema(
             f"{n}_totals", (Column("series", "text"),),
-            (Column("measures", "text"), Column("members", "bigint"), Column("reflects", "bigint")),
+            (Column("measures", "text"), Column("members", "bigint"), Column("reflects", "bigint"),
+             Column("revisions", "bigint")),
             clustering_key=(Column("window", "bigint"),),
         )  # fmt: skip
 

@@ -11,12 +11,22 @@ were written, so the write at the highest offset is the one computed last, from 
 includes every announced change: a replayed or duplicated record, or a worker still finishing
 a record after its partition moved, writes at a lower offset and changes nothing. A total is
 never adjusted by a delta.
+
+Revisions, for a windowed aggregate that declares ``final_after_s`` (others pay nothing): the
+groups' ``_totals`` rows are read too (one batched read), and when the window is final by the
+injected clock and the new measures or members differ from the stored ones, the row's
+``revisions`` is the stored count plus one, else the stored count. A window's first totals count
+nothing (a backfill or a late first entity revises nothing a reader saw), nor does a replayed or
+duplicated record (it recomputes the stored totals). A window emptied after it was final keeps a
+row holding only its ``revisions``; one emptied with no revision is deleted.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from framework.aggregates.contributions import NONE
@@ -24,6 +34,7 @@ from framework.aggregates.tables import decode_measures, encode_measures, tables
 from framework.core.aggregate import Aggregate, Group, parse_group_id, reduce, series_id
 from framework.core.events import Event, EventError
 from framework.core.mutations import CellValue, Delete, Mutation, Upsert
+from framework.core.rows import Row, cell_int
 from framework.runtime.change_feed import MAX_CHANGES_PER_RECORD, ChangeRecord, change_partition
 from framework.runtime.errors import MessageError
 from framework.runtime.processor import bounded, parse_work
@@ -68,34 +79,68 @@ def groups_named(event: Event, aggregate: Aggregate) -> list[Group]:
         raise EventError("payload.groups", str(exc)) from None
 
 
-async def recompute(store: WideColumnStore, aggregate: Aggregate, groups: Mapping[Group, int]) -> int:
-    """Write the total of each group (reduced from its ``_members`` partition) at its version;
-    returns how many groups have contributions."""
+async def recompute(
+    store: WideColumnStore,
+    aggregate: Aggregate,
+    groups: Mapping[Group, int],
+    *,
+    clock: Callable[[], float] = time.time,
+) -> int:
+    """Write the total of each group (reduced from its ``_members`` partition) at its version, with
+    its revision count when the aggregate counts them (``clock``: epoch seconds); returns how many
+    groups have contributions."""
     t = tables_of(aggregate)
     order = list(groups)
     keys: list[dict[str, CellValue]] = [{"series": series_id(g.series), "window": g.window} for g in order]
-    parts = await store.read_partitions(t.members.name, keys)
+    counted = aggregate.window is not None and aggregate.final_after_s is not None
+    stored: list[Row | None] = [None] * len(keys)
+    now = 0.0
+    if counted:
+        parts, stored = await asyncio.gather(
+            store.read_partitions(t.members.name, keys), store.read_rows(t.totals.name, keys)
+        )
+        now = clock()
+    else:
+        parts = await store.read_partitions(t.members.name, keys)
     writes: list[Mutation] = []
     live = 0
-    for g, key, rows in zip(order, keys, parts, strict=True):
+    for g, key, rows, before in zip(order, keys, parts, stored, strict=True):
         measured = [
             r for r in rows if r.cells.get("measures") is not None and r.cells["measures"].value != NONE
         ]
         version = groups[g]
-        if not measured:
+        cells: dict[str, CellValue] = {"measures": None, "members": None, "reflects": None}
+        if measured:
+            live += 1
+            each = (decode_measures(r.cells["measures"].value) for r in measured)
+            totals = reduce(aggregate.measures, each)
+            cells = {
+                "measures": encode_measures(totals),
+                "members": len(measured),
+                "reflects": max(r.version for r in measured),
+            }
+        revisions = _revisions(before, cells, aggregate.is_final(g.window, now)) if counted else 0
+        if counted:
+            cells["revisions"] = revisions
+        if measured or revisions:
+            writes.append(Upsert(t.totals.name, key, cells, version))
+        else:
             writes.append(Delete(t.totals.name, key, version))
-            continue
-        live += 1
-        totals = reduce(aggregate.measures, (decode_measures(r.cells["measures"].value) for r in measured))
-        cells: dict[str, CellValue] = {
-            "measures": encode_measures(totals),
-            "members": len(measured),
-            "reflects": max(r.version for r in measured),
-        }
-        writes.append(Upsert(t.totals.name, key, cells, version))
     if writes:
         await store.apply(writes)
     return live
+
+
+def _revisions(before: Row | None, cells: Mapping[str, CellValue], final: bool) -> int:
+    """The revision count of a totals row replacing ``before`` with ``cells`` (measures None: the
+    group is empty): the stored count, plus one when the window is ``final`` and a stored row's
+    measures or members change."""
+    if before is None:
+        return 0
+    held = before.values()
+    count = 0 if held.get("revisions") is None else cell_int(held["revisions"])
+    changed = (held.get("measures"), held.get("members")) != (cells["measures"], cells["members"])
+    return count + 1 if final and changed else count
 
 
 class TotalsProcessor:
@@ -103,8 +148,15 @@ class TotalsProcessor:
 
     batchable = True
 
-    def __init__(self, aggregate: Aggregate, store: WideColumnStore, sink_timeout: float = 10.0) -> None:
-        self.aggregate, self.store, self.sink_timeout = aggregate, store, sink_timeout
+    def __init__(
+        self,
+        aggregate: Aggregate,
+        store: WideColumnStore,
+        sink_timeout: float = 10.0,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.aggregate, self.store, self.sink_timeout, self.clock = aggregate, store, sink_timeout, clock
         self.name = f"totals.{aggregate.name}"
 
     def prepare(self, work: Work) -> None:
@@ -138,4 +190,5 @@ class TotalsProcessor:
         for work, groups in items:
             for g in groups:
                 versions[g] = max(versions.get(g, 0), work.offset + 1)
-        await bounded("wide_column", self.sink_timeout, recompute(self.store, self.aggregate, versions))
+        written = recompute(self.store, self.aggregate, versions, clock=self.clock)
+        await bounded("wide_column", self.sink_timeout, written)

@@ -49,17 +49,17 @@ def _totals_table(totals: Sequence[Any], measures: Sequence[str]) -> Table:
     table = Table(box=None, pad_edge=False)
     names = list(totals[0].group) if totals else []
     windowed = bool(totals) and totals[0].window is not None
-    heads = [*names, *(["window", "final"] if windowed else []), *measures, "members", "reflects"]
+    counts = ["members", "reflects", *(["revisions"] if windowed else [])]
+    heads = [*names, *(["window", "final"] if windowed else []), *measures, *counts]
     for head in heads:
-        table.add_column(
-            escape(head), justify="right" if head in (*measures, "members", "reflects") else "left"
-        )
+        table.add_column(escape(head), justify="right" if head in (*measures, *counts) else "left")
     for t in totals:
         cells = [str(v) for v in t.group.values()]
         if windowed:
             cells += [f"{_iso(t.window)} .. {_iso(t.window_end)}", "yes" if t.final else "no"]
         cells += [f"{t.measures[m]:g}" if m in t.measures else "-" for m in measures]
-        table.add_row(*map(escape, [*cells, str(t.members), str(t.reflects)]))
+        cells += [str(t.members), str(t.reflects), *([str(t.revisions)] if windowed else [])]
+        table.add_row(*map(escape, cells))
     return table
 
 
@@ -154,7 +154,8 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
         "query",
         help="read an aggregate's totals, windows or top groups, or one entity, from the store",
         description="Interactive queries over the store the app's workers write. Each answer carries the "
-        "version it reflects and, for a windowed aggregate, whether the window is final.",
+        "version it reflects and, for a windowed aggregate, whether the window is final and how many times "
+        "it was revised while final.",
     )
     cmds = top.add_subparsers(dest="query", metavar="QUERY", required=True)
     group_help = (

@@ -192,6 +192,13 @@ class Aggregate(Projection):
             )
         return [Group(series, start) for start in self.window.starts(c.at)]
 
+    def is_final(self, window: int, now: float) -> bool:
+        """Whether the window starting at ``window`` (epoch s) is final at ``now``: the aggregate is
+        windowed, declares ``final_after_s``, and the window's end plus it is at or before ``now``."""
+        if self.window is None or self.final_after_s is None:
+            return False
+        return window + self.window.size_s + self.final_after_s <= now
+
     def checked(self, measures: Mapping[str, float]) -> dict[str, float]:
         """``measures`` with every name declared and every value a finite number."""
         out = {}

@@ -63,7 +63,8 @@ class Snapshot:
     pending: frozenset[PendingKey] = frozenset()
     #: per aggregate, ``contrib:<entity>`` and ``total`` -> {group id: measures}: an aggregate's
     #: tables are compared by these values (their write times, marks and ``reflects`` depend on
-    #: the order the entities changed in, by design: totals are written at group-topic offsets)
+    #: the order the entities changed in, by design: totals are written at group-topic offsets;
+    #: a window's ``revisions`` on when the changes were processed)
     aggregates: dict[str, dict[str, dict[str, dict[str, float]]]] = dataclasses.field(default_factory=dict)
 
     @property

@@ -10,7 +10,8 @@ the change-feed sink),
 then every change it announced is projected at once by the worker's
 ``ProjectionProcessor`` (``read_document`` + ``write_document``); an aggregate's
 contributions go to its tables (``ContributionIndex``) and the groups they changed are
-recomputed by the worker's ``TotalsProcessor``, each announcement at the next offset. The store
+recomputed by the worker's ``TotalsProcessor``, each announcement at the next offset (windows
+are final, and revisions counted, by the Driver's clock ``now``). The store
 is ``SqliteStore(":memory:")`` with every table of ``app.tables``; the index
 is a ``MemoryIndex``. A bad message is parked in ``parked`` (stage
 ``parse``, ``route``, ``map`` or ``sink``), never raised; a transient
@@ -32,7 +33,7 @@ from framework.core.aggregate import Aggregate, Group, group_id, parse_series
 from framework.core.events import Event, EventError, parse_event
 from framework.core.mutations import Mutation
 from framework.core.projection import Projection
-from framework.core.rows import Row
+from framework.core.rows import Row, cell_int
 from framework.core.state_log import StateEntry, current_state
 from framework.idmutation.collapse import collapse
 from framework.idmutation.requests import IdRequest
@@ -128,7 +129,7 @@ class Driver:
             self._projectors[app.change_topic(a)] = ProjectionProcessor(
                 a, self.store, self.aggregates, timeout
             )
-            self._totals[app.group_topic(a)] = TotalsProcessor(a, self.store, timeout)
+            self._totals[app.group_topic(a)] = TotalsProcessor(a, self.store, timeout, clock=lambda: self.now)
         resolutions = resolutions_for(app.id_mutation, app.agents, self.id_map)
         for agent in app.agents:
             resolve = resolutions.get(agent.name)
@@ -303,11 +304,17 @@ class Driver:
         """``{group id: totals}`` of an aggregate (by object or name): what its ``_totals`` table holds."""
         agg = aggregate if isinstance(aggregate, Aggregate) else self.app.aggregate(aggregate)
         return {
-            group_id(parse_series(str(r.key["series"])), int(str(r.key["window"]))): decode_measures(
-                r.cells["measures"].value
-            )
+            _group_of(r): decode_measures(r.cells["measures"].value)
             for r in self.rows(tables_of(agg).totals.name)
+            if "measures" in r.cells  # not a window emptied after it was final (its revisions only)
         }
+
+    def revisions(self, aggregate: str | Aggregate) -> dict[str, int]:
+        """``{group id: revisions}`` of an aggregate's windows revised while final (count above 0)."""
+        agg = aggregate if isinstance(aggregate, Aggregate) else self.app.aggregate(aggregate)
+        counts = {_group_of(r): cell_int(r.cells["revisions"].value)
+                  for r in self.rows(tables_of(agg).totals.name) if "revisions" in r.cells}  # fmt: skip
+        return {g: n for g, n in counts.items() if n}
 
     def contributions(self, aggregate: str | Aggregate) -> dict[str, dict[str, dict[str, float]]]:
         """``{entity id: {group id: measures}}`` of an aggregate: what its ``_contrib`` table holds."""
@@ -316,7 +323,7 @@ class Driver:
         for r in self.rows(tables_of(agg).contrib.name):
             if r.cells["measures"].value == NONE:  # a group the entity left
                 continue
-            gid = group_id(parse_series(str(r.key["series"])), int(str(r.key["window"])))
+            gid = _group_of(r)
             out.setdefault(str(r.key["entity"]), {})[gid] = decode_measures(r.cells["measures"].value)
         return out
 
@@ -364,6 +371,11 @@ class Driver:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _group_of(row: Row) -> str:
+    """The group id of a ``_contrib`` or ``_totals`` row."""
+    return group_id(parse_series(str(row.key["series"])), int(str(row.key["window"])))
 
 
 def _screen_holder(app: App) -> Any:

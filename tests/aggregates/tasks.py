@@ -80,5 +80,17 @@ class DueByTeam(Aggregate):
         ]
 
 
+class DueFinal(DueByTeam):
+    """``DueByTeam``, final one day after a window ends (its totals count revisions)."""
+
+    name: ClassVar[str] = "due_final"
+    final_after_s: ClassVar[float | None] = DAY
+
+
 def task_app() -> App:
     return App("tasks", agents=[TaskAgent()], aggregates=[ByTeamStatus(), DueByTeam()])
+
+
+def revising_app() -> App:
+    """The task app with ``DueFinal`` beside ``DueByTeam``."""
+    return App("tasks", agents=[TaskAgent()], aggregates=[DueFinal(), DueByTeam()])

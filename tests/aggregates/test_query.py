@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -18,18 +18,11 @@ from examples.support_desk.schemas import STATUSES
 from framework import App, Event
 from framework.aggregates.query import Queries, QueryError, parse_group, parse_key, split_pair
 from framework.testing.driver import Driver
-from tests.aggregates.tasks import DAY, DueByTeam, TaskAgent, task_app
+from tests.aggregates.tasks import DAY, DueFinal, TaskAgent, task_app
 
 
 def _set(task: str, version: int, **cells: Any) -> Event:
     return Event(f"set-{task}-{version}", task, version, version, "task.set", cells)
-
-
-class DueFinal(DueByTeam):
-    """``DueByTeam``, final one day after a window ends."""
-
-    name: ClassVar[str] = "due_final"
-    final_after_s: ClassVar[float | None] = DAY
 
 
 TASKS = [

@@ -9,15 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from framework import Event
 from framework.cli import main
+from framework.core.aggregate import group_id
 from framework.core.mutations import Upsert
 from framework.testing.driver import Driver
 from stores.open import open_wide_store
-from tests.aggregates.tasks import DAY, task_app
+from tests.aggregates.tasks import DAY, revising_app, task_app
 from tests.aggregates.test_query import TASKS
 
 APP = task_app()
 SPEC = "tests.cli.test_query:APP"
+REVISING = revising_app()
 
 
 async def _copy(d: Driver, url: str) -> int:
@@ -95,6 +98,28 @@ def test_tables_for_people(store_url: str, capsys: pytest.CaptureFixture[str]) -
     assert code == 0 and "no contributions to this group" in out
     code, out, _ = _run(capsys, "query", "entity", "task", "--key", "task_id=t1", *common)
     assert code == 0 and "task: 1 row(s)" in out and "version mark of due_by_team: 10" in out
+
+
+def test_revisions_of_final_windows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A window revised once after it was final: ``revisions`` in the JSON and in the table."""
+    url = f"sqlite:///{(tmp_path / 'wide.db').resolve()}"
+    with Driver(REVISING, now=11 * DAY) as d:
+        d.send(TASKS)
+        d.now = 20 * DAY
+        assert d.send(Event("late-t1", "t1", 70, 70, "task.set", {"points": 0.5})) == []
+        assert d.revisions("due_final") == {group_id(["red"], 9 * DAY): 1, group_id(["red"], 10 * DAY): 1}
+        assert d.run(_copy(d, url)) > 20
+    common = ["--app", "tests.cli.test_query:REVISING", "--wide-store", url, "--now", str(20 * DAY)]
+    code, out, err = _run(capsys, "query", "windows", "due_final", "--group", "team=red", *common, "--json")
+    assert code == 0, err
+    windows = json.loads(out)["windows"]
+    assert code == 0 and [(w["window"], w["final"], w["revisions"]) for w in windows] == [
+        (9 * DAY, True, 1), (10 * DAY, True, 1),
+    ]  # fmt: skip
+    code, out, _ = _run(capsys, "query", "total", "due_final", "--group", "team=red", "--window",
+                        str(10 * DAY), *common)  # fmt: skip
+    head, row = [line.split() for line in out.splitlines() if line.strip()][:2]
+    assert code == 0 and head[-1] == "revisions" and row[-1] == "1"
 
 
 @pytest.mark.parametrize(
