@@ -1,15 +1,16 @@
 """Interactive query latency on a group of 1,000,000 contributions, and that group's recomputation.
 
-The store is the embedded SQLite store holding two aggregates of the same ``--contributions``
-synthetic items, all in one organisation: ``item_total`` (no window: one group of every item)
-and ``item_daily`` (daily windows of the item's time: one series of 90 windows, about 11,000
-items each). The contributions are written through the real code, the cheapest honest way:
-each item's document is its aggregate's own ``build`` (``contribute``) and goes through
-``ContributionIndex.bulk``, the projector's target (it reads the items' ``_contrib``
-partitions, empty here, and writes the ``_contrib`` and ``_members`` rows), 2,000 items a call;
-the groups it announces are collected and their totals written by ``recompute`` (``totals.py``,
-what the totals processor runs). No source rows, change feed or Kafka: the queries read only
-``_totals``, and the recomputation only ``_members``.
+The store is the embedded SQLite store holding three aggregates of the same ``--contributions``
+synthetic items, all in one organisation: ``item_total`` (no window: one group of every item),
+``item_total_buckets`` (the same over 1,024 buckets, ``Aggregate.buckets``) and ``item_daily``
+(daily windows of the item's time: one series of 90 windows, about 11,000 items each). The
+contributions are written through the real code, the cheapest honest way: each item's document
+is its aggregate's own ``build`` (``contribute``) and goes through ``ContributionIndex.bulk``,
+the projector's target (it reads the items' ``_contrib`` partitions, empty here, and writes the
+``_contrib`` and ``_members`` rows), 2,000 items a call; the groups it announces are collected
+and their totals written by ``recompute`` (``totals.py``, what the totals processor runs). No
+source rows, change feed or Kafka: the queries read only ``_totals``, and the recomputation only
+``_members`` (and ``_buckets``).
 
 Measured, after 200 untimed queries of each kind: p50, p99 and max latency (ms) of ``--queries``
 sequential queries of (i) the group total of ``item_total`` and (ii) a 30-day window range of
@@ -18,7 +19,9 @@ routes (``QueryRoutes`` on an aiohttp server bound to 127.0.0.1 in a child proce
 worker's web server mounts them; the client is an aiohttp session in this process, so the HTTP
 figures include the client's request and JSON decoding); then (iii) the time of ``recompute``
 of the one group of ``--contributions`` (it reads every member and writes the total), run
-``--recomputes`` times, and, once, of the 90 daily groups. Every answer is checked (the total's
+``--recomputes`` times, and, once, of the 90 daily groups; (iv) the same group over 1,024
+buckets: the recomputation after one item's change (its bucket and the bucket rows), at least
+50 times, and of every bucket once. Every answer is checked (the total's
 member count, 30 windows holding their share of the items). The calibration line comes first
 (``benchmarks.scale_out.calibrate``).
 
@@ -44,7 +47,7 @@ from typing import Any, ClassVar
 import aiohttp
 from aiohttp import web
 
-from framework.aggregates.contributions import ContributionIndex
+from framework.aggregates.contributions import Changed, ContributionIndex
 from framework.aggregates.http import QueryRoutes
 from framework.aggregates.query import Queries
 from framework.aggregates.totals import recompute
@@ -93,6 +96,13 @@ class ItemTotal(_Items):
         return [Contribution(c.group, c.measures) for c in super().contribute(key, rows)]
 
 
+class ItemTotalBuckets(ItemTotal):
+    """``ItemTotal`` over 1,024 buckets a group (``Aggregate.buckets``)."""
+
+    name = "item_total_buckets"
+    buckets: ClassVar[int] = 1024
+
+
 class ItemDaily(_Items):
     """``_Items`` in daily windows of the item's time."""
 
@@ -100,8 +110,8 @@ class ItemDaily(_Items):
     window = Window(DAY)
 
 
-TOTAL, DAILY = ItemTotal(), ItemDaily()
-VIEWS = (TOTAL, DAILY)
+TOTAL, BUCKETED, DAILY = ItemTotal(), ItemTotalBuckets(), ItemDaily()
+VIEWS = (TOTAL, BUCKETED, DAILY)
 
 
 def item(i: int) -> tuple[dict[str, Any], dict[str, Sequence[Row]], int]:
@@ -113,13 +123,13 @@ def item(i: int) -> tuple[dict[str, Any], dict[str, Sequence[Row]], int]:
 
 
 async def populate(store: SqliteStore, n: int) -> dict[Aggregate, dict[Group, int]]:
-    """Every item's contributions to both aggregates through ``ContributionIndex``; the groups each
+    """Every item's contributions to the three aggregates through ``ContributionIndex``; the groups each
     announced, with the highest version announcing them."""
     announced: dict[Aggregate, dict[Group, int]] = {a: {} for a in VIEWS}
     version = 0
 
-    async def announce(aggregate: Aggregate, groups: Sequence[Group]) -> None:
-        for g in groups:
+    async def announce(aggregate: Aggregate, groups: Sequence[Changed]) -> None:
+        for g, _ in groups:
             announced[aggregate][g] = version
 
     index = ContributionIndex(store, VIEWS, announce)
@@ -221,13 +231,21 @@ async def serve(path: Path) -> None:
     await asyncio.Event().wait()
 
 
-async def recompute_times(store: SqliteStore, announced: Mapping[Group, int], runs: int) -> list[float]:
-    """Seconds of each of ``runs`` recomputations of ``item_total``'s one group (each at a higher version)."""
+async def recompute_times(
+    store: SqliteStore,
+    aggregate: Aggregate,
+    announced: Mapping[Group, int],
+    runs: int,
+    one_bucket: bool = False,
+) -> list[float]:
+    """Seconds of each of ``runs`` recomputations of ``aggregate``'s one group (each at a higher
+    version): every member, or with ``one_bucket`` the bucket of one item (a change's cost)."""
     ((group, version),) = announced.items()
     out = []
     for k in range(runs):
+        buckets = {group: [aggregate.bucket_of(item(k)[0]["item"])]} if one_bucket else None
         started = time.perf_counter()
-        live = await recompute(store, TOTAL, {group: version + 1 + k})
+        live = await recompute(store, aggregate, {group: version + 1 + k}, buckets=buckets)
         out.append(time.perf_counter() - started)
         assert live == 1
     return out
@@ -240,8 +258,9 @@ async def measure(path: Path, n: int, queries: int, recomputes: int) -> None:
         started = time.perf_counter()
         announced = await populate(store, n)
         built = time.perf_counter() - started
-        print(f"{n:,} items written to both aggregates (ContributionIndex) in {built:.1f} s", flush=True)
-        first = await recompute_times(store, announced[TOTAL], 1)
+        print(f"{n:,} items written to the three aggregates (ContributionIndex) in {built:.1f} s", flush=True)
+        first = await recompute_times(store, TOTAL, announced[TOTAL], 1)
+        whole = await recompute_times(store, BUCKETED, announced[BUCKETED], 1)
         started = time.perf_counter()
         live = await recompute(store, DAILY, announced[DAILY])
         daily = time.perf_counter() - started
@@ -256,7 +275,8 @@ async def measure(path: Path, n: int, queries: int, recomputes: int) -> None:
         finally:
             proc.terminate()
             proc.wait(10)
-        again = await recompute_times(store, announced[TOTAL], recomputes)
+        again = await recompute_times(store, TOTAL, announced[TOTAL], recomputes)
+        bucket = await recompute_times(store, BUCKETED, announced[BUCKETED], max(recomputes, 50), True)
     finally:
         await store.close()
     print(f"-- {queries:,} sequential queries of each kind after {WARM_UP} untimed ones")
@@ -267,6 +287,9 @@ async def measure(path: Path, n: int, queries: int, recomputes: int) -> None:
     med = statistics.median(runs)
     print(f"(iii) recompute of the group of {n:,} contributions: median {med:.2f} s ({min(runs):.2f}-"
           f"{max(runs):.2f}, {len(runs)} runs) = {n / med:,.0f} contributions/s")  # fmt: skip
+    print(f"(iv) the same group over {BUCKETED.buckets:,} buckets: one bucket's change median "
+          f"{statistics.median(bucket) * 1000:.1f} ms ({min(bucket) * 1000:.1f}-{max(bucket) * 1000:.1f},"
+          f" {len(bucket)} runs); every bucket once {whole[0]:.2f} s")  # fmt: skip
     print(f"      recompute of the 90 daily groups ({n // DAYS:,} contributions each), once: {daily:.2f} s")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"      peak RSS of this process (the store's reads included): {peak:,.0f} MiB")

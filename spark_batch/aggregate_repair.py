@@ -19,7 +19,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from framework.aggregates.contributions import ContributionIndex
+from framework.aggregates.contributions import Changed, ContributionIndex
 from framework.aggregates.tables import decode_measures
 from framework.aggregates.totals import recompute
 from framework.core.aggregate import Aggregate, Group, parse_group_id, parse_series
@@ -104,8 +104,8 @@ def _contrib_repair_task(
         return
     changed: list[str] = []
 
-    async def announce(_: Aggregate, groups: Sequence[Group]) -> None:
-        changed.extend(g.id for g in groups)
+    async def announce(_: Aggregate, groups: Sequence[Changed]) -> None:
+        changed.extend(g.id for g, _ in groups)
 
     async def run() -> None:
         store = await open_wide_store(store_url)

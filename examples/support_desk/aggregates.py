@@ -4,7 +4,8 @@
   ``open``, ``pending`` or ``reopened``, derived from the status log as the projection does) per
   ``tenant``, ``status`` and ``assignee``: how many (``tickets``) and the earliest SLA due time
   among them (``next_due``, epoch seconds; absent when none of them has one). A status change or
-  a new assignee moves the ticket to another group; solving it takes it out.
+  a new assignee moves the ticket to another group; solving it takes it out. A tenant's open
+  queue can hold many tickets, so each group's total is reduced from 8 buckets (``buckets``).
 - ``FirstResponse`` (``first_response``): per ``tenant`` and UTC day (a tumbling one-day window)
   of a ticket's first response, the time from its creation (``created_at``) to its first comment
   by an agent (``author_kind`` ``agent``), in whole seconds: how many tickets got their first
@@ -48,6 +49,7 @@ class OpenTickets(Aggregate):
     tables: ClassVar[tuple[TableSchema, ...]] = (TICKET, TICKET_STATUS_LOG)
     group_by: ClassVar[tuple[str, ...]] = ("tenant", "status", "assignee")
     measures = {"tickets": "count", "next_due": "min"}
+    buckets: ClassVar[int] = 8
 
     def contribute(self, key: Mapping[str, Any], rows: Mapping[str, Sequence[Row]]) -> Iterable[Contribution]:
         ticket = _ticket(rows)

@@ -8,15 +8,16 @@ from collections.abc import Callable, Sequence
 
 from aiokafka import AIOKafkaProducer
 
+from framework.aggregates.contributions import Changed
 from framework.aggregates.totals import group_records
-from framework.core.aggregate import Aggregate, Group
+from framework.core.aggregate import Aggregate
 from framework.kafka_admin import end_offsets, ensure_topics
 
 __all__ = ["KafkaAnnouncer"]
 
 
 class KafkaAnnouncer:
-    """``announce(aggregate, groups)`` onto ``topic_of(aggregate)`` at ``broker`` (``kafka://host:port``);
+    """``announce(aggregate, changed)`` onto ``topic_of(aggregate)`` at ``broker`` (``kafka://host:port``);
     returns once the broker has every record. ``close`` stops the producer."""
 
     def __init__(self, broker: str, topic_of: Callable[[Aggregate], str], partitions: int) -> None:
@@ -24,7 +25,7 @@ class KafkaAnnouncer:
         self._producer: AIOKafkaProducer | None = None
         self._counts: dict[str, int] = {}
 
-    async def __call__(self, aggregate: Aggregate, groups: Sequence[Group]) -> None:
+    async def __call__(self, aggregate: Aggregate, changed: Sequence[Changed]) -> None:
         topic = self.topic_of(aggregate)
         if topic not in self._counts:
             await ensure_topics(self.broker, {topic: self.partitions})
@@ -34,7 +35,7 @@ class KafkaAnnouncer:
                 bootstrap_servers=self.broker.split("://", 1)[-1], acks="all", enable_idempotence=True
             )
             await self._producer.start()
-        for partition, key, value in group_records(aggregate, groups, self._counts[topic]):
+        for partition, key, value in group_records(aggregate, changed, self._counts[topic]):
             await self._producer.send_and_wait(topic, value, key=key, partition=partition)
 
     async def close(self) -> None:

@@ -2,7 +2,7 @@
 
 ``ContributionIndex`` is a ``SearchIndex`` whose "documents" are entities' contributions
 (``Aggregate.build``: ``{group id: measures}``) and whose storage is the aggregate's tables in
-the wide-column store: ``_contrib`` by entity, ``_members`` by group, the same cells in both.
+the wide-column store: ``_contrib`` by entity, ``_members`` by group bucket, the same cells in both.
 Writing an entity's document compares it with the contributions stored for it and writes only
 the groups whose measures differ: a group it joined or changed gets its measures, a group it
 left gets ``NONE`` (an empty cell, not a tombstone). Each such cell is written at the entity's
@@ -15,7 +15,8 @@ that way (its write time cannot be read back), hence ``NONE``. A replay at the s
 finds nothing to change, and a document computed at a lower mark than the highest one the
 entity's stored cells record (``mark``: an older state, from a job or a worker that lost the
 entity meanwhile) is not written. Then every group the entity is or was in is announced
-(``announce``) for its total to be recomputed (``totals.py``), changed or not: a worker
+(``announce``, with the entity's bucket) for its total to be recomputed (``totals.py``), changed
+or not: a worker
 killed between writing an entity's contributions and announcing them leaves its change record
 unacknowledged, and the worker that projects it again finds nothing to write but must still
 announce those groups.
@@ -26,18 +27,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from framework.aggregates.tables import decode_measures, encode_measures, tables_of
+from framework.aggregates.tables import AggregateTables, decode_measures, encode_measures, tables_of
 from framework.core.aggregate import Aggregate, Group, parse_group_id, parse_series, series_id
 from framework.core.mutations import Mutation, Upsert
 from stores.base import BulkItem, BulkResult, IndexOp, SearchHit, SearchIndex, WideColumnStore
 
-__all__ = ["ContributionIndex", "Announce", "NONE"]
+__all__ = ["ContributionIndex", "Announce", "Changed", "NONE"]
 
 #: The ``measures`` of a group an entity left: a live cell, so that its write time stays readable.
 NONE = ""
 
-#: ``announce(aggregate, groups)``: the groups an entity is or was in, for their totals.
-Announce = Callable[[Aggregate, Sequence[Group]], Awaitable[None]]
+#: A group and one of its buckets whose members may have changed.
+Changed = tuple[Group, int]
+#: ``announce(aggregate, changed)``: the groups (and buckets) entities are or were in, for their totals.
+Announce = Callable[[Aggregate, Sequence[Changed]], Awaitable[None]]
 
 
 class ContributionIndex(SearchIndex):
@@ -84,25 +87,28 @@ class ContributionIndex(SearchIndex):
             for doc_id, rows in zip(ids, read, strict=True)
         }
         writes: list[Mutation] = []
-        touched: dict[str, Group] = {}
+        groups: dict[str, Group] = {}
+        touched: dict[Changed, None] = {}
         for op in ops:
             had = stored[op.doc_id]
             if op.version < max((mark for _, _, mark in had.values()), default=0):
                 continue  # computed at a lower mark than what is stored: from an older state
             now = {gid: encode_measures(m) for gid, m in (op.doc or {}).items()}
+            bucket = agg.bucket_of(op.doc_id)
             for gid in sorted(now.keys() | had.keys()):
-                g = touched.setdefault(gid, parse_group_id(gid))
+                g = groups.setdefault(gid, parse_group_id(gid))
+                touched[(g, bucket)] = None
                 text = now.get(gid, NONE)
                 before = had.get(gid)
                 if (before[0] if before is not None else NONE) == text:
                     continue
                 version = op.version if before is None else max(op.version, before[1] + 1)
-                writes += _put(t.contrib.name, t.members.name, op.doc_id, g, text, version, op.version)
+                writes += _put(t, op.doc_id, g, bucket, text, version, op.version)
                 had[gid] = (text, version, op.version)
         if writes:
             await self.store.apply(writes)
         if touched:
-            await self.announce(agg, list(touched.values()))
+            await self.announce(agg, list(touched))
         return BulkResult([BulkItem(op.doc_id, "ok", 200) for op in ops])
 
     async def get(self, alias: str, doc_id: str) -> SearchHit | None:
@@ -154,13 +160,13 @@ def _mark(row: Any) -> int:
 
 
 def _put(
-    contrib: str, members: str, entity: str, g: Group, text: str, version: int, mark: int
+    t: AggregateTables, entity: str, g: Group, bucket: int, text: str, version: int, mark: int
 ) -> list[Mutation]:
     series = series_id(g.series)
     return [
-        Upsert(contrib, {"entity": entity, "series": series, "window": g.window},
+        Upsert(t.contrib.name, {"entity": entity, "series": series, "window": g.window},
                {"measures": text, "mark": mark}, version),
-        Upsert(members, {"series": series, "window": g.window, "entity": entity},
+        Upsert(t.members.name, {"series": series, "window": g.window, "bucket": bucket, "entity": entity},
                {"measures": text}, version),
     ]  # fmt: skip
 

@@ -1,11 +1,16 @@
-"""The three tables of an aggregate: contributions by entity, the same by group, and group totals.
+"""The tables of an aggregate: contributions by entity, the same by group bucket, the buckets'
+sub-totals and the group totals.
 
 - ``<name>_contrib``: partition ``entity`` (the entity's document id), clustering ``series``
   (the group-key values as JSON) and ``window`` (its start, 0 unwindowed); ``measures`` as JSON,
   or empty for a group the entity left, and ``mark``, the entity's version mark it was computed
   at. Written by ``contributions.py``.
-- ``<name>_members``: the same rows by group: partition ``series``, ``window``; clustering
-  ``entity``. A group's total is the reduction of its partition.
+- ``<name>_members``: the same rows by group bucket: partition ``series``, ``window``,
+  ``bucket`` (``Aggregate.bucket_of(entity)``, always 0 with one bucket); clustering ``entity``.
+- ``<name>_buckets``: partition ``series``, ``window``, clustering ``bucket``: the reduction of
+  each bucket's ``_members`` partition (``measures``, ``members``, ``reflects``), for an aggregate
+  of more than one bucket only. A group's total is the reduction of its buckets' (of its one
+  ``_members`` partition with one bucket).
 - ``<name>_totals``: partition ``series``, clustering ``window``: ``measures`` (JSON), ``members``
   (how many entities contribute), ``reflects`` (the highest version of those contributions) and,
   for a windowed aggregate with ``final_after_s``, ``revisions`` (how many times the totals
@@ -36,20 +41,22 @@ class AggregateTables:
             clustering_key=(Column("series", "text"), Column("window", "bigint")),
         )  # fmt: skip
         group = (Column("series", "text"), Column("window", "bigint"))
+        bucket = Column("bucket", "bigint")
         self.members = TableSchema(
-            f"{n}_members", group, (Column("measures", "text"),), clustering_key=(Column("entity", "text"),)
-        )
+            f"{n}_members", (*group, bucket), (Column("measures", "text"),),
+            clustering_key=(Column("entity", "text"),),
+        )  # fmt: skip
+        reduced = (Column("measures", "text"), Column("members", "bigint"), Column("reflects", "bigint"))
+        self.buckets = TableSchema(f"{n}_buckets", group, reduced, clustering_key=(bucket,))
         self.totals = TableSchema(
-            f"{n}_totals", (Column("series", "text"),),
-            (Column("measures", "text"), Column("members", "bigint"), Column("reflects", "bigint"),
-             Column("revisions", "bigint")),
+            f"{n}_totals", (Column("series", "text"),), (*reduced, Column("revisions", "bigint")),
             clustering_key=(Column("window", "bigint"),),
         )  # fmt: skip
 
     @property
-    def all(self) -> tuple[TableSchema, TableSchema, TableSchema]:
+    def all(self) -> tuple[TableSchema, ...]:
         """Every table of the aggregate."""
-        return (self.contrib, self.members, self.totals)
+        return (self.contrib, self.members, self.buckets, self.totals)
 
 
 @functools.lru_cache(maxsize=256)

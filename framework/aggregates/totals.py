@@ -26,10 +26,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from framework.aggregates.contributions import NONE
+from framework.aggregates.contributions import NONE, Changed
 from framework.aggregates.tables import decode_measures, encode_measures, tables_of
 from framework.core.aggregate import Aggregate, Group, parse_group_id, reduce, series_id
 from framework.core.events import Event, EventError
@@ -46,26 +46,32 @@ __all__ = ["GROUPS_TYPE", "group_records", "groups_named", "recompute", "TotalsP
 GROUPS_TYPE = "groups_changed"
 
 
-def group_records(aggregate: Aggregate, groups: Sequence[Group], partitions: int) -> list[ChangeRecord]:
-    """The records announcing ``groups`` on a group topic of ``partitions`` partitions."""
+def group_records(aggregate: Aggregate, changed: Sequence[Changed], partitions: int) -> list[ChangeRecord]:
+    """The records announcing the ``changed`` groups (and buckets) on a group topic of ``partitions``
+    partitions: every bucket of a group in the group's record."""
+    by_group: dict[str, dict[int, None]] = {}
+    for g, bucket in changed:
+        by_group.setdefault(g.id, {})[bucket] = None
     by_part: dict[int, list[str]] = {}
-    for gid in dict.fromkeys(g.id for g in groups):
+    for gid in by_group:
         by_part.setdefault(change_partition(gid, partitions), []).append(gid)
     out: list[ChangeRecord] = []
     for part, ids in sorted(by_part.items()):
         for i in range(0, len(ids), MAX_CHANGES_PER_RECORD):
             chunk = ids[i : i + MAX_CHANGES_PER_RECORD]
+            payload: dict[str, Any] = {"aggregate": aggregate.name, "groups": chunk}
+            if aggregate.buckets > 1:
+                payload["buckets"] = [sorted(by_group[gid]) for gid in chunk]
             key = f"{aggregate.name}/{part}"
-            digest = hashlib.blake2b(repr(chunk).encode(), digest_size=12).hexdigest()
-            event = Event(
-                f"{key}/{digest}", key, 0, 0, GROUPS_TYPE, {"aggregate": aggregate.name, "groups": chunk}
-            )
+            digest = hashlib.blake2b(repr(sorted(payload.items())).encode(), digest_size=12).hexdigest()
+            event = Event(f"{key}/{digest}", key, 0, 0, GROUPS_TYPE, payload)
             out.append((part, key.encode(), event.to_json()))
     return out
 
 
-def groups_named(event: Event, aggregate: Aggregate) -> list[Group]:
-    """The groups a ``groups_changed`` record names; EventError when it is not one of ``aggregate``."""
+def groups_named(event: Event, aggregate: Aggregate) -> list[tuple[Group, list[int] | None]]:
+    """The groups a ``groups_changed`` record names, each with its changed buckets (None: every
+    bucket, when the record names none); EventError when it is not one of ``aggregate``."""
     if event.type != GROUPS_TYPE:
         raise EventError("type", f"expected {GROUPS_TYPE}, got {event.type!r}")
     if event.payload.get("aggregate") != aggregate.name:
@@ -74,9 +80,46 @@ def groups_named(event: Event, aggregate: Aggregate) -> list[Group]:
     if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
         raise EventError("payload.groups", "missing, empty or not a list of group ids")
     try:
-        return [parse_group_id(i) for i in ids]
+        groups = [parse_group_id(i) for i in ids]
     except ValueError as exc:
         raise EventError("payload.groups", str(exc)) from None
+    buckets = event.payload.get("buckets")
+    if buckets is None:
+        return [(g, None) for g in groups]
+    n = aggregate.buckets
+    if (
+        not isinstance(buckets, list) or len(buckets) != len(groups)
+        or not all(isinstance(bs, list) and bs for bs in buckets)
+        or not all(type(b) is int and 0 <= b < n for bs in buckets for b in bs)
+    ):  # fmt: skip
+        raise EventError("payload.buckets", f"not one non-empty list of buckets below {n} per group")
+    return list(zip(groups, buckets, strict=True))
+
+
+def _reduced(aggregate: Aggregate, rows: Sequence[Row]) -> dict[str, CellValue] | None:
+    """The ``measures``, ``members`` and ``reflects`` of the ``_members`` rows of one bucket (None:
+    no entity contributes)."""
+    measured = [r for r in rows if r.cells.get("measures") is not None and r.cells["measures"].value != NONE]
+    if not measured:
+        return None
+    each = (decode_measures(r.cells["measures"].value) for r in measured)
+    return {
+        "measures": encode_measures(reduce(aggregate.measures, each)),
+        "members": len(measured),
+        "reflects": max(r.version for r in measured),
+    }
+
+
+def _combined(aggregate: Aggregate, parts: Sequence[Mapping[str, CellValue]]) -> dict[str, CellValue]:
+    """The totals of a group from its buckets' reductions (count and sum add, min and max compare)."""
+    if len(parts) == 1:
+        return dict(parts[0])
+    measures = reduce(aggregate.measures, (decode_measures(p["measures"]) for p in parts))
+    return {
+        "measures": encode_measures(measures),
+        "members": sum(cell_int(p["members"]) for p in parts),
+        "reflects": max(cell_int(p["reflects"]) for p in parts),
+    }
 
 
 async def recompute(
@@ -84,51 +127,66 @@ async def recompute(
     aggregate: Aggregate,
     groups: Mapping[Group, int],
     *,
+    buckets: Mapping[Group, Collection[int] | None] | None = None,
     clock: Callable[[], float] = time.time,
 ) -> int:
-    """Write the total of each group (reduced from its ``_members`` partition) at its version, with
-    its revision count when the aggregate counts them (``clock``: epoch seconds); returns how many
-    groups have contributions."""
+    """Write the total of each group at its version, with its revision count when the aggregate
+    counts them (``clock``: epoch seconds); returns how many groups have contributions. With more
+    than one bucket, the ``buckets`` of a group whose members changed (every bucket when not
+    given) are reduced from their ``_members`` partitions and written to ``_buckets`` at the same
+    version, and the total is the reduction of the group's bucket rows."""
     t = tables_of(aggregate)
+    n = aggregate.buckets
     order = list(groups)
     keys: list[dict[str, CellValue]] = [{"series": series_id(g.series), "window": g.window} for g in order]
+    redo: list[list[int]] = []
+    for g in order:
+        asked = None if buckets is None else buckets.get(g)
+        redo.append(list(range(n)) if asked is None or n == 1 else sorted(set(asked)))
+    member_keys = [{**key, "bucket": b} for key, bs in zip(keys, redo, strict=True) for b in bs]
     counted = aggregate.window is not None and aggregate.final_after_s is not None
-    stored: list[Row | None] = [None] * len(keys)
-    now = 0.0
-    if counted:
-        parts, stored = await asyncio.gather(
-            store.read_partitions(t.members.name, keys), store.read_rows(t.totals.name, keys)
-        )
-        now = clock()
-    else:
-        parts = await store.read_partitions(t.members.name, keys)
+    nothing: list[list[Row]] = [[] for _ in keys]
+    parts, held, stored = await asyncio.gather(
+        store.read_partitions(t.members.name, member_keys),
+        store.read_partitions(t.buckets.name, keys) if n > 1 else _given(nothing),
+        store.read_rows(t.totals.name, keys) if counted else _given([None] * len(keys)),
+    )
+    now = clock() if counted else 0.0
     writes: list[Mutation] = []
     live = 0
-    for g, key, rows, before in zip(order, keys, parts, stored, strict=True):
-        measured = [
-            r for r in rows if r.cells.get("measures") is not None and r.cells["measures"].value != NONE
-        ]
+    members = iter(parts)
+    for g, key, bs, bucket_rows, before in zip(order, keys, redo, held, stored, strict=True):
         version = groups[g]
+        sub: dict[int, dict[str, CellValue]] = {
+            cell_int(r.key["bucket"]): r.values() for r in bucket_rows if r.cells.get("measures") is not None
+        }
+        for b in bs:
+            reduced = _reduced(aggregate, next(members))
+            bucket_key = {**key, "bucket": b}
+            if reduced is not None:
+                sub[b] = reduced
+                if n > 1:
+                    writes.append(Upsert(t.buckets.name, bucket_key, reduced, version))
+            elif sub.pop(b, None) is not None:
+                writes.append(Delete(t.buckets.name, bucket_key, version))
         cells: dict[str, CellValue] = {"measures": None, "members": None, "reflects": None}
-        if measured:
+        if sub:
             live += 1
-            each = (decode_measures(r.cells["measures"].value) for r in measured)
-            totals = reduce(aggregate.measures, each)
-            cells = {
-                "measures": encode_measures(totals),
-                "members": len(measured),
-                "reflects": max(r.version for r in measured),
-            }
+            cells = _combined(aggregate, [sub[b] for b in sorted(sub)])
         revisions = _revisions(before, cells, aggregate.is_final(g.window, now)) if counted else 0
         if counted:
             cells["revisions"] = revisions
-        if measured or revisions:
+        if sub or revisions:
             writes.append(Upsert(t.totals.name, key, cells, version))
         else:
             writes.append(Delete(t.totals.name, key, version))
     if writes:
         await store.apply(writes)
     return live
+
+
+async def _given(value: Any) -> Any:
+    return value
 
 
 def _revisions(before: Row | None, cells: Mapping[str, CellValue], final: bool) -> int:
@@ -165,7 +223,7 @@ class TotalsProcessor:
         except Exception:  # noqa: BLE001 - reported when the work runs
             work.event = None
 
-    def _groups(self, work: Work) -> list[Group]:
+    def _groups(self, work: Work) -> list[tuple[Group, list[int] | None]]:
         event = work.event if work.event is not None else parse_work(work)
         try:
             return groups_named(event, self.aggregate)
@@ -176,7 +234,7 @@ class TotalsProcessor:
         await self.write_batch([(work, self._groups(work))])
 
     def map_batch(self, works: Sequence[Work]) -> tuple[list[Any], list[tuple[Work, MessageError]]]:
-        items: list[tuple[Work, list[Group]]] = []
+        items: list[tuple[Work, list[tuple[Group, list[int] | None]]]] = []
         bad: list[tuple[Work, MessageError]] = []
         for work in works:
             try:
@@ -187,8 +245,11 @@ class TotalsProcessor:
 
     async def write_batch(self, items: Sequence[Any]) -> None:
         versions: dict[Group, int] = {}
+        buckets: dict[Group, set[int] | None] = {}
         for work, groups in items:
-            for g in groups:
+            for g, bs in groups:
                 versions[g] = max(versions.get(g, 0), work.offset + 1)
-        written = recompute(self.store, self.aggregate, versions, clock=self.clock)
+                had = buckets.get(g, set())
+                buckets[g] = None if bs is None or had is None else had | set(bs)
+        written = recompute(self.store, self.aggregate, versions, buckets=buckets, clock=self.clock)
         await bounded("wide_column", self.sink_timeout, written)

@@ -23,6 +23,7 @@ retention, ID mutation, repair) maintain aggregates the way they maintain docume
 from __future__ import annotations
 
 import abc
+import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -145,17 +146,24 @@ class Aggregate(Projection):
     ``name`` (an identifier) names its tables and topics; ``tables`` are the source tables (one
     partition key: the entity); ``group_by`` the group-key names every contribution gives;
     ``measures`` each measure's kind; ``window`` an optional event-time window; ``final_after_s``
-    how long after a window's end readers may call it final (late edits still change it).
+    how long after a window's end readers may call it final (late edits still change it);
+    ``buckets`` how many sub-totals a group's total is reduced from (more than 1 for groups of
+    many entities: a change then reads one bucket and the sub-totals, not the whole group; fixed
+    for the aggregate's life, as its tables are laid out by it).
     """
 
     group_by: ClassVar[tuple[str, ...]]
     measures: ClassVar[Mapping[str, MeasureKind]]
     window: ClassVar[Window | None] = None
     final_after_s: ClassVar[float | None] = None
+    buckets: ClassVar[int] = 1
     mappings: ClassVar[Mapping[str, Any]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        n = cls.buckets
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise SchemaError("buckets", f"aggregate {cls.__name__}: an int of at least 1, not {n!r}")
         if "name" in cls.__dict__ and "alias" not in cls.__dict__:
             cls.alias = cls.name  # where the projector writes its contributions
 
@@ -191,6 +199,14 @@ class Aggregate(Projection):
                 "contribute", f"aggregate {self.name}: a windowed contribution needs its time (at)"
             )
         return [Group(series, start) for start in self.window.starts(c.at)]
+
+    def bucket_of(self, entity: str) -> int:
+        """The bucket of the group sub-totals that ``entity`` counts in (0 with one bucket): a
+        stable hash of its id, the same in every process."""
+        if self.buckets == 1:
+            return 0
+        digest = hashlib.blake2b(entity.encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") % self.buckets
 
     def is_final(self, window: int, now: float) -> bool:
         """Whether the window starting at ``window`` (epoch s) is final at ``now``: the aggregate is

@@ -26,10 +26,10 @@ import itertools
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from framework.aggregates.contributions import NONE, ContributionIndex
+from framework.aggregates.contributions import NONE, Changed, ContributionIndex
 from framework.aggregates.tables import decode_measures, tables_of
 from framework.aggregates.totals import TotalsProcessor, group_records
-from framework.core.aggregate import Aggregate, Group, group_id, parse_series
+from framework.core.aggregate import Aggregate, group_id, parse_series
 from framework.core.events import Event, EventError, parse_event
 from framework.core.mutations import Mutation
 from framework.core.projection import Projection
@@ -159,10 +159,10 @@ class Driver:
     async def _announce(self, topic: str, records: Sequence[ChangeRecord]) -> None:
         self._changes.extend((topic, key, value) for _, key, value in records)
 
-    async def _announce_groups(self, aggregate: Aggregate, groups: Sequence[Group]) -> None:
+    async def _announce_groups(self, aggregate: Aggregate, changed: Sequence[Changed]) -> None:
         """Recompute the announced groups' totals now, each record at the next offset."""
         topic = self.app.group_topic(aggregate)
-        for _, key, value in group_records(aggregate, groups, 1):
+        for _, key, value in group_records(aggregate, changed, 1):
             work = Work((topic, 0), next(self._offsets), key, value)
             await self._attempt(self._totals[topic], work, parse_event(value))
 

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from framework.aggregates.contributions import ContributionIndex
+from framework.aggregates.contributions import Changed, ContributionIndex
 from framework.aggregates.totals import TotalsProcessor, group_records
 from framework.app import App
-from framework.core.aggregate import Aggregate, Group
+from framework.core.aggregate import Aggregate
 from framework.kafka_admin import end_offsets, ensure_topics
 from framework.notifications.schema import NOTIFICATION_TABLES
 from framework.notifications.sink import store_sink
@@ -83,9 +83,9 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
         sent = [await change_topics[topic].send(key=k, value=v, partition=p) for p, k, v in records]
         await asyncio.gather(*sent)  # on the broker before the source events are acknowledged
 
-    async def announce_groups(aggregate: Aggregate, groups: Sequence[Group]) -> None:
+    async def announce_groups(aggregate: Aggregate, changed: Sequence[Changed]) -> None:
         topic = app.group_topic(aggregate)
-        await announce(topic, group_records(aggregate, groups, counts[topic]))
+        await announce(topic, group_records(aggregate, changed, counts[topic]))
 
     filters: list[DuplicateFilter] = []
     counts: dict[str, int] = {}  # partitions of each change and group topic, once they exist

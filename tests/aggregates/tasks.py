@@ -87,8 +87,25 @@ class DueFinal(DueByTeam):
     final_after_s: ClassVar[float | None] = DAY
 
 
+class ByTeamStatusBuckets(ByTeamStatus):
+    """``ByTeamStatus`` over three buckets a group."""
+
+    buckets: ClassVar[int] = 3
+
+
+class DueByTeamBuckets(DueByTeam):
+    """``DueByTeam`` over three buckets a group."""
+
+    buckets: ClassVar[int] = 3
+
+
 def task_app() -> App:
     return App("tasks", agents=[TaskAgent()], aggregates=[ByTeamStatus(), DueByTeam()])
+
+
+def bucketed_app() -> App:
+    """The task app with both aggregates over three buckets a group (the same names and totals)."""
+    return App("tasks", agents=[TaskAgent()], aggregates=[ByTeamStatusBuckets(), DueByTeamBuckets()])
 
 
 def revising_app() -> App:

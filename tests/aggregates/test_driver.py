@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework import Event
+from framework import App, Event
 from framework.core.aggregate import group_id
 from framework.testing.driver import Driver
 from stores.base import IndexOp
-from tests.aggregates.tasks import DAY, task_app
+from tests.aggregates.tasks import DAY, bucketed_app, task_app
 
 TEAMS, STATUSES = ["red", "blue"], ["open", "done", "hold"]
 
@@ -109,9 +111,12 @@ def _model(history: list[tuple[int, Op]]) -> tuple[dict[str, dict[str, float]], 
     return status, due
 
 
+@pytest.mark.parametrize("make_app", [task_app, bucketed_app], ids=["one bucket", "three buckets"])
 @settings(max_examples=300, deadline=None)
 @given(history=ops, seed=st.integers(0, 2**32 - 1))
-def test_totals_equal_the_model_for_any_delivery(history: list[Op], seed: int) -> None:
+def test_totals_equal_the_model_for_any_delivery(
+    make_app: Callable[[], App], history: list[Op], seed: int
+) -> None:
     versioned = list(enumerate(history, start=1))
     events = [
         _delete(task, v) if kind == "delete" else _set(task, v, **cells)
@@ -122,7 +127,7 @@ def test_totals_equal_the_model_for_any_delivery(history: list[Op], seed: int) -
     rng.shuffle(delivery)
     delivery += rng.sample(events, k=len(events))  # a replay of everything, in another order
     status, due = _model(versioned)
-    with Driver(task_app()) as d:
+    with Driver(make_app()) as d:
         d.send(delivery)
         assert not d.parked
         assert d.totals("by_team_status") == status

@@ -85,7 +85,7 @@ def test_a_duplicated_announcement_counts_nothing_and_a_stale_one_is_ignored() -
         d.now = AFTER_FINAL
         agg = d.app.aggregate("due_final")
         totals = TotalsProcessor(agg, d.store, clock=lambda: d.now)
-        records = group_records(agg, [Group(("red",), 9 * DAY), Group(("red",), 10 * DAY)], 1)
+        records = group_records(agg, [(Group(("red",), 9 * DAY), 0), (Group(("red",), 10 * DAY), 0)], 1)
         assert len(records) == 1
         _, key, value = records[0]
 

@@ -68,7 +68,7 @@ def test_demo_reports_divergence_when_the_index_is_corrupted(tmp_path: Path) -> 
             offsets = itertools.count(1)
 
             async def totals(aggregate: Any, groups: Any) -> None:  # the totals processor's step
-                await recompute(store, aggregate, dict.fromkeys(groups, next(offsets)))
+                await recompute(store, aggregate, dict.fromkeys((g for g, _ in groups), next(offsets)))
 
             contributions = ContributionIndex(store, app.aggregates, totals)
             touched: dict[str, set[str]] = {}

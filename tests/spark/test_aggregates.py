@@ -121,7 +121,8 @@ def _damage(url: str) -> int:
         *mutations(_set("Z1", 300, team="green", status="hold", points=1.0), app),
         # a contribution of Y1 to a group it is not in, in both contribution tables
         Upsert(t.contrib.name, {"entity": "Y1", **stray}, {"measures": encode_measures({"tasks": 1})}, 1),
-        Upsert(t.members.name, {**stray, "entity": "Y1"}, {"measures": encode_measures({"tasks": 1})}, 1),
+        Upsert(t.members.name, {**stray, "bucket": agg.bucket_of("Y1"), "entity": "Y1"},
+               {"measures": encode_measures({"tasks": 1})}, 1),
         # a totals row deleted, and one of a group nobody is in
         Delete(t.totals.name, {"series": series_id(["red", "open"]), "window": 0}, red_open),
         Upsert(t.totals.name, {"series": series_id(["purple", "open"]), "window": 0},
