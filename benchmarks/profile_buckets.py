@@ -1,0 +1,299 @@
+"""Attributes a py-spy profile of a converge worker to the parts of its per-event path.
+
+    python -m benchmarks.profile_buckets /tmp/prof/worker.txt --run /tmp/prof/run.json
+
+Reads py-spy's raw (collapsed) output, one ``frame;frame;...;leaf count`` line per stack, root
+first, each frame ``function (file:line)``. Every sample goes to its thread (by its root frames)
+and to one bucket by ``RULES`` (the first rule any of its frames matches), except the samples
+``idle`` recognises and the event loop's own frames (a leaf in the loop's run call: uvloop's C
+code, which includes its polling). The part of the path only the leaf-most framework frame can
+tell (Faust's and aiokafka's machinery, or the runtime's batching and keys) decides the rest.
+
+With ``--run`` (``benchmarks.profile_demo``'s ``run.json``) each thread's CPU seconds, read from
+/proc over the same interval, are divided among the buckets by that thread's samples, and
+printed per source message in microseconds. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Sample", "read_samples", "thread_of", "idle", "bucket_of", "RULES", "main"]
+
+#: ``function (file:line)``: py-spy's frame.
+_FRAME = re.compile(r"^(?P<fn>.*) \((?P<file>[^():]*)(?::\d+)?\)$")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One stack (root first) and how many times it was sampled."""
+
+    frames: tuple[str, ...]
+    count: int
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return tuple(_file(f) for f in self.frames)
+
+
+def _file(frame: str) -> str:
+    m = _FRAME.match(frame)
+    return m.group("file") if m else frame
+
+
+def _function(frame: str) -> str:
+    m = _FRAME.match(frame)
+    return f"{m.group('fn')} ({m.group('file')})" if m else frame
+
+
+def read_samples(lines: Iterable[str]) -> list[Sample]:
+    """The samples of a raw py-spy file; ValueError naming the first line that is not one."""
+    out = []
+    for n, line in enumerate(lines, 1):
+        line = line.rstrip("\n")
+        if not line:
+            continue
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            raise ValueError(f"line {n}: not 'frame;frame;... count': {line[:80]!r}")
+        out.append(Sample(tuple(stack.split(";")), int(count)))
+    return out
+
+
+def thread_of(sample: Sample) -> str:
+    """``store`` (the SQLite store's executor thread), ``consumer`` (a mode ``ServiceThread``:
+    Faust's consumer thread), ``other`` (another Python thread) or ``main``."""
+    files = sample.files
+    if "concurrent/futures/thread.py" in files:
+        return "store"
+    if "mode/threads.py" in files:
+        return "consumer"
+    if "threading.py" in files:
+        return "other"
+    return "main"
+
+
+#: Leaf frames that wait: an executor thread waiting for work, a thread waiting on a condition.
+_IDLE_LEAVES = ("_worker (concurrent/futures/thread.py)", "Condition.wait (threading.py)",
+                "Event.wait (threading.py)", "Thread.join (threading.py)")  # fmt: skip
+#: Leaf frames in the event loop's run call (uvloop's C code: its I/O and its polling).
+_LOOP_LEAVES = (
+    "Worker.execute_from_commandline (mode/worker.py)",
+    "ServiceThread._start_thread (mode/threads.py)",
+)
+
+
+def idle(sample: Sample) -> str | None:
+    """``idle`` or ``event loop (uvloop C)`` for a sample whose leaf is one of those, else None."""
+    leaf = _function(sample.frames[-1])
+    if leaf in _IDLE_LEAVES:
+        return "idle"
+    if leaf in _LOOP_LEAVES:
+        return "event loop (uvloop C: I/O and polling)"
+    return None
+
+
+#: Ordered: a sample goes to the first bucket whose patterns match one of its frames (a pattern
+#: is a file prefix, or ``function (file`` for one function). Store-thread samples go by
+#: ``_STORE_RULES`` instead; a sample no rule claims goes by its leaf-most framework frame.
+RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("logging and metrics", (
+        "logging/", "framework/metrics/", "framework/runtime/counters.py", "faust/sensors/",
+        "prometheus_client/",
+    )),
+    ("index bulk (Elasticsearch client)", (
+        "stores/elasticsearch/", "elasticsearch/", "elastic_transport/", "aiohttp/",
+    )),
+    ("aggregates: totals", ("framework/aggregates/totals.py",)),
+    ("aggregates: contributions", (
+        "framework/aggregates/", "framework/core/aggregate.py", "examples/activity_platform/aggregates.py",
+    )),
+    ("change feed: parse records (projector side)", (
+        "ProjectionProcessor.prepare (", "ProjectionProcessor._keys (", "ProjectionProcessor.map_batch (",
+    )),
+    ("projector (read, build, skip)", (
+        "framework/runtime/projector.py", "framework/runtime/written.py", "agents/projection.py",
+    )),
+    ("change feed: build and produce records", (
+        "framework/runtime/change_feed.py", "wire.<locals>.announce (framework", "aiokafka/producer/",
+        "faust/transport/producer.py", "Topic.send (faust", "Topic.publish_message (faust",
+        "App.maybe_start_producer (faust",
+    )),
+    ("notification entries", ("framework/notifications/entries.py",)),
+    ("store apply (event-loop side)", (
+        "stores/sqlite/", "framework/notifications/sink.py", "framework/runtime/sinks.py",
+    )),
+    ("duplicate filter", ("framework/runtime/dedupe.py", "rocksdict")),
+    ("acknowledgement and commit", (
+        "KeyedScheduler.finish (", "KeyedScheduler._finish (", "framework/runtime/offsets.py",
+        "Consumer.commit", "Consumer._commit", "Consumer.ack (", "Event.ack (faust",
+        "aiokafka/consumer/group_coordinator.py",
+    )),
+    ("parse and map", (
+        "framework/runtime/mapping.py", "framework/core/events.py", "parse_work (",
+        "AgentProcessor.map_batch (", "AgentProcessor.prepare (", "agents/", "examples/",
+        "framework/erasure/", "framework/idmutation/", "framework/core/",
+    )),
+)  # fmt: skip
+
+_STORE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("store thread: apply (writes, commit)", ("SqliteEngine.apply (", "SqliteStore._flush_group (")),
+    ("store thread: reads", ("SqliteEngine.read_", "SqliteEngine.scan")),
+)
+
+#: Files of the transport: Faust, aiokafka, mode, and the runtime's fetch pacing around aiokafka.
+_TRANSPORT = ("faust/", "aiokafka/", "mode/", "framework/runtime/fetch_pacing.py")
+#: The transport's parts, the first whose patterns match a frame of the sample.
+_FAUST_PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Faust: event and message objects", (
+        "App.create_event (", "faust/events.py", "faust/types/tuples.py", "Consumer._to_message (",
+    )),
+    ("Faust: decode (schema, serializers)", ("faust/serializers/", "Conductor.")),
+    ("aiokafka: fetch, records, protocol", ("aiokafka/", "framework/runtime/fetch_pacing.py")),
+    ("Faust: fetch loop (drain, getmany, wait_first)", (
+        "Consumer._drain_messages (", "Consumer.getmany (", "Fetcher._fetcher (",
+    )),
+    ("Faust: stream, channels, take", ("faust/streams.py", "faust/channels.py", "mode/utils/queues.py")),
+)  # fmt: skip
+_FAUST = "Faust: other"
+_RUNTIME = "runtime: batches, keys, scheduling"
+_LOOP = "asyncio callbacks, futures, tasks"
+_STORE_OTHER = "store thread: other"
+_LOOP_ROOTS = ("mode/worker.py", "mode/threads.py")
+
+
+def _matches(frame: str, patterns: tuple[str, ...]) -> bool:
+    fn = _function(frame)
+    file = _file(frame)
+    return any(file.startswith(p) or fn.startswith(p) for p in patterns)
+
+
+def bucket_of(sample: Sample) -> str:
+    """The bucket of a non-idle sample (see ``RULES``)."""
+    rules = _STORE_RULES if thread_of(sample) == "store" else RULES
+    for name, patterns in rules:
+        if any(_matches(f, patterns) for f in sample.frames):
+            return name
+    if rules is _STORE_RULES:
+        return _STORE_OTHER
+    for frame in reversed(sample.frames):
+        file = _file(frame)
+        if file.startswith((*_LOOP_ROOTS, "framework/cli", "framework/worker/")):
+            break  # the loop's run call and what started it: not the path of a message
+        if file.startswith(_TRANSPORT):
+            for name, patterns in _FAUST_PARTS:
+                if any(_matches(f, patterns) for f in sample.frames):
+                    return name
+            return _FAUST
+        if file.startswith("framework/"):
+            return _RUNTIME
+    return _LOOP
+
+
+@dataclass
+class Profile:
+    """Samples by (thread, bucket), the idle ones apart, and self time by function."""
+
+    buckets: Counter[tuple[str, str]]
+    excluded: Counter[tuple[str, str]]
+    self_time: Counter[str]
+
+    @classmethod
+    def of(cls, samples: Iterable[Sample]) -> Profile:
+        p = cls(Counter(), Counter(), Counter())
+        for s in samples:
+            thread, why = thread_of(s), idle(s)
+            if why is not None:
+                p.excluded[(thread, why)] += s.count
+                continue
+            p.buckets[(thread, bucket_of(s))] += s.count
+            p.self_time[_function(s.frames[-1])] += s.count
+        return p
+
+
+def _thread_cpu(run: dict[str, object]) -> dict[str, float]:
+    """CPU seconds of each thread class over the run: ``MainThread`` is main, a thread named
+    ``converge-sqlite*`` the store's, another named Python thread consumer/other, and threads
+    without a Python name (native: RocksDB's, the runtime's) apart as ``native``."""
+    names: dict[str, str] = run.get("thread_names", {})  # type: ignore[assignment]
+    threads: dict[str, dict[str, float]] = run.get("threads", {})  # type: ignore[assignment]
+    if not threads:  # a run without per-thread readings: the process as one thread
+        return {"process": float(run["worker_cpu_s"])}  # type: ignore[arg-type]
+    out: Counter[str] = Counter()
+    for tid, got in threads.items():
+        name = names.get(tid)
+        if name is None:
+            kind = "native"
+        elif name == "MainThread":
+            kind = "main"
+        elif name.startswith("converge-sqlite"):
+            kind = "store"
+        else:
+            kind = "consumer"
+        out[kind] += got["cpu"]
+    return dict(out)
+
+
+def report(profile: Profile, run: dict[str, object] | None, top: int = 15) -> str:
+    """The buckets as a Markdown table (share of the attributed samples, and with ``run`` CPU µs
+    per source message), the per-thread totals, the excluded samples and the top functions."""
+    total = sum(profile.buckets.values())
+    if total == 0:
+        raise ValueError("no attributed samples: is this a py-spy raw file of a running worker?")
+    by_bucket: Counter[str] = Counter()
+    by_thread: Counter[str] = Counter()
+    for (thread, name), n in profile.buckets.items():
+        by_bucket[name] += n
+        by_thread[thread] += n
+    cpu = _thread_cpu(run) if run else {}
+    messages = float(run["source_messages"]) if run else 0.0  # type: ignore[arg-type]
+    lines = []
+    if run:
+        lines += ["| bucket | share of samples | CPU µs per event |", "|---|---:|---:|"]
+    else:
+        lines += ["| bucket | share of samples |", "|---|---:|"]
+    for name, n in by_bucket.most_common():
+        row = f"| {name} | {100 * n / total:.1f} % |"
+        if run:
+            if "process" in cpu:
+                seconds = cpu["process"] * n / total
+            else:
+                seconds = sum(cpu.get(t, 0.0) * profile.buckets[(t, name)] / by_thread[t] for t in by_thread)
+            us = seconds / messages * 1e6
+            row += f" {us:.0f} |"
+        lines.append(row)
+    lines += ["", f"{total} attributed samples; by thread: "
+              + ", ".join(f"{t} {100 * n / total:.1f} %" for t, n in by_thread.most_common())]  # fmt: skip
+    if run:
+        per = ", ".join(f"{t} {s:.1f} s ({s / messages * 1e6:.0f} µs/event)" for t, s in sorted(cpu.items()))
+        lines.append(f"thread CPU from /proc: {per}")
+        unprofiled = sum(s for t, s in cpu.items() if t not in by_thread and t != "process")
+        if unprofiled:
+            lines.append(f"(CPU of threads without samples, in no bucket: {unprofiled:.2f} s)")
+    excluded = ", ".join(f"{t}/{why} {n}" for (t, why), n in profile.excluded.most_common())
+    lines += [f"excluded samples (thread/why count): {excluded or 'none'}", ""]
+    lines += ["| function (self) | share of samples |", "|---|---:|"]
+    lines += [f"| `{fn}` | {100 * n / total:.1f} % |" for fn, n in profile.self_time.most_common(top)]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("raw", type=Path, help="py-spy record --format raw output")
+    ap.add_argument("--run", type=Path, help="run.json of benchmarks.profile_demo (CPU per event)")
+    ap.add_argument("--top", type=int, default=15, help="functions listed by self time")
+    args = ap.parse_args()
+    with args.raw.open() as f:
+        profile = Profile.of(read_samples(f))
+    run = json.loads(args.run.read_text()) if args.run else None
+    print(report(profile, run, args.top))
+
+
+if __name__ == "__main__":
+    main()
