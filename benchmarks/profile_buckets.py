@@ -205,10 +205,16 @@ class Profile:
     self_time: Counter[str]
 
     @classmethod
-    def of(cls, samples: Iterable[Sample]) -> Profile:
+    def of(cls, samples: Iterable[Sample], gil: bool = False) -> Profile:
+        """``gil``: the samples of ``py-spy --gil`` (each holds the GIL), so a leaf in the event
+        loop's run call is uvloop's C code at work, a bucket, not a wait."""
         p = cls(Counter(), Counter(), Counter())
         for s in samples:
             thread, why = thread_of(s), idle(s)
+            if why is not None and gil and why != "idle":
+                p.buckets[(thread, why)] += s.count
+                p.self_time[_function(s.frames[-1])] += s.count
+                continue
             if why is not None:
                 p.excluded[(thread, why)] += s.count
                 continue
@@ -225,7 +231,7 @@ def _thread_cpu(run: dict[str, object]) -> dict[str, float]:
     threads: dict[str, dict[str, float]] = run.get("threads", {})  # type: ignore[assignment]
     if not threads:  # a run without per-thread readings: the process as one thread
         return {"process": float(run["worker_cpu_s"])}  # type: ignore[arg-type]
-    out: Counter[str] = Counter()
+    out: dict[str, float] = {}
     for tid, got in threads.items():
         name = names.get(tid)
         if name is None:
@@ -236,13 +242,15 @@ def _thread_cpu(run: dict[str, object]) -> dict[str, float]:
             kind = "store"
         else:
             kind = "consumer"
-        out[kind] += got["cpu"]
-    return dict(out)
+        out[kind] = out.get(kind, 0.0) + got["cpu"]
+    return out
 
 
 def report(profile: Profile, run: dict[str, object] | None, top: int = 15) -> str:
-    """The buckets as a Markdown table (share of the attributed samples, and with ``run`` CPU µs
-    per source message), the per-thread totals, the excluded samples and the top functions."""
+    """The buckets as a Markdown table, the per-thread totals, the excluded samples and the top
+    functions by self time. Without ``run``: each bucket's share of the attributed samples.
+    With it: each bucket's CPU µs per source message (every thread's /proc CPU divided among
+    its buckets by its samples) and its share of the attributed CPU, largest first."""
     total = sum(profile.buckets.values())
     if total == 0:
         raise ValueError("no attributed samples: is this a py-spy raw file of a running worker?")
@@ -253,26 +261,29 @@ def report(profile: Profile, run: dict[str, object] | None, top: int = 15) -> st
         by_thread[thread] += n
     cpu = _thread_cpu(run) if run else {}
     messages = float(run["source_messages"]) if run else 0.0  # type: ignore[arg-type]
+    seconds: dict[str, float] = {}
+    for name, n in by_bucket.items():
+        if "process" in cpu:
+            seconds[name] = cpu["process"] * n / total
+        else:
+            seconds[name] = sum(
+                cpu.get(t, 0.0) * profile.buckets[(t, name)] / by_thread[t] for t in by_thread
+            )
+    attributed = sum(seconds.values())
     lines = []
     if run:
-        lines += ["| bucket | share of samples | CPU µs per event |", "|---|---:|---:|"]
+        lines += ["| bucket | CPU µs per event | share of CPU | share of samples |", "|---|---:|---:|---:|"]
+        for name in sorted(by_bucket, key=lambda b: -seconds[b]):
+            us, share = seconds[name] / messages * 1e6, 100 * seconds[name] / attributed
+            lines.append(f"| {name} | {us:.0f} | {share:.1f} % | {100 * by_bucket[name] / total:.1f} % |")
     else:
         lines += ["| bucket | share of samples |", "|---|---:|"]
-    for name, n in by_bucket.most_common():
-        row = f"| {name} | {100 * n / total:.1f} % |"
-        if run:
-            if "process" in cpu:
-                seconds = cpu["process"] * n / total
-            else:
-                seconds = sum(cpu.get(t, 0.0) * profile.buckets[(t, name)] / by_thread[t] for t in by_thread)
-            us = seconds / messages * 1e6
-            row += f" {us:.0f} |"
-        lines.append(row)
+        lines += [f"| {name} | {100 * n / total:.1f} % |" for name, n in by_bucket.most_common()]
     lines += ["", f"{total} attributed samples; by thread: "
               + ", ".join(f"{t} {100 * n / total:.1f} %" for t, n in by_thread.most_common())]  # fmt: skip
     if run:
         per = ", ".join(f"{t} {s:.1f} s ({s / messages * 1e6:.0f} µs/event)" for t, s in sorted(cpu.items()))
-        lines.append(f"thread CPU from /proc: {per}")
+        lines.append(f"thread CPU from /proc: {per}; attributed {attributed / messages * 1e6:.0f} µs/event")
         unprofiled = sum(s for t, s in cpu.items() if t not in by_thread and t != "process")
         if unprofiled:
             lines.append(f"(CPU of threads without samples, in no bucket: {unprofiled:.2f} s)")
@@ -288,10 +299,12 @@ def main() -> None:
     ap.add_argument("raw", type=Path, help="py-spy record --format raw output")
     ap.add_argument("--run", type=Path, help="run.json of benchmarks.profile_demo (CPU per event)")
     ap.add_argument("--top", type=int, default=15, help="functions listed by self time")
+    ap.add_argument("--gil", action="store_true", help="recorded with py-spy --gil (implied by run.json)")
     args = ap.parse_args()
-    with args.raw.open() as f:
-        profile = Profile.of(read_samples(f))
     run = json.loads(args.run.read_text()) if args.run else None
+    gil = args.gil or (run is not None and "--gil" in run.get("flags", []))
+    with args.raw.open() as f:
+        profile = Profile.of(read_samples(f), gil)
     print(report(profile, run, args.top))
 
 

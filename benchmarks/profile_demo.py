@@ -98,10 +98,10 @@ class _Recorder:
         worker, broker = self.run["worker_pid"], self.run["broker_pid"]
         self.run.update(ended=time.time(), worker_cpu1=_cpu(worker), broker_cpu1=_cpu(broker))
         self.run.update(threads1=_threads(worker), uptime_after=_uptime())
-        self.run["thread_names"] = _thread_names(self.py_spy, worker)
         assert self.spy is not None
         self.spy.send_signal(signal.SIGINT)
         self.spy.wait(60)
+        self.run["thread_names"] = _thread_names(self.py_spy, worker)  # once record has detached
 
     async def count_messages(self) -> None:
         """The messages in each of the app's topics (the run's own: its stack is new)."""
@@ -143,8 +143,8 @@ def main() -> None:
         return ok
 
     demo.start_worker = rec.start_worker  # type: ignore[assignment]
-    demo.produce = first_produce  # type: ignore[assignment]
-    demo.wait_all_drained = until_drained  # type: ignore[assignment]
+    demo.produce = first_produce
+    demo.wait_all_drained = until_drained
     code = demo.run_demo(events=args.events, workers=args.workers)
     r = rec.run
     sources = {a.topic for a in demo.app.agents}

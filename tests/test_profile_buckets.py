@@ -49,12 +49,19 @@ def test_report_divides_each_threads_cpu_among_its_buckets() -> None:
     }
     text = report(profile, run)
     # the store thread's 0.04 s: 3/4 to apply, 1/4 to reads; the main thread's 0.06 s by 20:15:15:5:5
-    assert "| store thread: apply (writes, commit) | 30.0 % | 30 |" in text
-    assert "| store thread: reads | 10.0 % | 10 |" in text
-    assert "| projector (read, build, skip) | 20.0 % | 20 |" in text
-    assert "| parse and map | 15.0 % | 15 |" in text
+    assert "| store thread: apply (writes, commit) | 30 | 30.0 % | 30.0 % |" in text
+    assert "| store thread: reads | 10 | 10.0 % | 10.0 % |" in text
+    assert "| projector (read, build, skip) | 20 | 20.0 % | 20.0 % |" in text
+    assert "| parse and map | 15 | 15.0 % | 15.0 % |" in text
+    assert "attributed 100 µs/event" in text
     assert "(CPU of threads without samples, in no bucket: 0.01 s)" in text  # thread 3: no Python name
     assert "store/idle 500" in text
+
+
+def test_under_gil_sampling_the_event_loops_own_frames_are_work() -> None:
+    profile = Profile.of(read_samples(RAW.splitlines()), gil=True)
+    assert profile.buckets[("main", "event loop (uvloop C: I/O and polling)")] == 200
+    assert profile.excluded == {("store", "idle"): 500}
 
 
 def test_a_line_that_is_not_a_stack_is_named() -> None:
