@@ -11,7 +11,8 @@ tell (Faust's and aiokafka's machinery, or the runtime's batching and keys) deci
 
 With ``--run`` (``benchmarks.profile_demo``'s ``run.json``) each thread's CPU seconds, read from
 /proc over the same interval, are divided among the buckets by that thread's samples, and
-printed per source message in microseconds. Standard library only.
+printed per source message in microseconds; ``--runs DIR...`` (profile_demo's output
+directories) prints the medians and ranges over several runs. Standard library only.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = ["Sample", "read_samples", "thread_of", "idle", "bucket_of", "RULES", "main"]
 
@@ -246,6 +249,22 @@ def _thread_cpu(run: dict[str, object]) -> dict[str, float]:
     return out
 
 
+def bucket_seconds(profile: Profile, cpu: dict[str, float]) -> dict[str, float]:
+    """CPU seconds per bucket: each thread's ``cpu`` divided among its buckets by its samples
+    (``cpu`` with only ``process``: the whole process's, by all samples)."""
+    total = sum(profile.buckets.values())
+    by_thread: Counter[str] = Counter()
+    for (thread, _), n in profile.buckets.items():
+        by_thread[thread] += n
+    out: dict[str, float] = {}
+    for (thread, name), n in profile.buckets.items():
+        share = (
+            cpu["process"] * n / total if "process" in cpu else cpu.get(thread, 0.0) * n / by_thread[thread]
+        )
+        out[name] = out.get(name, 0.0) + share
+    return out
+
+
 def report(profile: Profile, run: dict[str, object] | None, top: int = 15) -> str:
     """The buckets as a Markdown table, the per-thread totals, the excluded samples and the top
     functions by self time. Without ``run``: each bucket's share of the attributed samples.
@@ -294,18 +313,76 @@ def report(profile: Profile, run: dict[str, object] | None, top: int = 15) -> st
     return "\n".join(lines)
 
 
+def _load(directory: Path, gil: bool) -> tuple[Profile, dict[str, Any]]:
+    run: dict[str, Any] = json.loads((directory / "run.json").read_text())
+    with (directory / "worker.txt").open() as f:
+        return Profile.of(read_samples(f), gil or "--gil" in run.get("flags", [])), run
+
+
+def _spread(values: list[float], fmt: str = "{:.0f}") -> str:
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{fmt.format(mid)} ({fmt.format(low)}–{fmt.format(high)})" if len(values) > 1 else fmt.format(mid)
+
+
+def report_runs(runs: list[tuple[Profile, dict[str, Any]]]) -> str:
+    """Several runs of ``benchmarks.profile_demo``: per bucket the median CPU µs per event and
+    share of the attributed CPU, with their ranges; then each run's totals."""
+    per_run = []
+    for profile, run in runs:
+        seconds = bucket_seconds(profile, _thread_cpu(run))
+        attributed = sum(seconds.values())
+        n = float(run["source_messages"])
+        per_run.append({b: (s / n * 1e6, 100 * s / attributed) for b, s in seconds.items()})
+    names = sorted(
+        {b for r in per_run for b in r},
+        key=lambda b: -statistics.median(r.get(b, (0, 0))[0] for r in per_run),
+    )
+    lines = [
+        f"| bucket | CPU µs per event, median (range) of {len(runs)} | share of CPU |",
+        "|---|---:|---:|",
+    ]
+    for b in names:
+        us = [r.get(b, (0.0, 0.0))[0] for r in per_run]
+        share = [r.get(b, (0.0, 0.0))[1] for r in per_run]
+        lines.append(f"| {b} | {_spread(us)} | {_spread(share, '{:.1f}')} % |")
+    lines += [
+        "",
+        "| run | events/s | worker CPU µs/event | broker CPU µs/event | samples | load before → after |",
+    ]
+    lines += ["|---|---:|---:|---:|---:|---|"]
+    for profile, run in runs:
+        n = float(run["source_messages"])
+        load = " → ".join(
+            str(run[k]).split("load average: ")[-1].split(",")[0] for k in ("uptime_before", "uptime_after")
+        )
+        lines.append(
+            f"| {run.get('out', '?')} | {n / run['seconds']:,.0f} | {run['worker_cpu_s'] / n * 1e6:.0f} "
+            f"| {run['broker_cpu_s'] / n * 1e6:.0f} | {sum(profile.buckets.values())} | {load} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("raw", type=Path, help="py-spy record --format raw output")
+    ap.add_argument("raw", type=Path, nargs="?", help="py-spy record --format raw output")
+    ap.add_argument("--runs", type=Path, nargs="+", help="profile_demo output dirs: medians over them")
     ap.add_argument("--run", type=Path, help="run.json of benchmarks.profile_demo (CPU per event)")
     ap.add_argument("--top", type=int, default=15, help="functions listed by self time")
     ap.add_argument("--gil", action="store_true", help="recorded with py-spy --gil (implied by run.json)")
     args = ap.parse_args()
-    run = json.loads(args.run.read_text()) if args.run else None
-    gil = args.gil or (run is not None and "--gil" in run.get("flags", []))
+    if args.runs:
+        loaded = []
+        for d in args.runs:
+            profile, run = _load(d, args.gil)
+            loaded.append((profile, {**run, "out": d.name}))
+        print(report_runs(loaded))
+        return
+    if args.raw is None:
+        ap.error("give a raw file or --runs")
+    one: dict[str, Any] | None = json.loads(args.run.read_text()) if args.run else None
+    gil = args.gil or (one is not None and "--gil" in one.get("flags", []))
     with args.raw.open() as f:
-        profile = Profile.of(read_samples(f), gil)
-    print(report(profile, run, args.top))
+        print(report(Profile.of(read_samples(f), gil), one, args.top))
 
 
 if __name__ == "__main__":
