@@ -3,13 +3,14 @@ seconds of the worker and of the broker over the same interval.
 
     python -m benchmarks.profile_demo --events 100000 --out /tmp/prof --py-spy /tmp/pyspy/bin/py-spy
 
-Runs the demo (``examples.demo.run_demo``, one worker by default, its convergence check
-included) and, from just before the first event is produced until the group has drained every
-topic, records the worker with ``py-spy record --format raw`` (collapsed stacks) and reads
-``/proc/<pid>/stat`` of the worker and of noida-db at both ends. Writes ``<out>/worker.txt``
-(the stacks) and ``<out>/run.json`` (interval, CPU seconds, messages per topic, load); attribute
-the stacks with ``benchmarks.profile_buckets``. py-spy is not a dependency of the project:
-install it in a scratch venv.
+Prints the calibration line first (``benchmarks.scale_out.calibrate``: the raw aiokafka rate
+on this machine), then runs the demo (``examples.demo.run_demo``, one worker by default, its
+convergence check included) and, from just before the first event is produced until the group
+has drained every topic, records the worker with ``py-spy record --format raw`` (collapsed
+stacks) and reads ``/proc`` of the worker (per thread) and of noida-db (per thread name) at both
+ends. Writes ``<out>/worker.txt`` (the stacks) and ``<out>/run.json`` (interval, CPU seconds,
+messages per topic, load); attribute the stacks with ``benchmarks.profile_buckets``. py-spy is
+not a dependency of the project: install it in a scratch venv.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import examples.demo as demo
 from benchmarks.demo_cpu import TICK, _sample, _tree
+from benchmarks.scale_out import calibrate
 from framework.kafka_admin import end_offsets
 
 
@@ -53,6 +56,19 @@ def _threads(pid: int) -> dict[str, dict[str, float]]:
             continue
         cpu = (int(stat[11]) + int(stat[12])) / TICK
         out[task.name] = {"cpu": cpu, **{k: float(v) for k, v in io.items()}}
+    return out
+
+
+def _cpu_by_comm(pid: int | None) -> dict[str, float]:
+    """CPU seconds of the threads of ``pid`` summed by their kernel name (``comm``)."""
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir() if pid is not None else ():
+        try:
+            comm = (task / "comm").read_text().strip()
+            stat = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        out[comm] = out.get(comm, 0.0) + (int(stat[11]) + int(stat[12])) / TICK
     return out
 
 
@@ -93,11 +109,13 @@ class _Recorder:
         broker = _broker_pid()
         self.run.update(uptime_before=_uptime(), started=time.time(), worker_pid=worker, broker_pid=broker)
         self.run.update(worker_cpu0=_cpu(worker), broker_cpu0=_cpu(broker), threads0=_threads(worker))
+        self.run["broker_threads0"] = _cpu_by_comm(broker)
 
     def end(self) -> None:
         worker, broker = self.run["worker_pid"], self.run["broker_pid"]
         self.run.update(ended=time.time(), worker_cpu1=_cpu(worker), broker_cpu1=_cpu(broker))
         self.run.update(threads1=_threads(worker), uptime_after=_uptime())
+        self.run["broker_threads1"] = _cpu_by_comm(broker)
         assert self.spy is not None
         self.spy.send_signal(signal.SIGINT)
         self.spy.wait(60)
@@ -124,9 +142,15 @@ def main() -> None:
         "--native", action="store_true", help="py-spy --native (C frames; slows the worker a lot)"
     )
     ap.add_argument("--gil", action="store_true", help="py-spy --gil (only samples holding the GIL)")
+    ap.add_argument("--calibration-records", type=int, default=200_000, help="0: no calibration line")
     ap.add_argument("--no-profile", action="store_true", help="only the CPU readings (py-spy's own cost)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    calibration = ""
+    if args.calibration_records:
+        with tempfile.TemporaryDirectory(prefix="converge-calibration-") as work:
+            calibration = calibrate(Path(work), args.calibration_records)
+        print(calibration, flush=True)
     flags = [f for f, on in (("--native", args.native), ("--gil", args.gil)) if on]
     rec = _Recorder(args.py_spy, args.out, args.rate, flags, record=not args.no_profile)
     produce, drained = demo.produce, demo.wait_all_drained
@@ -149,10 +173,19 @@ def main() -> None:
     r = rec.run
     sources = {a.topic for a in demo.app.agents}
     r["source_messages"] = sum(n for t, n in r["messages"].items() if t in sources)
-    r.update(events=args.events, exit_code=code, rate=args.rate, flags=flags, profiled=not args.no_profile)
+    r.update(
+        calibration=calibration,
+        events=args.events,
+        exit_code=code,
+        rate=args.rate,
+        flags=flags,
+        profiled=not args.no_profile,
+    )
     r["seconds"] = r["ended"] - r["started"]
     r["worker_cpu_s"] = r["worker_cpu1"] - r["worker_cpu0"]
     r["broker_cpu_s"] = r["broker_cpu1"] - r["broker_cpu0"]
+    was = r.pop("broker_threads0")
+    r["broker_threads"] = {k: round(v - was.get(k, 0.0), 2) for k, v in r.pop("broker_threads1").items()}
     before = r.pop("threads0")
     r["threads"] = {
         tid: {k: v - before.get(tid, {}).get(k, 0.0) for k, v in now.items()}
