@@ -314,7 +314,7 @@ def report(profile: Profile, run: dict[str, object] | None, top: int = 15) -> st
 
 
 def _load(directory: Path, gil: bool) -> tuple[Profile, dict[str, Any]]:
-    run: dict[str, Any] = json.loads((directory / "run.json").read_text())
+    run: dict[str, Any] = {**json.loads((directory / "run.json").read_text()), "out": directory.name}
     with (directory / "worker.txt").open() as f:
         return Profile.of(read_samples(f), gil or "--gil" in run.get("flags", [])), run
 
@@ -345,19 +345,18 @@ def report_runs(runs: list[tuple[Profile, dict[str, Any]]]) -> str:
         us = [r.get(b, (0.0, 0.0))[0] for r in per_run]
         share = [r.get(b, (0.0, 0.0))[1] for r in per_run]
         lines.append(f"| {b} | {_spread(us)} | {_spread(share, '{:.1f}')} % |")
-    lines += [
-        "",
-        "| run | events/s | worker CPU µs/event | broker CPU µs/event | samples | load before → after |",
-    ]
-    lines += ["|---|---:|---:|---:|---:|---|"]
+    lines += ["", "| run | events/s | worker CPU µs/event | broker CPU µs/event | broker threads, CPU s "
+              "| samples | load before → after |", "|---|---:|---:|---:|---|---:|---|"]  # fmt: skip
     for profile, run in runs:
         n = float(run["source_messages"])
         load = " → ".join(
             str(run[k]).split("load average: ")[-1].split(",")[0] for k in ("uptime_before", "uptime_after")
         )
+        broker = sorted(run.get("broker_threads", {}).items(), key=lambda kv: -kv[1])
+        threads = ", ".join(f"{k} {v:.1f}" for k, v in broker if v >= 0.05) or "–"
         lines.append(
             f"| {run.get('out', '?')} | {n / run['seconds']:,.0f} | {run['worker_cpu_s'] / n * 1e6:.0f} "
-            f"| {run['broker_cpu_s'] / n * 1e6:.0f} | {sum(profile.buckets.values())} | {load} |"
+            f"| {run['broker_cpu_s'] / n * 1e6:.0f} | {threads} | {sum(profile.buckets.values())} | {load} |"
         )
     return "\n".join(lines)
 
@@ -371,11 +370,7 @@ def main() -> None:
     ap.add_argument("--gil", action="store_true", help="recorded with py-spy --gil (implied by run.json)")
     args = ap.parse_args()
     if args.runs:
-        loaded = []
-        for d in args.runs:
-            profile, run = _load(d, args.gil)
-            loaded.append((profile, {**run, "out": d.name}))
-        print(report_runs(loaded))
+        print(report_runs([_load(d, args.gil) for d in args.runs]))
         return
     if args.raw is None:
         ap.error("give a raw file or --runs")

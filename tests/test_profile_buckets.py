@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from benchmarks.profile_buckets import Profile, bucket_of, idle, read_samples, report, thread_of
+from benchmarks.profile_buckets import (
+    Profile,
+    _load,
+    bucket_of,
+    idle,
+    read_samples,
+    report,
+    report_runs,
+    thread_of,
+)
 
 ROOT = "_run_module_as_main (<frozen runpy>:198);run_worker (framework/worker/run.py:93);" \
     "Worker.execute_from_commandline (mode/worker.py:264)"  # fmt: skip
@@ -67,3 +79,22 @@ def test_under_gil_sampling_the_event_loops_own_frames_are_work() -> None:
 def test_a_line_that_is_not_a_stack_is_named() -> None:
     with pytest.raises(ValueError, match="line 2"):
         read_samples(["a (b.py:1) 3", "no count here"])
+
+
+def test_runs_give_medians_and_ranges(tmp_path: Path) -> None:
+    runs = []
+    for i, cpu in enumerate((0.04, 0.08, 0.06)):
+        run = {
+            "source_messages": 1000, "seconds": 2.0, "worker_cpu_s": 0.1, "broker_cpu_s": 0.05,
+            "uptime_before": "load average: 1.00, 1, 1", "uptime_after": "load average: 2.00, 1, 1",
+            "thread_names": {"1": "MainThread", "2": "converge-sqlite_0"},
+            "threads": {"1": {"cpu": 0.06}, "2": {"cpu": cpu}}, "broker_threads": {"autosave": 0.4},
+        }  # fmt: skip
+        (tmp_path / f"r{i}").mkdir()
+        (tmp_path / f"r{i}" / "run.json").write_text(json.dumps(run))
+        (tmp_path / f"r{i}" / "worker.txt").write_text(RAW)
+        runs.append((tmp_path / f"r{i}").name)
+    text = report_runs([_load(tmp_path / name, gil=False) for name in runs])
+    # apply: 3/4 of the store thread's 40, 80 and 60 µs
+    assert "| store thread: apply (writes, commit) | 45 (30–60) |" in text
+    assert "| r1 | 500 | 100 | 50 | autosave 0.4 | 100 | 1.00 → 2.00 |" in text
