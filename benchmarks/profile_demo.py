@@ -46,7 +46,8 @@ def _cpu(pid: int | None) -> float:
 
 
 def _threads(pid: int) -> dict[str, dict[str, float]]:
-    """Per thread of ``pid``: its CPU seconds (user + system) and its I/O counters, from /proc."""
+    """Per thread of ``pid``: its CPU seconds (user + system; system apart too) and its I/O
+    counters, from /proc."""
     out: dict[str, dict[str, float]] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
@@ -54,8 +55,8 @@ def _threads(pid: int) -> dict[str, dict[str, float]]:
             io = dict(line.split(": ") for line in (task / "io").read_text().splitlines())
         except (FileNotFoundError, ProcessLookupError):
             continue
-        cpu = (int(stat[11]) + int(stat[12])) / TICK
-        out[task.name] = {"cpu": cpu, **{k: float(v) for k, v in io.items()}}
+        cpu, sys = (int(stat[11]) + int(stat[12])) / TICK, int(stat[12]) / TICK
+        out[task.name] = {"cpu": cpu, "sys": sys, **{k: float(v) for k, v in io.items()}}
     return out
 
 
