@@ -31,6 +31,8 @@ from benchmarks.demo_cpu import TICK, _sample, _tree
 from benchmarks.scale_out import calibrate
 from framework.kafka_admin import end_offsets
 
+_start_worker = demo.start_worker
+
 
 def _broker_pid() -> int | None:
     for pid in _tree(os.getpid()):
@@ -45,17 +47,22 @@ def _cpu(pid: int | None) -> float:
     return got[1] if got is not None else float("nan")
 
 
+def _task(task: Path) -> tuple[str, float, float]:
+    """One thread's kernel name (``comm``), CPU seconds (user + system) and system CPU seconds."""
+    stat = (task / "stat").read_text().rsplit(")", 1)[1].split()
+    return (task / "comm").read_text().strip(), (int(stat[11]) + int(stat[12])) / TICK, int(stat[12]) / TICK
+
+
 def _threads(pid: int) -> dict[str, dict[str, float]]:
     """Per thread of ``pid``: its CPU seconds (user + system; system apart too) and its I/O
     counters, from /proc."""
     out: dict[str, dict[str, float]] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            stat = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            _, cpu, sys = _task(task)
             io = dict(line.split(": ") for line in (task / "io").read_text().splitlines())
         except (FileNotFoundError, ProcessLookupError):
             continue
-        cpu, sys = (int(stat[11]) + int(stat[12])) / TICK, int(stat[12]) / TICK
         out[task.name] = {"cpu": cpu, "sys": sys, **{k: float(v) for k, v in io.items()}}
     return out
 
@@ -65,17 +72,21 @@ def _cpu_by_comm(pid: int | None) -> dict[str, float]:
     out: dict[str, float] = {}
     for task in Path(f"/proc/{pid}/task").iterdir() if pid is not None else ():
         try:
-            comm = (task / "comm").read_text().strip()
-            stat = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            comm, cpu, _ = _task(task)
         except (FileNotFoundError, ProcessLookupError):
             continue
-        out[comm] = out.get(comm, 0.0) + (int(stat[11]) + int(stat[12])) / TICK
+        out[comm] = out.get(comm, 0.0) + cpu
     return out
 
 
 def _thread_names(py_spy: str, pid: int) -> dict[str, str]:
     """The Python name of each thread of ``pid`` by its OS thread id (``py-spy dump``)."""
-    dump = subprocess.run([py_spy, "dump", "--pid", str(pid)], capture_output=True, text=True, check=False)
+    try:
+        dump = subprocess.run(
+            [py_spy, "dump", "--pid", str(pid)], capture_output=True, text=True, check=False
+        )
+    except FileNotFoundError:  # no py-spy: the threads are told apart by /proc only
+        return {}
     return dict(re.findall(r'^Thread (\d+) \([^)]*\): "([^"]*)"', dump.stdout, flags=re.M))
 
 
@@ -101,12 +112,12 @@ class _Recorder:
 
     def begin(self) -> None:
         worker = self.workers[0].pid
-        spy = self.py_spy if self.record else "true"
-        cmd = [spy, "record", "--pid", str(worker), "--rate", str(self.rate), "--format", "raw"]
-        cmd += ["-o", str(self.out / "worker.txt"), *self.flags]
-        log = open(self.out / "py-spy.log", "wb")  # noqa: SIM115 - py-spy's, until it exits
-        self.spy = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
-        time.sleep(1.0)  # py-spy attached
+        if self.record:
+            cmd = [self.py_spy, "record", "--pid", str(worker), "--rate", str(self.rate), "--format", "raw"]
+            cmd += ["-o", str(self.out / "worker.txt"), *self.flags]
+            log = open(self.out / "py-spy.log", "wb")  # noqa: SIM115 - py-spy's, until it exits
+            self.spy = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
+            time.sleep(1.0)  # py-spy attached
         broker = _broker_pid()
         self.run.update(uptime_before=_uptime(), started=time.time(), worker_pid=worker, broker_pid=broker)
         self.run.update(worker_cpu0=_cpu(worker), broker_cpu0=_cpu(broker), threads0=_threads(worker))
@@ -117,9 +128,9 @@ class _Recorder:
         self.run.update(ended=time.time(), worker_cpu1=_cpu(worker), broker_cpu1=_cpu(broker))
         self.run.update(threads1=_threads(worker), uptime_after=_uptime())
         self.run["broker_threads1"] = _cpu_by_comm(broker)
-        assert self.spy is not None
-        self.spy.send_signal(signal.SIGINT)
-        self.spy.wait(60)
+        if self.spy is not None:
+            self.spy.send_signal(signal.SIGINT)  # py-spy writes its file and detaches
+            self.spy.wait(60)
         self.run["thread_names"] = _thread_names(self.py_spy, worker)  # once record has detached
 
     async def count_messages(self) -> None:
@@ -127,9 +138,6 @@ class _Recorder:
         self.run["messages"] = {
             t: sum((await end_offsets(self.broker, t)).values()) for t in demo.app.topics()
         }
-
-
-_start_worker = demo.start_worker
 
 
 def main() -> None:
