@@ -27,7 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Sample", "read_samples", "thread_of", "idle", "bucket_of", "RULES", "main"]
+__all__ = [
+    "Sample", "read_samples", "thread_of", "idle", "bucket_of", "RULES", "Profile", "bucket_seconds",
+    "report", "report_runs", "main",
+]  # fmt: skip
 
 #: ``function (file:line)``: py-spy's frame.
 _FRAME = re.compile(r"^(?P<fn>.*) \((?P<file>[^():]*)(?::\d+)?\)$")
@@ -93,7 +96,8 @@ _LOOP_LEAVES = (
 
 
 def idle(sample: Sample) -> str | None:
-    """``idle`` or ``event loop (uvloop C)`` for a sample whose leaf is one of those, else None."""
+    """``idle``, or ``event loop (uvloop C: I/O and polling)`` for a leaf in the loop's run call;
+    None for any other sample."""
     leaf = _function(sample.frames[-1])
     if leaf in _IDLE_LEAVES:
         return "idle"
@@ -228,8 +232,9 @@ class Profile:
 
 def _thread_cpu(run: dict[str, object]) -> dict[str, float]:
     """CPU seconds of each thread class over the run: ``MainThread`` is main, a thread named
-    ``converge-sqlite*`` the store's, another named Python thread consumer/other, and threads
-    without a Python name (native: RocksDB's, the runtime's) apart as ``native``."""
+    ``converge-sqlite*`` the store's, another thread with a Python name (Faust's consumer thread,
+    ``Thread-1``; ``uvloop_0``) consumer, and threads without one (native helper threads, which
+    py-spy does not sample) apart as ``native``."""
     names: dict[str, str] = run.get("thread_names", {})  # type: ignore[assignment]
     threads: dict[str, dict[str, float]] = run.get("threads", {})  # type: ignore[assignment]
     if not threads:  # a run without per-thread readings: the process as one thread
