@@ -142,6 +142,8 @@ async def read_totals(store: Any) -> Totals:
     for a in app.aggregates:
         groups = out.setdefault(a.name, {})
         async for row in store.scan(tables_of(a).totals.name):
+            if row.cells.get("measures") is None:
+                continue  # a window emptied after it was final: its revision count only
             series = parse_series(str(row.key["series"]))
             groups[group_id(series, int(str(row.key["window"])))] = decode_measures(
                 row.cells["measures"].value

@@ -43,7 +43,7 @@ def test_app_wires_its_agents_the_tickets_projection_and_aggregates_in_a_few_lin
         *(
             f"{a}_{t}"
             for a in ("open_tickets", "first_response")
-            for t in ("contrib", "members", "totals", "version")
+            for t in ("contrib", "members", "buckets", "totals", "version")
         ),
     }
     assert {t for a in app.agents for t in a.event_types} == set(SPECS)
