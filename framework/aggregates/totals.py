@@ -12,6 +12,13 @@ includes every announced change: a replayed or duplicated record, or a worker st
 a record after its partition moved, writes at a lower offset and changes nothing. A total is
 never adjusted by a delta.
 
+Buckets, for an aggregate that declares more than one (``Aggregate.buckets``): a record names,
+beside each group, the buckets whose members changed (``buckets``: one list per group; a record
+without it means every bucket). Each named bucket's ``_members`` partition is reduced into its
+``_buckets`` row and the total is reduced from the group's bucket rows, all written at the same
+offset plus one: the same argument makes each bucket row, and so the total, a pure function of
+the current contributions.
+
 Revisions, for a windowed aggregate that declares ``final_after_s`` (others pay nothing): the
 groups' ``_totals`` rows are read too (one batched read), and when the window is final by the
 injected clock and the new measures or members differ from the stored ones, the row's

@@ -19,9 +19,10 @@ from framework.aggregates.totals import TotalsProcessor, group_records, groups_n
 from framework.core.aggregate import Group, group_id
 from framework.core.events import EventError, parse_event
 from framework.core.mutations import Delete
+from framework.core.schema import SchemaError
 from framework.runtime.work import Work
 from framework.testing.driver import Driver
-from tests.aggregates.tasks import ByTeamStatusBuckets, bucketed_app, task_app
+from tests.aggregates.tasks import ByTeamStatus, ByTeamStatusBuckets, bucketed_app, task_app
 
 RED_OPEN = group_id(["red", "open"])
 TASKS = [f"t{i}" for i in range(12)]
@@ -129,3 +130,9 @@ def test_a_bad_bucket_list_is_a_message_error_for_the_runtime_to_park() -> None:
         items, errors = totals.map_batch(works)
         assert [w.offset for w, _ in items] == [1] and [w.offset for w, _ in errors] == [0]
         assert "below 3" in str(errors[0][1])
+
+
+@pytest.mark.parametrize("buckets", [0, -2, 1.5, True, "4"])
+def test_buckets_must_be_a_positive_int(buckets: Any) -> None:
+    with pytest.raises(SchemaError, match="an int of at least 1"):
+        type("Bad", (ByTeamStatus,), {"buckets": buckets})
