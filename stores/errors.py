@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from framework.core.errors import BadMessage, ConvergeError, Transient
 
-__all__ = ["StoreError", "TransientStoreError", "PermanentStoreError"]
+__all__ = ["StoreError", "TransientStoreError", "StoreClosed", "PermanentStoreError"]
 
 
 class StoreError(ConvergeError):
@@ -13,6 +13,11 @@ class StoreError(ConvergeError):
 
 class TransientStoreError(StoreError, Transient):
     """Retry later: timeout, unavailable, overloaded, 5xx, 429."""
+
+
+class StoreClosed(TransientStoreError):
+    """The store was closed (its worker is stopping): never the message's fault. The runtime
+    retries the write and never acknowledges it, so the record's next owner processes it."""
 
 
 class PermanentStoreError(StoreError, BadMessage):

@@ -36,7 +36,7 @@ from stores.cassandra.existing import (
 from stores.cassandra.plan import Planned, decode_row, plan_mutation, plan_partition, plan_read_row, plan_scan
 from stores.cassandra.tokens import shard_range
 from stores.cassandra.url import parse_url
-from stores.errors import PermanentStoreError, StoreError
+from stores.errors import PermanentStoreError, StoreClosed, StoreError
 from stores.evolution import added_columns
 
 __all__ = ["CassandraStore"]
@@ -308,7 +308,7 @@ class CassandraStore(WideColumnStore):
         self, statement: Any, what: str, paging_state: bytes | None = None, *, timeout: float | None = None
     ) -> Page:
         if self._closed:
-            raise StoreError("the Cassandra store is closed")
+            raise StoreClosed("the Cassandra store is closed")
         async with self._limit:
             return await execute(
                 self._session,

@@ -26,7 +26,7 @@ from framework.core.mutations import CellValue, Mutation, MutationError
 from framework.core.rows import Row
 from framework.core.schema import TableSchema
 from stores.base import WideColumnStore
-from stores.errors import StoreError
+from stores.errors import StoreClosed
 from stores.sqlite.engine import ScanCursor, SqliteEngine
 from stores.sqlite.error_map import map_error
 
@@ -76,7 +76,7 @@ class SqliteStore(WideColumnStore):
 
     async def _call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         if self._closed:
-            raise StoreError("the SQLite store is closed")
+            raise StoreClosed("the SQLite store is closed")
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
@@ -96,7 +96,7 @@ class SqliteStore(WideColumnStore):
     async def apply(self, mutations: Sequence[Mutation]) -> None:
         batch = list(mutations)
         if self._closed:
-            raise StoreError("the SQLite store is closed")
+            raise StoreClosed("the SQLite store is closed")
         if not batch:
             return
         loop = asyncio.get_running_loop()

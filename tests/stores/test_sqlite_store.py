@@ -96,3 +96,24 @@ async def test_tables_lists_declared_tables(tmp_path: Path) -> None:
 def test_bad_page_size_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         SqliteStore(tmp_path / "s.db", page_size=0)
+
+
+async def test_a_closed_store_refuses_work_as_a_transient_failure_never_the_messages(tmp_path: Path) -> None:
+    """A worker's store closes while it stops; a write still in flight must be retried (and never
+    acknowledged), not parked as if the message were bad."""
+    from framework.runtime.errors import MessageError, SinkFailure, is_transient
+    from framework.runtime.processor import bounded
+    from stores.errors import StoreClosed
+
+    hub = hub_schema("hub")
+    store = SqliteStore(tmp_path / "closed.db")
+    await store.ensure_table(hub)
+    await store.close()
+    write = Upsert(hub.name, {"org": "o", "id": 1}, {"title": "x"}, 1)
+    with pytest.raises(StoreClosed):
+        await store.apply([write])
+    with pytest.raises(SinkFailure) as failure:
+        await bounded("wide_column", 5.0, store.apply([write]))
+    assert is_transient(failure.value) and not isinstance(failure.value, MessageError)
+    with pytest.raises(StoreClosed):
+        await store.read_row(hub.name, {"org": "o", "id": 1})
