@@ -22,6 +22,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "blob": (bytes,),
 }
 
+#: The exact types that need no further check (no range: ``int`` columns are range-checked).
+_EXACT: dict[str, frozenset[type]] = {name: frozenset(kinds) for name, kinds in _TYPES.items()}
+
 
 class SchemaError(MutationError):
     """A mutation does not fit the declared schema, or a schema is malformed."""
@@ -39,7 +42,7 @@ class Column:
 
     def check(self, value: Any) -> None:
         """Raise SchemaError unless ``value`` is None or of this column's type."""
-        if value is None:
+        if value is None or (type(value) in _EXACT[self.type] and self.type != "int"):
             return
         if isinstance(value, bool) and self.type != "boolean":
             raise SchemaError(self.name, f"expected {self.type}, got bool")

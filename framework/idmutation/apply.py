@@ -36,7 +36,7 @@ Limits (documented in docs/how-to/id-mutation.md):
   arrive after the map.
 - Row and partition tombstones written under the old id (an app's ``Delete``)
   are not moved: Cassandra returns no tombstone to a read, and the embedded
-  SQLite engine keeps them (``col = ''`` rows of ``converge_cells``) but its
+  SQLite engine keeps them (the ``ts`` of a packed row) but its
   store contract returns only live cells too. What they shadow under the old
   id is gone (not moved); cells of that row written directly under the new id
   at lower versions are not shadowed by them.

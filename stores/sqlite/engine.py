@@ -1,20 +1,22 @@
 """Cassandra's wide-column semantics on one SQLite file (synchronous).
 
-Layout: one EAV table ``converge_cells`` keyed by (table, encoded partition
-key, encoded clustering key, column). A row tombstone is stored in the same
-table under the column name ``''`` (never a valid identifier), so one ordered
-query returns it before the cells of its row. A partition tombstone (a
-``Delete`` naming only the partition key of a clustered table) is the row
-tombstone of the empty clustering key ``b""``, which no row of a clustered
-table has, so it comes before every row of its partition. Keys use
-``stores.sqlite.keycodec``, so SQL can order, range and page rows of a partition
-by memcmp. Cell conflicts within a batch are resolved with
-``framework.core.cells.reconcile``; against stored cells the SQL upsert applies
-the same order (``framework.core.cells.rank``).
+Layout: one SQLite row per wide-column row in ``converge_rows``, keyed by (table, encoded
+partition key, encoded clustering key). It holds the row tombstone's version (``ts``) and
+every cell of the row packed in one JSON object (``stores.sqlite.packing``): live cells,
+cell tombstones and expiring cells, each with its write time. A partition tombstone (a
+``Delete`` naming only the partition key of a clustered table) is the row tombstone of the
+empty clustering key ``b""``, which no row of a clustered table has, so it comes before every
+row of its partition. Keys use ``stores.sqlite.keycodec``, so SQL can order, range and page
+rows of a partition by memcmp.
 
-Durability: WAL journal with ``synchronous=FULL``, so a returned ``apply`` has
-been fsynced. Thread safety: one connection guarded by a lock. Several processes
-(the workers of one app) may share a file: SQLite takes one writer at a time.
+A write reads the rows it touches and merges them with ``framework.core.cells.reconcile``
+inside its transaction (``BEGIN IMMEDIATE`` holds the file's write lock, so no other
+connection writes in between); a row whose merge changes nothing is not rewritten. Files of
+the earlier layout (one SQLite row per cell, ``converge_cells``) are converted on open.
+
+Durability: WAL journal with ``synchronous=FULL``, so a returned ``apply`` has been fsynced.
+Thread safety: one connection guarded by a lock. Several processes (the workers of one app)
+may share a file: SQLite takes one writer at a time.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from framework.core.cells import Cell, is_live, order_bytes, reconcile, shadowed
+from framework.core.cells import Cell, reconcile, shadowed
 from framework.core.mutations import CellValue, Delete, LogState, Mutation, Upsert
 from framework.core.rows import Row
 from framework.core.schema import Column, SchemaError, TableSchema
@@ -41,9 +43,20 @@ from stores.sqlite.keycodec import (
     decode_key,
     encode_checked_key,
     encode_key,
-    normalize,
     partition_hash,
     prefix_end,
+)
+from stores.sqlite.packing import (
+    Item,
+    blob_columns,
+    cell_of,
+    columns_of,
+    dump,
+    item_of,
+    items,
+    live_cells,
+    pack,
+    unpack,
 )
 
 __all__ = ["SqliteEngine", "ScanCursor", "schema_to_json", "schema_from_json"]
@@ -51,72 +64,56 @@ __all__ = ["SqliteEngine", "ScanCursor", "schema_to_json", "schema_from_json"]
 #: Where a scan page stopped: the last (encoded partition key, encoded clustering key) read.
 ScanCursor = tuple[bytes, bytes]
 _START: ScanCursor = (b"", b"")
-_ROW_TOMBSTONE = ""
 #: The clustering key under which a clustered table's partition tombstone is stored.
 _PARTITION = b""
 
 _DDL = (
     "CREATE TABLE IF NOT EXISTS converge_tables (name TEXT PRIMARY KEY, body TEXT NOT NULL) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS converge_cells ("
-    " tbl TEXT NOT NULL, pk BLOB NOT NULL, ck BLOB NOT NULL, col TEXT NOT NULL,"
-    " val, wt INTEGER NOT NULL, exp INTEGER, ph INTEGER NOT NULL, ob BLOB,"
-    " PRIMARY KEY (tbl, pk, ck, col)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS converge_rows ("
+    " tbl TEXT NOT NULL, pk BLOB NOT NULL, ck BLOB NOT NULL, ph INTEGER NOT NULL, ts INTEGER,"
+    " cells TEXT NOT NULL, PRIMARY KEY (tbl, pk, ck)) WITHOUT ROWID",
 )
 # A row and, in a clustered table, its partition's tombstone (clustering key x'', sorted first).
 _SELECT_ROW = (
-    "SELECT ck, col, val, wt, exp FROM converge_cells WHERE tbl = ? AND pk = ? AND ck IN (x'', ?)"
-    " ORDER BY ck, col"
+    "SELECT ck, ts, cells FROM converge_rows WHERE tbl = ? AND pk = ? AND ck IN (x'', ?) ORDER BY ck"
 )
-_SELECT_PARTITION_TOMBSTONE = (
-    "SELECT wt FROM converge_cells WHERE tbl = ? AND pk = ? AND ck = x'' AND col = ''"
-)
-
-
-# The cell rules in SQL (framework.core.cells.rank): a write replaces the stored cell only when its
-# rank is higher: (write time; tie class live 0 < expiring 1 < tombstone 2; expiry of an expiring cell
-# else 0; order bytes of the value). So nothing is read first. A fixed statement; every value is bound.
-_UPSERT_CELL = (
-    "INSERT INTO converge_cells (tbl, pk, ck, col, val, wt, exp, ph, ob) VALUES (?,?,?,?,?,?,?,?,?)"
-    " ON CONFLICT (tbl, pk, ck, col) DO UPDATE SET"
-    " val = excluded.val, wt = excluded.wt, exp = excluded.exp, ob = excluded.ob"
-    " WHERE (excluded.wt,"
-    " CASE WHEN excluded.val IS NULL THEN 2 WHEN excluded.exp IS NULL THEN 0 ELSE 1 END,"
-    " CASE WHEN excluded.val IS NULL THEN 0 ELSE coalesce(excluded.exp, 0) END, excluded.ob)"
-    " > (converge_cells.wt,"
-    " CASE WHEN converge_cells.val IS NULL THEN 2 WHEN converge_cells.exp IS NULL THEN 0 ELSE 1 END,"
-    " CASE WHEN converge_cells.val IS NULL THEN 0 ELSE coalesce(converge_cells.exp, 0) END,"
-    " converge_cells.ob)"
-)
-_PURGE_SHADOWED = "DELETE FROM converge_cells WHERE tbl = ? AND pk = ? AND ck = ? AND col <> '' AND wt <= ?"
-# A partition tombstone drops every cell and row tombstone of its partition at or below its version.
-_PURGE_PARTITION = "DELETE FROM converge_cells WHERE tbl = ? AND pk = ? AND ck <> x'' AND wt <= ?"
+_SELECT_PARTITION_TOMBSTONE = "SELECT ts FROM converge_rows WHERE tbl = ? AND pk = ? AND ck = x''"
+_SELECT_PARTITION_ROWS = "SELECT ck, ts, cells FROM converge_rows WHERE tbl = ? AND pk = ? AND ck <> x''"
+# Fixed statements; every value is bound.
+_WRITE_ROW = "INSERT OR REPLACE INTO converge_rows (tbl, pk, ck, ph, ts, cells) VALUES (?,?,?,?,?,?)"
+_DELETE_ROW = "DELETE FROM converge_rows WHERE tbl = ? AND pk = ? AND ck = ?"
 #: Chunk sizes of multi-partition reads: a chunk is padded to the next size, so the statements
 #: are fixed (placeholders only) and few.
 _MANY_PARTITIONS = (1, 8, 64, 256)
 _PARTITIONS_QUERIES = {
-    n: "SELECT pk, ck, col, val, wt, exp FROM converge_cells WHERE tbl = ? AND pk IN ("  # noqa: S608
+    n: "SELECT pk, ck, ts, cells FROM converge_rows WHERE tbl = ? AND pk IN ("  # noqa: S608
     + ",".join("?" * n)
-    + ") ORDER BY pk, ck, col"
+    + ") ORDER BY pk, ck"
     for n in _MANY_PARTITIONS
 }
-_SCAN_KEYS = (
-    "SELECT DISTINCT pk, ck FROM converge_cells WHERE tbl = ? AND ph % ? = ? AND (pk, ck) > (?, ?)"
+# The stored rows of many (pk, ck) keys of one table, each found by the primary key.
+_STORED_ROWS = {
+    n: "SELECT r.pk, r.ck, r.ts, r.cells FROM (VALUES "  # noqa: S608
+    + ",".join(["(?,?)"] * n)
+    + ") AS v JOIN converge_rows AS r ON r.tbl = ? AND r.pk = v.column1 AND r.ck = v.column2"
+    for n in _MANY_PARTITIONS
+}
+_SCAN_ROWS = (
+    "SELECT pk, ck, ts, cells FROM converge_rows WHERE tbl = ? AND ph % ? = ? AND (pk, ck) > (?, ?)"
     " ORDER BY pk, ck LIMIT ?"
-)
-_SCAN_CELLS = (
-    "SELECT pk, ck, col, val, wt, exp FROM converge_cells WHERE tbl = ? AND ph % ? = ?"
-    " AND (pk, ck) > (?, ?) AND (pk, ck) <= (?, ?) ORDER BY pk, ck, col"
 )
 # Partition reads: fixed fragments only (lower bound, upper bound, direction); values are bound.
 _PARTITION_QUERIES = {
-    (lo, hi, desc): "SELECT ?, ck, col, val, wt, exp FROM converge_cells WHERE tbl = ? AND pk = ?"  # noqa: S608
+    (lo, hi, desc): "SELECT ?, ck, ts, cells FROM converge_rows WHERE tbl = ? AND pk = ?"  # noqa: S608
     + (" AND ck >= ?" if lo else "")
     + (" AND ck < ?" if hi else "")
-    + (" ORDER BY ck DESC, col" if desc else " ORDER BY ck ASC, col")
+    + (" ORDER BY ck DESC" if desc else " ORDER BY ck ASC")
     for lo in (False, True)
     for hi in (False, True)
     for desc in (False, True)
 }
+#: The earlier layout (one SQLite row per cell; ``col = ''`` a row tombstone), converted on open.
+_OLD_CELLS = "SELECT tbl, pk, ck, col, val, wt, exp, ph FROM converge_cells ORDER BY tbl, pk, ck, col"
 
 
 def schema_to_json(schema: TableSchema) -> str:
@@ -148,12 +145,11 @@ def _is_partition_delete(schema: TableSchema, m: Delete) -> bool:
     return bool(schema.clustering_key) and set(m.key) == {c.name for c in schema.partition_key}
 
 
-def _later(version: int | None, other: int) -> int:
-    return other if version is None else max(version, other)
-
-
-def _to_sql(value: CellValue) -> Any:
-    return int(value) if isinstance(value, bool) else value
+def _later(version: int | None, other: int | None) -> int | None:
+    """The later of two tombstone versions, either of which may be absent."""
+    if version is None:
+        return other
+    return version if other is None or version >= other else other
 
 
 def _from_sql(schema: TableSchema, col: str, value: CellValue) -> CellValue:
@@ -208,28 +204,36 @@ class SqliteEngine:
             name: schema_from_json(body)
             for name, body in self._conn.execute("SELECT name, body FROM converge_tables")
         }
-        self._add_order_bytes()
+        self._convert_cell_table()
 
-    def _add_order_bytes(self) -> None:
-        """Files written before the cell rules ran in SQL lack the ``ob`` column: add and fill it."""
-        if self._has_order_bytes():
+    def _convert_cell_table(self) -> None:
+        """Convert a file of the earlier layout (one SQLite row per cell) to packed rows, once."""
+        if not self._has_cell_table():
             return
         with self._transaction():
-            if self._has_order_bytes():  # another process added it while this one waited
+            if not self._has_cell_table():  # another process converted it while this one waited
                 return
-            self._conn.execute("ALTER TABLE converge_cells ADD COLUMN ob BLOB")
-            rows = self._conn.execute("SELECT tbl, pk, ck, col, val FROM converge_cells").fetchall()
-            updates = []
-            for tbl, pk, ck, col, val in rows:
-                schema = self._schemas.get(tbl)
-                value = _from_sql(schema, col, val) if schema is not None and col != _ROW_TOMBSTONE else val
-                updates.append((order_bytes(value), tbl, pk, ck, col))
-            self._conn.executemany(
-                "UPDATE converge_cells SET ob = ? WHERE tbl = ? AND pk = ? AND ck = ? AND col = ?", updates
-            )
+            rows = []
+            records = self._conn.execute(_OLD_CELLS).fetchall()
+            for (table, pk, ck), group in itertools.groupby(records, key=operator.itemgetter(0, 1, 2)):
+                schema = self.schema(table)
+                tombstone: int | None = None
+                cells: dict[str, Cell] = {}
+                records_of_row = list(group)
+                ph = records_of_row[0][7]
+                for _, _, _, col, val, wt, exp, _ in records_of_row:
+                    if col == "":
+                        tombstone = _later(tombstone, wt)
+                    else:
+                        cells[col] = Cell(_from_sql(schema, col, val), wt, exp)
+                kept = {n: c for n, c in cells.items() if not shadowed(c, tombstone)}
+                rows.append((table, pk, ck, ph, tombstone, pack(schema, kept)))
+            self._conn.executemany(_WRITE_ROW, rows)
+            self._conn.execute("DROP TABLE converge_cells")
 
-    def _has_order_bytes(self) -> bool:
-        return "ob" in {row[1] for row in self._conn.execute("PRAGMA table_info(converge_cells)")}
+    def _has_cell_table(self) -> bool:
+        found = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'converge_cells'"
+        return self._conn.execute(found).fetchone() is not None
 
     # -- schema -------------------------------------------------------------
 
@@ -266,38 +270,96 @@ class SqliteEngine:
     # -- writes -------------------------------------------------------------
 
     def apply(self, mutations: Sequence[Mutation]) -> None:
-        """Validate every mutation, merge them per row, then write them all in one durable
-        transaction; the cell rules run in SQL, so nothing is read first."""
+        """Validate every mutation and merge them per row, then merge each row with its stored
+        cells and write the rows that changed, all in one durable transaction."""
         with self._lock:
             self._check_open()
             plans = self._plan(mutations)
             if not plans:
                 return
-            tombstones: list[tuple[Any, ...]] = []
-            partition_marks: list[tuple[Any, ...]] = []
-            cells: list[tuple[Any, ...]] = []
-            deleted = {(t, pk): p.tombstone for (t, pk, _), p in plans.items() if p.partition}
-            for (table, pk, ck), plan in plans.items():
-                if plan.tombstone is not None:
-                    mark = (_ROW_TOMBSTONE, None, plan.tombstone, None, plan.ph, b"")
-                    (partition_marks if plan.partition else tombstones).append((table, pk, ck, *mark))
-                known = (plan.tombstone, deleted.get((table, pk)))
-                cover = max((v for v in known if v is not None), default=None)
-                ph, key = plan.ph, (table, pk, ck)
-                cells += [
-                    (*key, name, _to_sql(c.value), c.writetime, c.expires_at, ph, order_bytes(c.value))
-                    for name, c in plan.cells.items()
-                    if not shadowed(c, cover)
-                ]
             with self._transaction():
-                if partition_marks:
-                    self._conn.executemany(_UPSERT_CELL, partition_marks)
-                    self._conn.executemany(_PURGE_PARTITION, [(m[0], m[1], m[5]) for m in partition_marks])
-                if tombstones:
-                    self._conn.executemany(_UPSERT_CELL, tombstones)
-                    self._conn.executemany(_PURGE_SHADOWED, [m[:3] + (m[5],) for m in tombstones])
-                if cells:
-                    self._conn.executemany(_UPSERT_CELL, cells)
+                deleted = {(t, pk): p.tombstone for (t, pk, _), p in plans.items() if p.partition}
+                for (table, pk, _), plan in plans.items():
+                    if plan.partition:
+                        self._delete_partition(table, pk, plan)
+                stored = self._stored([key for key, plan in plans.items() if not plan.partition])
+                writes = []
+                for (table, pk, ck), plan in plans.items():
+                    if plan.partition:
+                        continue
+                    old, deleted_at = stored.get((table, pk, ck)), deleted.get((table, pk))
+                    row = self._merged(table, pk, ck, plan, old, deleted_at)
+                    if row is not None:
+                        writes.append(row)
+                if writes:
+                    self._conn.executemany(_WRITE_ROW, writes)
+
+    def _stored(
+        self, keys: list[tuple[str, bytes, bytes]]
+    ) -> dict[tuple[str, bytes, bytes], tuple[Any, str]]:
+        """The stored (row tombstone, packed cells) of each of ``keys`` that has a row, read by one
+        statement per table and ``_MANY_PARTITIONS[-1]`` keys."""
+        found: dict[tuple[str, bytes, bytes], tuple[Any, str]] = {}
+        step = _MANY_PARTITIONS[-1]
+        for table, group in itertools.groupby(sorted(keys), key=operator.itemgetter(0)):
+            rows = [(pk, ck) for _, pk, ck in group]
+            for i in range(0, len(rows), step):
+                chunk = rows[i : i + step]
+                size = next(n for n in _MANY_PARTITIONS if n >= len(chunk))
+                params = [v for key in chunk + chunk[-1:] * (size - len(chunk)) for v in key]
+                for pk, ck, tombstone, text in self._conn.execute(_STORED_ROWS[size], (*params, table)):
+                    found[(table, pk, ck)] = (tombstone, text)
+        return found
+
+    @staticmethod
+    def _merged(
+        table: str,
+        pk: bytes,
+        ck: bytes,
+        plan: _RowPlan,
+        stored: tuple[Any, str] | None,
+        partition_deleted: int | None,
+    ) -> tuple[Any, ...] | None:
+        """The ``stored`` row merged with ``plan`` (a row to write), or None when nothing changes.
+        Works on the packed items: only a write-time tie makes cells to ``reconcile``."""
+        old_tombstone: int | None = None
+        row: dict[str, Item] = {}
+        if stored is not None:
+            old_tombstone, row = stored[0], items(stored[1])
+        tombstone = _later(old_tombstone, plan.tombstone)
+        changed = stored is None or tombstone != old_tombstone
+        if tombstone is not None and tombstone != old_tombstone:
+            row = {n: i for n, i in row.items() if i[1] > tombstone}
+        cover = _later(tombstone, partition_deleted)
+        blobs = blob_columns(plan.schema)
+        for name, cell in plan.cells.items():
+            if shadowed(cell, cover):
+                continue
+            old = row.get(name)
+            if old is None or cell.writetime > old[1]:
+                row[name], changed = item_of(blobs, name, cell), True
+            elif cell.writetime == old[1]:
+                stored_cell = cell_of(blobs, name, old)
+                if reconcile(stored_cell, cell) is not stored_cell:
+                    row[name], changed = item_of(blobs, name, cell), True
+        if not changed or (not row and tombstone is None):
+            return None
+        return (table, pk, ck, plan.ph, tombstone, dump(row))
+
+    def _delete_partition(self, table: str, pk: bytes, plan: _RowPlan) -> None:
+        """Write a partition tombstone and drop what it shadows from the partition's rows."""
+        version, schema = plan.tombstone, plan.schema
+        for ck, tombstone, text in self._conn.execute(_SELECT_PARTITION_ROWS, (table, pk)).fetchall():
+            cells = unpack(schema, text)
+            kept = {n: c for n, c in cells.items() if not shadowed(c, version)}
+            left = tombstone if tombstone is not None and tombstone > version else None
+            if not kept and left is None:
+                self._conn.execute(_DELETE_ROW, (table, pk, ck))
+            elif len(kept) != len(cells) or left != tombstone:
+                self._conn.execute(_WRITE_ROW, (table, pk, ck, plan.ph, left, pack(schema, kept)))
+        found = self._conn.execute(_SELECT_PARTITION_TOMBSTONE, (table, pk)).fetchone()
+        mark = _later(None if found is None else found[0], version)
+        self._conn.execute(_WRITE_ROW, (table, pk, _PARTITION, plan.ph, mark, "{}"))
 
     def _plan(
         self, mutations: Sequence[Mutation], now: int | None = None
@@ -325,9 +387,14 @@ class SqliteEngine:
                 schema.check_cells(m.cells)
                 ttl = m.ttl if m.ttl is not None else schema.default_ttl
                 expires = None if ttl is None else now + ttl
+                doubles, cells, version = columns_of(schema, "double"), plan.cells, m.version
                 for name, value in m.cells.items():
-                    value = normalize(schema.column(name), value)
-                    self._merge(plan, name, Cell(value, m.version, None if value is None else expires))
+                    if value is None:
+                        cell = Cell(None, version)
+                    else:
+                        cell = Cell(float(value) if name in doubles else value, version, expires)
+                    old = cells.get(name)
+                    cells[name] = cell if old is None else reconcile(old, cell)
             elif m.columns is None:
                 plan.tombstone = m.version if plan.tombstone is None else max(plan.tombstone, m.version)
             else:
@@ -484,15 +551,14 @@ class SqliteEngine:
         pk0, ck0 = _START if after is None else after
         with self._lock:
             self._check_open()
-            keys = self._conn.execute(_SCAN_KEYS, (table, shards, shard, pk0, ck0, size)).fetchall()
-            if not keys:
+            records = self._conn.execute(_SCAN_ROWS, (table, shards, shard, pk0, ck0, size)).fetchall()
+            if not records:
                 return [], None
-            last = (keys[-1][0], keys[-1][1])
+            last = (records[-1][0], records[-1][1])
             now = self._clock()
             # the first partition may continue one of the last page: its tombstone was read there
-            deleted = self._partition_tombstone(schema, keys[0][0])
-            cells = self._conn.execute(_SCAN_CELLS, (table, shards, shard, pk0, ck0, *last)).fetchall()
-        return list(self._rows(schema, cells, now, deleted)), (last if len(keys) == size else None)
+            deleted = self._partition_tombstone(schema, records[0][0])
+        return list(self._rows(schema, records, now, deleted)), (last if len(records) == size else None)
 
     def _partition_tombstone(self, schema: TableSchema, pk: bytes) -> dict[bytes, int]:
         """``{pk: version}`` of the partition tombstone of ``pk`` if it has one (clustered tables)."""
@@ -508,34 +574,23 @@ class SqliteEngine:
         now: float,
         deleted: Mapping[bytes, int],
     ) -> Iterator[Row]:
-        """Group ordered (pk, ck, col, val, wt, exp) records into live rows.
+        """The live rows of ordered (pk, ck, ts, cells) records.
 
         ``deleted`` holds partition tombstones known beforehand; those met in
         ``records`` (ascending order puts them first in their partition) are added.
         """
         clustered = bool(schema.clustering_key)
-        current: tuple[bytes, bytes] | None = None
         partition: bytes | None = None
         partition_tombstone: int | None = None
-        tombstone: int | None = None
-        cells: dict[str, Cell] = {}
-        for pk, ck, col, val, wt, exp in records:
+        for pk, ck, tombstone, text in records:
             if pk != partition:
                 partition, partition_tombstone = pk, deleted.get(pk)
-            if (pk, ck) != current:
-                if cells and current is not None:
-                    yield self._row(schema, current, cells)
-                current, tombstone, cells = (pk, ck), partition_tombstone, {}
-            if col == _ROW_TOMBSTONE:
-                if clustered and ck == _PARTITION:
-                    partition_tombstone = _later(partition_tombstone, wt)
-                tombstone = _later(tombstone, wt)
+            if clustered and ck == _PARTITION:
+                partition_tombstone = _later(partition_tombstone, tombstone)
                 continue
-            cell = Cell(_from_sql(schema, col, val), wt, exp)
-            if is_live(cell, now) and not shadowed(cell, tombstone):
-                cells[col] = cell
-        if cells and current is not None:
-            yield self._row(schema, current, cells)
+            cells = live_cells(schema, text, now, _later(partition_tombstone, tombstone))
+            if cells:
+                yield self._row(schema, (pk, ck), cells)
 
     @staticmethod
     def _row(schema: TableSchema, key: tuple[bytes, bytes], cells: dict[str, Cell]) -> Row:

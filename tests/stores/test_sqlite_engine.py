@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.core.cells import order_bytes
 from framework.core.mutations import Delete, Upsert
 from framework.core.schema import Column, SchemaError, TableSchema
 from stores.errors import StoreError
@@ -63,31 +62,31 @@ def test_schemas_persist_and_may_only_grow(tmp_path: Path) -> None:
 
 
 def test_a_failing_transaction_leaves_nothing_behind() -> None:
-    """The second statement of a batch fails (an injected I/O error): the first is rolled back."""
+    """The rows' write fails (an injected I/O error) after the partition tombstone was written:
+    the tombstone is rolled back."""
     engine = SqliteEngine(":memory:")
-    engine.ensure_table(hub_schema("hub"))
+    engine.ensure_table(timeline_schema("tl"))
     real = engine._conn
 
-    class SecondWriteFails:
+    class RowsWriteFails:
         calls = 0
 
         def __getattr__(self, name: str) -> object:
             return getattr(real, name)
 
         def executemany(self, sql: str, rows: object) -> object:
-            SecondWriteFails.calls += 1
-            if SecondWriteFails.calls == 2:
-                raise sqlite3.OperationalError("disk I/O error (injected)")
-            return real.executemany(sql, rows)  # type: ignore[arg-type]
+            RowsWriteFails.calls += 1
+            raise sqlite3.OperationalError("disk I/O error (injected)")
 
-    engine._conn = SecondWriteFails()  # type: ignore[assignment]
+    day = {"org": "acme", "day": 1, "seq": "a"}
+    engine._conn = RowsWriteFails()  # type: ignore[assignment]
     with pytest.raises(sqlite3.OperationalError):
-        engine.apply([Delete("hub", K, 5), Upsert("hub", {**K, "id": 8}, {"n": 2}, 1)])
+        engine.apply([Delete("tl", {"org": "acme"}, 5), Upsert("tl", day, {"note": "x"}, 6)])
     engine._conn = real
-    assert SecondWriteFails.calls == 2
-    assert real.execute("SELECT count(*) FROM converge_cells").fetchone() == (0,)  # the tombstone too
-    engine.apply([Upsert("hub", K, {"n": 3}, 6)])  # the connection is usable again
-    assert engine.read_row("hub", K).values() == {"n": 3}  # type: ignore[union-attr]
+    assert RowsWriteFails.calls == 1
+    assert real.execute("SELECT count(*) FROM converge_rows").fetchone() == (0,)  # the tombstone too
+    engine.apply([Upsert("tl", day, {"note": "y"}, 6)])  # the connection is usable again
+    assert engine.read_row("tl", day).values() == {"note": "y"}  # type: ignore[union-attr]
 
 
 def test_bad_arguments_raise_typed_errors() -> None:
@@ -220,20 +219,57 @@ def test_a_damaged_text_key_is_an_error(data: bytes) -> None:
         decode_key((Column("t", "text"),), data)
 
 
-def test_a_file_from_before_the_sql_cell_rules_is_migrated(tmp_path: Path) -> None:
-    """A file without the order-bytes column gets it filled on open; the rules then hold on old cells."""
+_OLD_LAYOUT = (
+    "CREATE TABLE converge_cells (tbl TEXT NOT NULL, pk BLOB NOT NULL, ck BLOB NOT NULL,"
+    " col TEXT NOT NULL, val, wt INTEGER NOT NULL, exp INTEGER, ph INTEGER NOT NULL,"
+    " PRIMARY KEY (tbl, pk, ck, col)) WITHOUT ROWID"
+)
+
+
+def test_a_file_of_the_cell_per_row_layout_is_converted(tmp_path: Path) -> None:
+    """A file of the earlier layout (one SQLite row per cell, ``col = ''`` a row tombstone) is
+    converted to packed rows on open: every value type, TTLs, tombstones and their shadowing hold,
+    and the cell rules go on from the converted cells."""
     path = tmp_path / "old.db"
+    schema = TableSchema(
+        "t",
+        partition_key=(Column("org", "text"),),
+        clustering_key=(Column("id", "bigint"),),
+        columns=(Column("n", "bigint"), Column("f", "double"), Column("b", "blob"), Column("ok", "boolean"),
+                 Column("s", "text")),
+    )  # fmt: skip
     with SqliteEngine(path) as engine:
-        engine.ensure_table(hub_schema("hub"))
-        engine.apply([Upsert("hub", K, {"n": 5}, 10)])
-        engine._conn.execute("ALTER TABLE converge_cells DROP COLUMN ob")  # the old layout
-    with SqliteEngine(path) as engine:
-        (ob,) = engine._conn.execute("SELECT ob FROM converge_cells WHERE col = 'n'").fetchone()
-        assert ob == order_bytes(5)
-        engine.apply([Upsert("hub", K, {"n": 4}, 10)])  # same write time, smaller value: loses
-        assert engine.read_row("hub", K).values() == {"n": 5}  # type: ignore[union-attr]
-        engine.apply([Upsert("hub", K, {"n": 6}, 10)])  # larger value wins the tie
-        assert engine.read_row("hub", K).values() == {"n": 6}  # type: ignore[union-attr]
+        engine.ensure_table(schema)
+        old = engine._conn
+        old.execute("DROP TABLE converge_rows")
+        old.execute(_OLD_LAYOUT)
+        pk, ck7, ck8 = encode_key(schema.partition_key, ["acme"]), encode_key(schema.clustering_key, [7]), \
+            encode_key(schema.clustering_key, [8])  # fmt: skip
+        old.executemany(
+            "INSERT INTO converge_cells (tbl, pk, ck, col, val, wt, exp, ph)"
+            " VALUES ('t', ?, ?, ?, ?, ?, ?, 1)",
+            [(pk, ck7, "n", 5, 10, None), (pk, ck7, "f", -0.0, 10, None),
+             (pk, ck7, "b", b"\x00\xff", 10, None), (pk, ck7, "ok", 1, 10, None),
+             (pk, ck7, "s", "t\u00e9", 10, 4_000_000_000),
+             (pk, ck8, "", None, 20, None), (pk, ck8, "n", 1, 15, None), (pk, ck8, "s", "kept", 25, None)],
+        )  # fmt: skip
+    with SqliteEngine(path, clock=ManualClock()) as engine:
+        names = {r[0] for r in engine._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "converge_cells" not in names and engine._conn.execute(
+            "SELECT count(*) FROM converge_rows"
+        ).fetchone() == (2,)
+        row7, row8 = engine.read_partition("t", {"org": "acme"})
+        assert row7.values() == {"n": 5, "f": -0.0, "b": b"\x00\xff", "ok": True, "s": "t\u00e9"}
+        assert math.copysign(1.0, row7.values()["f"]) == -1.0 and row7.cells["s"].expires_at == 4_000_000_000
+        assert row8.values() == {"s": "kept"}  # n (15) is shadowed by the row tombstone (20)
+        engine.apply(
+            [Upsert("t", {"org": "acme", "id": 7}, {"n": 4}, 10)]
+        )  # same write time, smaller value: loses
+        assert engine.read_row("t", {"org": "acme", "id": 7}).values()["n"] == 5  # type: ignore[union-attr]
+        engine.apply([Upsert("t", {"org": "acme", "id": 7}, {"n": 6}, 10)])  # larger value wins the tie
+        assert engine.read_row("t", {"org": "acme", "id": 7}).values()["n"] == 6  # type: ignore[union-attr]
+        engine.apply([Upsert("t", {"org": "acme", "id": 8}, {"n": 2}, 19)])  # still under the tombstone
+        assert engine.read_row("t", {"org": "acme", "id": 8}).values() == {"s": "kept"}  # type: ignore[union-attr]
 
 
 _ORGS = st.sampled_from(["a", "b", "c", "d"])
