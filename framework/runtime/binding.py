@@ -40,7 +40,8 @@ class RuntimeConfig:
     ``max_batch``/``within``: noack_take size and wait. ``sink_timeout``: bound
     on each sink call. ``drain_timeout``: how long shutdown waits for running
     work before leaving the rest to redelivery. ``idle_fetch_backoff``: pause
-    after a fetch that brought nothing (``fetch_pacing``; 0 turns it off).
+    after a fetch that brought nothing, ``fetch_min_interval``: shortest time from one
+    fetch to the next (both ``fetch_pacing``; 0 turns each off).
     ``group_join_timeout``: how long the worker may wait for its first partition
     assignment before it logs, every such period, that its consumer group is
     stuck (0 turns the check off). ``metadata_wait``: bound on the group leader's wait for
@@ -54,6 +55,7 @@ class RuntimeConfig:
     sink_timeout: float = 10.0
     drain_timeout: float = 10.0
     idle_fetch_backoff: float = 0.02
+    fetch_min_interval: float = 0.01
     group_join_timeout: float = 60.0
     metadata_wait: float = 30.0
     group_watch_period: float = 5.0
@@ -209,8 +211,7 @@ class AgentRuntime:
         thread = getattr(self.app.consumer, "_thread", None)
         consumer = getattr(thread, "_consumer", None)
         seek_committed_everywhere(thread)
-        if self.config.idle_fetch_backoff > 0:
-            pace_empty_fetches(consumer, self.config.idle_fetch_backoff)
+        pace_empty_fetches(consumer, self.config.idle_fetch_backoff, self.config.fetch_min_interval)
         leave_before_rejoin(getattr(consumer, "_coordinator", None))
         bound_metadata_wait(getattr(consumer, "_client", None), self.config.metadata_wait)
 

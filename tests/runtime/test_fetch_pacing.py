@@ -1,8 +1,9 @@
 """Empty-fetch pacing, on a stand-in for aiokafka's fetcher (its one method the pacing wraps).
 
 The real fetcher runs under every worker of the integration tests; here the
-wrapper's own rules are pinned: it sleeps only after an empty fetch, wraps
-once, and turns a cancellation during its sleep into aiokafka's own answer.
+wrapper's own rules are pinned: it sleeps after an empty fetch, spaces fetches
+that bring records by the minimum interval, wraps once, and turns a
+cancellation during its sleep into aiokafka's own answer.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class StandInConsumer:
         self._fetcher = StandInFetcher(answers)
 
 
-async def test_only_an_empty_fetch_is_followed_by_a_pause() -> None:
+async def test_an_empty_fetch_is_followed_by_a_pause() -> None:
     consumer = StandInConsumer([True, False])
     assert pace_empty_fetches(consumer, 0.2)
     assert pace_empty_fetches(consumer, 0.2)  # already paced: not wrapped twice
@@ -37,6 +38,26 @@ async def test_only_an_empty_fetch_is_followed_by_a_pause() -> None:
     assert time.perf_counter() - started < 0.1
     assert await step(None, 0, None) is False
     assert time.perf_counter() - started >= 0.2
+
+
+async def test_a_fetch_with_records_waits_out_the_minimum_interval() -> None:
+    class SlowFetcher(StandInFetcher):
+        async def _proc_fetch_request(self, assignment: Any, node_id: Any, request: Any) -> bool:
+            await asyncio.sleep(0.15)
+            return self.answers.pop(0)
+
+    consumer = StandInConsumer([])
+    consumer._fetcher = SlowFetcher([True, True])
+    assert pace_empty_fetches(consumer, 0.0, min_interval=0.1)
+    step = consumer._fetcher._proc_fetch_request
+    started = time.perf_counter()
+    assert await step(None, 0, None) is True  # took longer than the interval: no pause
+    assert time.perf_counter() - started < 0.25
+    quick = StandInConsumer([True])
+    pace_empty_fetches(quick, 0.0, min_interval=0.2)
+    started = time.perf_counter()
+    assert await quick._fetcher._proc_fetch_request(None, 0, None) is True
+    assert time.perf_counter() - started >= 0.2  # answered at once: waits out the interval
 
 
 async def test_cancelled_while_pausing_returns_like_aiokafka() -> None:
@@ -53,4 +74,5 @@ def test_nothing_to_wrap_or_turned_off() -> None:
     consumer = StandInConsumer([])
     original = consumer._fetcher._proc_fetch_request
     assert not pace_empty_fetches(consumer, 0)
+    assert not pace_empty_fetches(consumer, 0, min_interval=0)
     assert consumer._fetcher._proc_fetch_request == original
