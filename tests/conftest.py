@@ -74,28 +74,93 @@ PROCESS_FAULTS = (
     "tests/test_readme.py",
 )
 
+#: Modules that run Spark in the pytest process (the ``spark`` fixture, or ``converge spark`` called
+#: through ``framework.cli.main``): one worker runs them all, so that a run starts and warms up one
+#: JVM, not one a worker. A module that requests ``spark`` must be listed (checked at collection).
+SPARK_IN_PROCESS = (
+    "tests/spark/",
+    "tests/erasure/test_backfill.py",
+    "tests/erasure/test_backfill_record.py",
+    "tests/erasure/test_join_backfill.py",
+    "tests/idmutation/test_late_requests_spark.py",
+    "tests/idmutation/test_resolution_backfill.py",
+    "tests/idmutation/test_spark.py",
+    "tests/jobs/test_ingest.py",
+    "tests/jobs/test_ingest_slow_store.py",
+    "tests/jobs/test_ingest_stray_keys.py",
+    "tests/notifications/test_spark_changes.py",
+    "tests/retention/test_backfill.py",
+    "tests/retention/test_spark.py",
+    "tests/retention/test_tenant_spark.py",
+)
+
+#: The longest of the other modules (Hypothesis properties through the test kit's Driver, each
+#: taking from about 20 s to over a minute): handed out next, so that the short modules come last and
+#: even out the two workers' ends.
+LONG_MODULES = (
+    "tests/runtime/test_batch_equivalence.py",
+    "tests/agents/test_convergence.py",
+    "tests/examples/support_desk/test_kit.py",
+    "tests/examples/support_desk/test_aggregates.py",
+    "tests/agents/test_aggregates.py",
+    "tests/stores/test_cassandra_cql_server.py",
+    "tests/runtime/test_written.py",
+    "tests/runtime/test_scheduler.py",
+    "tests/aggregates/test_driver.py",
+    "tests/stores/test_convergence_sqlite.py",
+    "tests/stores/test_sqlite_engine.py",
+    "tests/examples/support_desk/test_mail_moves.py",
+)
+
 
 def _scope(nodeid: str) -> str:
-    """A test's unit of work under xdist: ``process-faults`` for those above, else its module."""
+    """A test's unit of work under xdist: ``process-faults`` or ``spark`` for the modules above,
+    else its module."""
     module = nodeid.split("::", 1)[0]
-    return "process-faults" if module.startswith(PROCESS_FAULTS) else module
+    if module.startswith(PROCESS_FAULTS):
+        return "process-faults"
+    if module.startswith(SPARK_IN_PROCESS):
+        return "spark"
+    return module
+
+
+def _rank(nodeid: str) -> tuple[int, int]:
+    """The order xdist hands the units out in: process faults, Spark, the long modules (longest
+    first), the rest."""
+    scope = _scope(nodeid)
+    if scope == "process-faults":
+        return (0, 0)
+    if scope == "spark":
+        return (1, 0)
+    return (2, LONG_MODULES.index(scope)) if scope in LONG_MODULES else (3, 0)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The process faults first (stable otherwise), so that xdist hands them out first."""
-    items.sort(key=lambda item: _scope(item.nodeid) != "process-faults")
+    """Sort the tests by ``_rank`` (stable otherwise), so that xdist hands their units out in that
+    order; refuse a module that requests ``spark`` without being in ``SPARK_IN_PROCESS``."""
+    unlisted = sorted(
+        {
+            item.nodeid.split("::", 1)[0]
+            for item in items
+            if "spark" in getattr(item, "fixturenames", ()) and _scope(item.nodeid) != "spark"
+        }
+    )
+    if unlisted:
+        raise pytest.UsageError(f"tests/conftest.py: add {', '.join(unlisted)} to SPARK_IN_PROCESS")
+    items.sort(key=lambda item: _rank(item.nodeid))
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under ``--dist loadscope``: each module's tests on one worker, in their order, and the
-    process faults (``PROCESS_FAULTS``) all on one worker, one after another."""
+    """Under ``--dist loadscope``: each module's tests on one worker, in their order; the process
+    faults (``PROCESS_FAULTS``) all on one worker, one after another, and the modules that run Spark
+    in process (``SPARK_IN_PROCESS``) all on one worker; units handed out in ``_rank``'s order."""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class ModulesAndProcessFaults(LoadScopeScheduling):
+    class Units(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return _scope(nodeid)
 
-    return ModulesAndProcessFaults(config, log)
+    return Units(config, log)
