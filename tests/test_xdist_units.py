@@ -43,4 +43,5 @@ def test_units_and_the_order_they_are_handed_out_in() -> None:
         "tests/test_keys.py", conftest.LONG_MODULES[1], "spark", conftest.LONG_MODULES[0],
         "process-faults", "spark",
     ]  # fmt: skip
-    assert [n.rsplit("_", 1)[1] for n in sorted(nodeids, key=conftest._rank)] == ["e", "c", "f", "d", "b", "a"]
+    handed_out = [n.rsplit("_", 1)[1] for n in sorted(nodeids, key=conftest._rank)]
+    assert handed_out == ["e", "c", "f", "d", "b", "a"]
