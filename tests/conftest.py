@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,27 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # each store a test backfills or ingests into is its own erasure store of record (framework.erasure.record;
 # tests/erasure/test_denylist_of_record.py unsets it to check the refusal)
 os.environ.setdefault("CONVERGE_DENYLIST_STORE", "target")
+
+#: The tests' temporary files (``tmp_path``, ``tempfile``, and the processes the tests start) on a RAM
+#: disk when the machine has one with room (a run writes a few hundred MB) and TMPDIR names no other
+#: place: each commit of a SQLite store or dead-letter WAL segment calls ``fsync``, which costs a
+#: disk write on ``/tmp`` and nothing on a RAM disk. No test can tell the difference (they kill
+#: processes, never the machine: the page cache keeps what a killed process wrote), so they check
+#: the same; the fsync calls still run.
+RAM_DISK = Path("/dev/shm")
+RAM_DISK_ROOM = 2 << 30
+
+
+def _ram_disk_has_room() -> bool:
+    if not (RAM_DISK.is_dir() and os.access(RAM_DISK, os.W_OK)):
+        return False
+    fs = os.statvfs(RAM_DISK)
+    return fs.f_bavail * fs.f_frsize >= RAM_DISK_ROOM
+
+
+if "TMPDIR" not in os.environ and _ram_disk_has_room():
+    os.environ["TMPDIR"] = str(RAM_DISK)
+    tempfile.tempdir = None  # pytest's capture asked for /tmp already: look again
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -94,22 +116,40 @@ SPARK_IN_PROCESS = (
     "tests/retention/test_tenant_spark.py",
 )
 
-#: The longest of the other modules (Hypothesis properties through the test kit's Driver, each
-#: taking from about 20 s to over a minute): handed out next, so that the short modules come last and
-#: even out the two workers' ends.
+#: The other modules that take 20 s or more (-n 0, longest first: an install into a fresh venv, the
+#: stack's CLI, Hypothesis properties through the test kit's Driver): handed out next, so that the
+#: short modules come last and even out the two workers' ends.
 LONG_MODULES = (
+    "tests/install/test_bare_install.py",
+    "tests/test_local_stack.py",
     "tests/runtime/test_batch_equivalence.py",
     "tests/agents/test_convergence.py",
+    "tests/cql_server/test_demo_over_cql.py",
     "tests/examples/support_desk/test_kit.py",
     "tests/examples/support_desk/test_aggregates.py",
     "tests/agents/test_aggregates.py",
     "tests/stores/test_cassandra_cql_server.py",
+    "tests/erasure/test_property.py",
     "tests/runtime/test_written.py",
+    "tests/test_keys.py",
+    "tests/erasure/test_join_property.py",
+    "tests/state/test_entry_batches.py",
     "tests/runtime/test_scheduler.py",
-    "tests/aggregates/test_driver.py",
+    "tests/test_events.py",
+    "tests/cli/test_cli.py",
+    "tests/dlq/test_bucket.py",
+    "tests/metrics/test_live_worker.py",
+    "tests/erasure/test_support_desk.py",
+    "tests/erasure/test_id_routes_property.py",
     "tests/stores/test_convergence_sqlite.py",
+    "tests/aggregates/test_driver.py",
+    "tests/test_kafka_admin.py",
     "tests/stores/test_sqlite_engine.py",
+    "tests/integration/test_demo.py",
+    "tests/delivery/test_verifier_properties.py",
+    "tests/install/test_extras.py",
     "tests/examples/support_desk/test_mail_moves.py",
+    "tests/testing/test_lookup_topics.py",
 )
 
 
