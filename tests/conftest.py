@@ -1,5 +1,6 @@
-"""Shared fixtures: the embedded stack (noida-db, from the test kit's pytest plugin), fresh stacks and
-the one local Spark session of the run."""
+"""Shared fixtures (the embedded stack: noida-db, from the test kit's pytest plugin; fresh stacks;
+the one local Spark session of the run), the tests' temporary directory, and the units of work and
+their order under pytest-xdist."""
 
 from __future__ import annotations
 
@@ -72,7 +73,8 @@ def fresh_stack(tmp_path: Path) -> Iterator[LocalStack]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One ``local[2]`` session (UI off, two shuffle partitions) for every test that runs Spark in
-    this process: a JVM starts once a process (each xdist worker), on first use, and stops at its end."""
+    this process: a JVM starts on first use and stops at the process's end (under xdist, one worker
+    runs every module of ``SPARK_IN_PROCESS``)."""
     from spark_batch.session import spark_session
 
     session = spark_session(
