@@ -33,13 +33,25 @@ __all__ = ["Cell", "order_bytes", "reconcile", "rank", "is_live", "shadowed"]
 _LIVE, _EXPIRING, _TOMBSTONE = 0, 1, 2
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Cell:
     """One stored cell: value (None = tombstone), write time, expiry (epoch seconds)."""
 
     value: CellValue
     writetime: int
     expires_at: int | None = None
+
+    def __init__(self, value: CellValue, writetime: int, expires_at: int | None = None) -> None:
+        # The slots are set directly: a frozen dataclass's own __init__ goes through
+        # object.__setattr__ per field, about four times slower, and stores make a cell per cell read.
+        _SET_VALUE(self, value)
+        _SET_WRITETIME(self, writetime)
+        _SET_EXPIRES_AT(self, expires_at)
+
+
+_SET_VALUE, _SET_WRITETIME, _SET_EXPIRES_AT = (
+    Cell.__dict__[name].__set__ for name in ("value", "writetime", "expires_at")
+)
 
 
 #: ``order_bytes`` per value type (bool before int: it is a subclass of int).

@@ -14,12 +14,18 @@ __all__ = ["Row", "cell_int"]
 _WRITETIME: Callable[[Cell], int] = attrgetter("writetime")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Row:
     """A row as read: its key columns and its live cells with their write times."""
 
     key: Mapping[str, CellValue]
     cells: Mapping[str, Cell]
+
+    def __init__(self, key: Mapping[str, CellValue], cells: Mapping[str, Cell]) -> None:
+        # Set in the instance dict directly: cheaper than the frozen dataclass's object.__setattr__.
+        fields = self.__dict__
+        fields["key"] = key
+        fields["cells"] = cells
 
     def values(self) -> dict[str, CellValue]:
         """Cell values by column name (live cells only)."""
