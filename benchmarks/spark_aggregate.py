@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from benchmarks.spark_backfill import cpu_by_process, cpu_split, load_average, tree_cpu_seconds
+from benchmarks.proc_cpu import cpu_by_process, cpu_split, load_average, tree_cpu_seconds
 from benchmarks.spark_check import fill_store
 from framework import (
     Aggregate,

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.proc_cpu import load_average, tree_cpu_seconds
 from examples.activity_platform.generator import generate_history
 from spark_batch.archive import write_parquet
 from spark_batch.backfill import backfill
@@ -36,63 +36,6 @@ from spark_batch.session import spark_session
 APP = "examples.activity_platform.app:app"
 #: Events per generated history (one seed each).
 CHUNK = 50_000
-
-
-def tree_cpu_seconds(pid: int | None = None) -> float:
-    """CPU seconds (user + system, reaped children included) of a process and its descendants:
-    the driver, the Spark JVM and its Python workers, whatever else runs on the machine."""
-    total, todo, tick = 0.0, [pid or os.getpid()], os.sysconf("SC_CLK_TCK")
-    while todo:
-        p = todo.pop()
-        try:
-            stat = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += sum(int(x) for x in stat[11:15]) / tick
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return total
-
-
-def cpu_by_process(pid: int | None = None) -> dict[int, tuple[str, float]]:
-    """Per process of the tree: its class and CPU seconds (user + system, reaped children included).
-
-    Classes: ``driver`` (the root), ``jvm`` (a ``java`` process), ``workers`` (a process under the
-    JVM: Spark's Python daemon and workers), ``other`` (e.g. the embedded stack)."""
-    root = pid or os.getpid()
-    out: dict[int, tuple[str, float]] = {}
-    todo, tick = [(root, "driver")], os.sysconf("SC_CLK_TCK")
-    while todo:
-        p, kind = todo.pop()
-        try:
-            raw = Path(f"/proc/{p}/stat").read_text()
-            name = raw[raw.index("(") + 1 : raw.rindex(")")]
-            if p != root:
-                kind = "jvm" if name == "java" else "workers" if kind in ("jvm", "workers") else "other"
-            out[p] = (kind, sum(int(x) for x in raw.rsplit(")", 1)[1].split()[11:15]) / tick)
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [(int(c), kind) for c in (task / "children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return out
-
-
-def cpu_split(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
-    """CPU seconds per class between two ``cpu_by_process`` snapshots. A process that ended between
-    them counts in its parent once reaped (Spark's Python daemon reaps its workers), all its life:
-    what it had used at the first snapshot is taken off again."""
-    split = {"driver": 0.0, "jvm": 0.0, "workers": 0.0, "other": 0.0}
-    for p, (kind, seconds) in after.items():
-        split[kind] += seconds - before.get(p, (kind, 0.0))[1]
-    for p, (kind, seconds) in before.items():
-        if p not in after:
-            split[kind] -= seconds
-    return {k: round(v, 1) for k, v in split.items()}
-
-
-def load_average() -> float:
-    """The one-minute load average (other work on the machine included)."""
-    return round(os.getloadavg()[0], 2)
 
 
 def write_archive(n: int, directory: Path) -> list[str]:

@@ -34,14 +34,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.spark_backfill import (
-    cpu_by_process,
-    cpu_split,
-    load_average,
-    measure_backfill,
-    print_backfill_table,
-    tree_cpu_seconds,
-)
+from benchmarks.proc_cpu import cpu_by_process, cpu_split, load_average, tree_cpu_seconds
+from benchmarks.scale_out import calibrate
+from benchmarks.spark_backfill import measure_backfill, print_backfill_table
 from examples.activity_platform.app import app as reference_app
 from framework.core.cells import Cell
 from framework.core.mutations import CellValue, LogState, Mutation, Upsert
@@ -189,8 +184,18 @@ def fill_store(
     engine.close()
 
 
-def populate_live(spark: Any, n: int, work: Path, es_url: str, alias: str, shards: int) -> tuple[str, float]:
-    """The rows in a SQLite store, the (damaged) documents in the index; (store URL, load seconds)."""
+def populate_live(
+    spark: Any,
+    n: int,
+    work: Path,
+    es_url: str,
+    alias: str,
+    shards: int,
+    build: Callable[[str, str, int], None] | None = None,
+) -> tuple[str, float]:
+    """The rows in a SQLite store, the (damaged) documents in the index; (store URL, load seconds).
+    The documents are built by the reindex build job on ``spark``, or by ``build(store URL, index,
+    shards)``."""
     started = time.perf_counter()
     path = work / f"wide-{n}.db"
     fill_store(path, reference_app.tables, synth, n)
@@ -214,9 +219,13 @@ def populate_live(spark: Any, n: int, work: Path, es_url: str, alias: str, shard
             await index.close()
 
     target = asyncio.run(_create(es_url, alias))
-    opts = WriteOptions(batch_size=1000)
-    task = functools.partial(build_task, APP, PROJECTION.name, url, es_url, "document", target, shards, opts)
-    spark.sparkContext.parallelize(range(shards), shards).mapPartitions(task).collect()
+    if build is not None:
+        build(url, target, shards)
+    else:
+        opts = WriteOptions(batch_size=1000)
+        args = (APP, PROJECTION.name, url, es_url, "document", target, shards, opts)
+        task = functools.partial(build_task, *args)
+        spark.sparkContext.parallelize(range(shards), shards).mapPartitions(task).collect()
     asyncio.run(damage())
     return url, time.perf_counter() - started
 
@@ -259,7 +268,7 @@ def measure(spark: Any, n: int, mode: str, shards: int, **sources: str) -> dict[
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[100_000, 1_000_000])
     ap.add_argument("--live-max", type=int, default=100_000, help="largest size also checked live")
     ap.add_argument("--es-url", default=None, help="Elasticsearch URL (default: start noida-db)")
     ap.add_argument("--shards", type=int, default=4, help="store shards and index slices (default 4)")
@@ -267,9 +276,24 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="append results as JSON lines")
     ap.add_argument("--backfill", type=int, nargs="*", default=[], help="also backfill this many events")
+    ap.add_argument("--runs", type=int, default=1, help="runs of every size, interleaved (default 1)")
+    ap.add_argument("--command", type=int, nargs="*", default=[], help="time `converge spark check`, N rows")
+    ap.add_argument("--phases", type=int, default=None, help="time the parts of a check of N live rows")
+    ap.add_argument("--calibration", type=int, default=100_000, help="calibration records (0: none)")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="converge-spark-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.calibration:
+        print(calibrate(work / "calibration", args.calibration), flush=True)
+    if args.command or args.phases:
+        from benchmarks.spark_check_command import main_command
+
+        try:
+            main_command(args, work)
+        finally:
+            if args.workdir is None:
+                shutil.rmtree(work, ignore_errors=True)
+        return
     spark = spark_session("converge-bench-check", args.master)
     results: list[dict[str, Any]] = []
     backfilled: list[dict[str, Any]] = []
