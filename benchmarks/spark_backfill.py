@@ -27,7 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.proc_cpu import load_average, tree_cpu_seconds
+from benchmarks.proc_cpu import cpu_by_process, cpu_split, load_average, tree_cpu_seconds
+from benchmarks.scale_out import calibrate
+from benchmarks.spark_runs import print_table
 from examples.activity_platform.generator import generate_history
 from spark_batch.archive import write_parquet
 from spark_batch.backfill import backfill
@@ -59,9 +61,10 @@ def measure_backfill(
     """Backfill ``n`` archived events into a fresh SQLite store; the figures of that run."""
     paths = write_archive(n, work / f"archive-{n}")
     store = work / f"backfill-{n}-{time.time_ns()}.db"
-    cpu, started = tree_cpu_seconds(), time.perf_counter()
+    cpu, processes, started = tree_cpu_seconds(), cpu_by_process(), time.perf_counter()
     report = backfill(spark, paths, f"sqlite:///{store}", app=APP, partitions=partitions)
     seconds, cpu = time.perf_counter() - started, tree_cpu_seconds() - cpu
+    split = cpu_split(processes, cpu_by_process())
     assert report.events == n and not report.rejected, report.to_dict()
     mutations = sum(sum(by_kind.values()) for by_kind in report.mutations.values())
     for suffix in ("", "-wal", "-shm"):
@@ -73,6 +76,7 @@ def measure_backfill(
         "seconds": round(seconds, 1),
         "events_per_s": round(n / seconds),
         "cpu_s": round(cpu, 1),
+        "cpu_split": split,
         "load": load_average(),
     }
 
@@ -83,27 +87,24 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4, help="archive partitions (default 4)")
     ap.add_argument("--master", default=None)
     ap.add_argument("--workdir", type=Path, default=None, help="keep the generated archives here")
+    ap.add_argument("--runs", type=int, default=1, help="runs of every size, interleaved (default 1)")
+    ap.add_argument("--calibration", type=int, default=100_000, help="calibration records (0: none)")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="converge-spark-backfill-"))
+    if args.calibration:
+        print(calibrate(work / "calibration", args.calibration), flush=True)
     spark = spark_session("converge-bench-backfill", args.master)
     results = []
     try:
         measure_backfill(spark, 5_000, work, args.partitions, "warm-up")
-        for n in args.events:
-            results.append(measure_backfill(spark, n, work, args.partitions))
-            print(json.dumps(results[-1]), flush=True)
+        for _ in range(args.runs):
+            for n in args.events:
+                results.append(measure_backfill(spark, n, work, args.partitions))
+                print(json.dumps(results[-1]), flush=True)
     finally:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
-    print_backfill_table(results)
-
-
-def print_backfill_table(results: list[dict[str, Any]]) -> None:
-    print("| mode | events | mutations | seconds | events/s | CPU s | load |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for r in results:
-        figures = f"{r['events']:,} | {r['mutations']:,} | {r['seconds']} | {r['events_per_s']:,}"
-        print(f"| {r['mode']} | {figures} | {r['cpu_s']} | {r['load']} |")
+    print_table(results, "events")
 
 
 if __name__ == "__main__":

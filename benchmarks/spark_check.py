@@ -36,7 +36,8 @@ from typing import Any
 
 from benchmarks.proc_cpu import cpu_by_process, cpu_split, load_average, tree_cpu_seconds
 from benchmarks.scale_out import calibrate
-from benchmarks.spark_backfill import measure_backfill, print_backfill_table
+from benchmarks.spark_backfill import measure_backfill
+from benchmarks.spark_runs import print_table
 from examples.activity_platform.app import app as reference_app
 from framework.core.cells import Cell
 from framework.core.mutations import CellValue, LogState, Mutation, Upsert
@@ -159,10 +160,14 @@ def expected_counts(n: int) -> dict[str, int]:
 
 
 def write_parquet_inputs(spark: Any, n: int, work: Path, partitions: int) -> tuple[str, str]:
+    """The row records and index documents of ``n`` hub rows as Parquet under ``work`` (kept from an
+    earlier run when complete there); their paths."""
     ids = spark.range(0, n, numPartitions=partitions)
     rows, docs = str(work / f"rows-{n}"), str(work / f"docs-{n}")
-    spark.createDataFrame(ids.rdd.mapPartitions(_row_records), ROW_SCHEMA).write.parquet(rows)
-    spark.createDataFrame(ids.rdd.mapPartitions(_doc_records), DOC_SCHEMA).write.parquet(docs)
+    for path, records, schema in ((rows, _row_records, ROW_SCHEMA), (docs, _doc_records, DOC_SCHEMA)):
+        if not (Path(path) / "_SUCCESS").exists():
+            frame = spark.createDataFrame(ids.rdd.mapPartitions(records), schema)
+            frame.write.mode("overwrite").parquet(path)
     return rows, docs
 
 
@@ -307,20 +312,23 @@ def main() -> None:
             es_url = stack.start().es_url
         rows, docs = write_parquet_inputs(spark, 5_000, work, args.shards)  # warm-up: JVM, Python workers
         measure(spark, 5_000, "warm-up", args.shards, store_parquet=rows, index_parquet=docs)
+        inputs: list[tuple[int, str, dict[str, str]]] = []
         for n in args.sizes:
             rows, docs = write_parquet_inputs(spark, n, work, args.shards)
-            results.append(measure(spark, n, "parquet", args.shards, store_parquet=rows, index_parquet=docs))
-            print(json.dumps(results[-1]), flush=True)
+            inputs.append((n, "parquet", {"store_parquet": rows, "index_parquet": docs}))
             if n <= args.live_max and es_url is not None:
                 url, load = populate_live(spark, n, work, es_url, f"bench-{n}", args.shards)
                 print(json.dumps({"mode": "live-load", "rows": n, "seconds": round(load, 1)}), flush=True)
-                results.append(measure(spark, n, "live", args.shards, store_url=url, es_url=es_url))
-                print(json.dumps(results[-1]), flush=True)
+                inputs.append((n, "live", {"store_url": url, "es_url": es_url}))
         if args.backfill:
             measure_backfill(spark, 5_000, work, args.shards, "warm-up")
-        for n in args.backfill:
-            backfilled.append(measure_backfill(spark, n, work, args.shards))
-            print(json.dumps(backfilled[-1]), flush=True)
+        for _ in range(args.runs):  # interleaved: every size and mode once a round
+            for n, mode, sources in inputs:
+                results.append(measure(spark, n, mode, args.shards, **sources))
+                print(json.dumps(results[-1]), flush=True)
+            for n in args.backfill:
+                backfilled.append(measure_backfill(spark, n, work, args.shards))
+                print(json.dumps(backfilled[-1]), flush=True)
     finally:
         if stack is not None:
             stack.stop()
@@ -329,15 +337,10 @@ def main() -> None:
     if args.json:
         with args.json.open("a") as f:
             f.writelines(json.dumps(r) + "\n" for r in results + backfilled)
-    print("| mode | hub rows | index documents | seconds | rows/s | CPU s | driver / JVM / workers | load |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for r in results:
-        figures = f"{r['rows']:,} | {r['documents']:,} | {r['seconds']} | {r['rows_per_s']:,}"
-        split = " / ".join(str(r["cpu_split"][k]) for k in ("driver", "jvm", "workers"))
-        print(f"| {r['mode']} | {figures} | {r['cpu_s']} | {split} | {r['load']} |")
+    print_table(results, "rows")
     if backfilled:
         print()
-        print_backfill_table(backfilled)
+        print_table(backfilled, "events")
 
 
 if __name__ == "__main__":

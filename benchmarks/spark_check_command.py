@@ -18,24 +18,15 @@ from __future__ import annotations
 import functools
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from benchmarks.proc_cpu import TreeSampler, load_average
-
-#: The per-class columns of the command table.
-CLASSES = ("driver", "jvm", "workers")
-
-
-def spread(values: Sequence[float], fmt: str = ".1f") -> str:
-    """``median (min-max)``."""
-    med = format(statistics.median(values), fmt)
-    return med if len(values) == 1 else f"{med} ({format(min(values), fmt)}-{format(max(values), fmt)})"
+from benchmarks.spark_runs import CLASSES, spread
 
 
 def populate(n: int, work: Path, es_url: str) -> str:
