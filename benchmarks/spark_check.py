@@ -284,6 +284,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1, help="runs of every size, interleaved (default 1)")
     ap.add_argument("--command", type=int, nargs="*", default=[], help="time `converge spark check`, N rows")
     ap.add_argument("--phases", type=int, default=None, help="time the parts of a check of N live rows")
+    ap.add_argument(
+        "--tree", action="append", default=[], metavar="LABEL=DIR", help="--command of this tree too"
+    )
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="session conf")
     ap.add_argument("--calibration", type=int, default=100_000, help="calibration records (0: none)")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="converge-spark-bench-"))
@@ -299,7 +303,8 @@ def main() -> None:
             if args.workdir is None:
                 shutil.rmtree(work, ignore_errors=True)
         return
-    spark = spark_session("converge-bench-check", args.master)
+    conf = dict(c.split("=", 1) for c in args.conf)
+    spark = spark_session("converge-bench-check", args.master, conf)
     results: list[dict[str, Any]] = []
     backfilled: list[dict[str, Any]] = []
     stack = None

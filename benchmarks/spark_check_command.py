@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.proc_cpu import TreeSampler, load_average
-from benchmarks.spark_runs import CLASSES, spread
+from benchmarks.spark_runs import CLASSES, print_table
 
 
 def populate(n: int, work: Path, es_url: str) -> str:
@@ -80,12 +80,17 @@ def command(n: int, store_url: str, es_url: str, report: Path) -> list[str]:
     ]
 
 
-def run_command(n: int, store_url: str, es_url: str, work: Path, master: str | None) -> dict[str, Any]:
-    """One ``converge spark check`` of the ``n`` rows: wall seconds, CPU seconds per class."""
+def run_command(
+    n: int, store_url: str, es_url: str, work: Path, master: str | None, tree: tuple[str, str | None]
+) -> dict[str, Any]:
+    """One ``converge spark check`` of the ``n`` rows, with the project tree ``tree`` (label, a
+    directory put first on ``PYTHONPATH`` or None for this one): wall seconds, CPU seconds per class."""
     from benchmarks.spark_check import expected_counts
 
     report = work / f"check-{n}-{time.time_ns()}.json"
     env = dict(os.environ)
+    if tree[1] is not None:
+        env["PYTHONPATH"] = os.pathsep.join([tree[1], *filter(None, [env.get("PYTHONPATH")])])
     if master:
         env["CONVERGE_SPARK_MASTER"] = master
     started = time.perf_counter()
@@ -107,30 +112,14 @@ def run_command(n: int, store_url: str, es_url: str, work: Path, master: str | N
     counts = next(iter(found.values()))["check"]["counts"]
     assert counts == expected_counts(n), (counts, expected_counts(n))
     return {
-        "mode": "command",
+        "mode": tree[0],
         "rows": n,
         "seconds": round(seconds, 2),
+        "rows_per_s": round(n / seconds),
         "cpu_s": round(sum(split.values()), 2),
         "cpu_split": {k: round(split[k], 2) for k in CLASSES},
         "load": load_average(),
     }
-
-
-def print_command_table(results: list[dict[str, Any]]) -> None:
-    """Per size: runs, medians (ranges) of wall seconds and CPU seconds per class and per row."""
-    print(
-        "| hub rows | runs | wall s | CPU s (tree) | driver / JVM / workers CPU s | CPU ms per row | load |"
-    )
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    for n in sorted({r["rows"] for r in results}):
-        mine = [r for r in results if r["rows"] == n]
-        split = " / ".join(spread([r["cpu_split"][k] for r in mine]) for k in CLASSES)
-        per_row = spread([r["cpu_s"] / n * 1000 for r in mine], ".2f")
-        row = f"| {n:,} | {len(mine)} | {spread([r['seconds'] for r in mine])} | "
-        print(
-            row + f"{spread([r['cpu_s'] for r in mine])} | {split} | {per_row} | "
-            f"{spread([r['load'] for r in mine], '.2f')} |"
-        )
 
 
 def _timed(label: str, fn: Callable[[], Any], out: list[tuple[str, float]]) -> Any:
@@ -213,10 +202,13 @@ def main_command(args: Any, work: Path) -> None:
             for label, seconds in phases(args.phases, urls[args.phases], es_url, args.master):
                 print(f"| {label} | {seconds:.2f} |")
         results: list[dict[str, Any]] = []
-        for _ in range(args.runs):
-            for n in args.command:
-                results.append(run_command(n, urls[n], es_url, work, args.master))
-                print(json.dumps(results[-1]), flush=True)
+        trees: list[tuple[str, str | None]] = [("this tree", None)]
+        trees += [(label, str(Path(d).resolve())) for label, _, d in (t.partition("=") for t in args.tree)]
+        for _ in range(args.runs):  # interleaved: every tree and size once a round
+            for tree in trees:
+                for n in args.command:
+                    results.append(run_command(n, urls[n], es_url, work, args.master, tree))
+                    print(json.dumps(results[-1]), flush=True)
     if results:
         print(" ".join(command(n, "sqlite:///WIDE.db", "ES_URL", Path("REPORT.json"))))
-        print_command_table(results)
+        print_table(results, "rows")

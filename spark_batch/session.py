@@ -2,7 +2,10 @@
 
 The master comes from the argument, else the ``spark_master`` setting
 (``CONVERGE_SPARK_MASTER``), else ``local[2]``. Local masters get small-machine defaults (few shuffle
-partitions, no UI, no console progress bar: the jobs draw their own). The
+partitions, no UI, no console progress bar: the jobs draw their own), a JVM tuned for short jobs
+(only the quick JIT compiler, the serial collector: on a small input the JVM's own compiling and
+collecting threads cost more CPU than the job) and a Python worker daemon that imports the batch
+layer once before it forks the workers (``spark_batch.worker_daemon``). The
 executors' Python is the driver's interpreter unless ``PYSPARK_PYTHON`` is
 set, and the project root and the working directory are put on their
 ``PYTHONPATH`` so the functions shipped to them import the same modules,
@@ -34,6 +37,8 @@ _LOCAL_DEFAULTS: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "1g",
     "spark.python.worker.reuse": "true",
+    "spark.python.daemon.module": "spark_batch.worker_daemon",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     "spark.sql.session.timeZone": "UTC",
 }
 
