@@ -137,6 +137,10 @@ class TreeSampler:
             self.seen.update(cpu_by_process(self.pid, reaped=False))
             self._done.wait(self.every)
 
+    def processes(self) -> dict[str, int]:
+        """How many processes of each class were seen."""
+        return {k: sum(1 for kind, _ in self.seen.values() if kind == k) for k in SPARK_CLASSES}
+
     def stop(self) -> dict[str, float]:
         """CPU seconds per class over the child's life (as sampled)."""
         self._done.set()

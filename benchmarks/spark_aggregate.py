@@ -7,11 +7,12 @@ points (sum) and the largest points per team and status in daily windows of the 
 every entity's contributions by the aggregate's own ``build``, every group's totals by
 ``reduce``, counted.
 
-The calibration: a plain Spark scan of the same two tables (``read_store_rows``, counted), to
-compare figures taken on other machines, run interleaved with the aggregate ``--runs`` times
-each (after one warm-up of each). Per variant the median and range of the wall time,
-entities/s (source rows/s: twice that), CPU seconds of the process tree (driver, JVM, Python
-workers) and the one-minute load average after each run; the calibration line first.
+The calibrations: first the raw aiokafka rate on this machine (``benchmarks.scale_out.calibrate``),
+then a plain Spark scan of the same two tables (``read_store_rows``, counted), run interleaved
+with the aggregate ``--runs`` times each (after one warm-up of each). Per variant the median and
+range of the wall time, entities/s (source rows/s: twice that), CPU seconds of the process tree
+and CPU microseconds per entity of each process class (driver / JVM / Python workers,
+``benchmarks.proc_cpu``), and the one-minute load average after each run.
 
     python -m benchmarks.spark_aggregate --entities 100000 --runs 5
 """

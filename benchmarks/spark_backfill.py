@@ -8,10 +8,14 @@ SQLite store, without an index: reading the archive, parsing, routing and
 mapping every event in the executors, and applying the mutations with their
 version marks. Every run asserts that every event was counted and none was
 rejected. A 5,000-event backfill warms the JVM and the Python workers first.
-Beside the wall time: the CPU seconds of this process tree over the run and
-the one-minute load average at its end (the machine may be shared).
+The calibration line comes first (``benchmarks.scale_out.calibrate``: the
+raw aiokafka rate on this machine); each size runs once a round, ``--runs``
+rounds. Per size, medians with their ranges: the wall time, events/s, the CPU
+seconds of this process tree and the CPU microseconds per event of each
+process class (driver / JVM / Python workers, ``benchmarks.proc_cpu``), and
+the one-minute load average at the end of each run (the machine may be shared).
 
-    python -m benchmarks.spark_backfill --events 1000000
+    python -m benchmarks.spark_backfill --events 1000000 --runs 5
 
 ``benchmarks.spark_check --backfill N`` runs the same measurement in the
 check's session, so both figures come from one run.

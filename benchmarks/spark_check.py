@@ -11,14 +11,25 @@ stale, content, orphans). Two input paths:
   ``read_store_rows`` / ``read_index`` export format) and checked from there,
   for sizes the embedded index cannot hold.
 
-    python -m benchmarks.spark_check --sizes 100000 1000000 --backfill 1000000
+    python -m benchmarks.spark_check --sizes 100000 1000000 --backfill 1000000 --runs 5
+    python -m benchmarks.spark_check --sizes --phases 10000 --command 10000 --runs 5
 
-Beside each wall time: the CPU seconds of the process tree (driver, JVM,
-Python workers; the embedded stack's own processes too when it runs), the
-same split by process (driver / JVM / Python workers) and the one-minute
-load average at the end. ``--backfill N`` also measures
+The calibration line comes first (``benchmarks.scale_out.calibrate``: the raw
+aiokafka rate on this machine, on a noida-db of its own). Every size (and
+backfill) is measured once a round, ``--runs`` rounds, in one session after a
+warm-up; the table gives medians with their ranges: wall time, rows/s, the
+CPU seconds of the process tree (the embedded stack's own processes too when
+it runs) and the CPU microseconds per row of each process class (driver / JVM
+/ Python workers, ``benchmarks.proc_cpu``). ``--backfill N`` also measures
 ``backfill`` of N archived events in the same session
-(``benchmarks.spark_backfill``), so both figures come from one run.
+(``benchmarks.spark_backfill``). ``--conf KEY=VALUE`` overrides the session's
+conf (e.g. the defaults of another commit; ``--phases`` too).
+
+``--command N`` times ``converge spark check`` of N live rows as a user runs it
+(``benchmarks.spark_check_command``: a subprocess, the JVM's start included),
+``--tree LABEL=DIR`` the same command of another checkout (say, the base
+commit's ``git archive``) interleaved with this one; ``--phases N`` times the
+parts of one such check in this process.
 """
 
 from __future__ import annotations

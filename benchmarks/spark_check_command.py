@@ -118,6 +118,7 @@ def run_command(
         "rows_per_s": round(n / seconds),
         "cpu_s": round(sum(split.values()), 2),
         "cpu_split": {k: round(split[k], 2) for k in CLASSES},
+        "processes": sampler.processes(),
         "load": load_average(),
     }
 
@@ -130,8 +131,11 @@ def _timed(label: str, fn: Callable[[], Any], out: list[tuple[str, float]]) -> A
     return value
 
 
-def phases(n: int, store_url: str, es_url: str, master: str | None) -> list[tuple[str, float]]:
-    """Seconds of each part of a check of the ``n`` rows, in one fresh process's order."""
+def phases(
+    n: int, store_url: str, es_url: str, master: str | None, conf: dict[str, str]
+) -> list[tuple[str, float]]:
+    """Seconds of each part of a check of the ``n`` rows, in one fresh process's order, on a session
+    with ``spark_session``'s conf and ``conf``."""
     out: list[tuple[str, float]] = []
     _timed("interpreter start (python -c pass)", lambda: subprocess.run([sys.executable, "-c", "pass"]), out)
     _timed("interpreter start and the command's imports", _import_check, out)
@@ -140,11 +144,15 @@ def phases(n: int, store_url: str, es_url: str, master: str | None) -> list[tupl
     from benchmarks.spark_check import APP, PROJECTION
     from spark_batch.convergence import check, expected_documents
     from spark_batch.io import read_index
-    from spark_batch.session import _python_env, spark_session
+    from spark_batch.session import _python_env, default_master, session_conf, spark_session
 
     _python_env()
-    _timed("JVM start (the Py4J gateway)", lambda: SparkContext._ensure_initialized(conf=SparkConf()), out)
-    spark = _timed("SparkContext and SparkSession", functools.partial(spark_session, "phases", master), out)
+    master = master or default_master()
+    settings = SparkConf().setAll(list(session_conf(master, conf).items()))
+    _timed("JVM start (the Py4J gateway)", lambda: SparkContext._ensure_initialized(conf=settings), out)
+    spark = _timed(
+        "SparkContext and SparkSession", functools.partial(spark_session, "phases", master, conf), out
+    )
     shards = spark.sparkContext.defaultParallelism
     _timed("first Spark action (a local count, no Python)", lambda: spark.range(10).count(), out)
     _timed(
@@ -199,7 +207,8 @@ def main_command(args: Any, work: Path) -> None:
         if args.phases:
             print(f"| part of a check of {args.phases:,} hub rows | seconds |")
             print("|---|---:|")
-            for label, seconds in phases(args.phases, urls[args.phases], es_url, args.master):
+            conf = dict(c.split("=", 1) for c in args.conf)
+            for label, seconds in phases(args.phases, urls[args.phases], es_url, args.master, conf):
                 print(f"| {label} | {seconds:.2f} |")
         results: list[dict[str, Any]] = []
         trees: list[tuple[str, str | None]] = [("this tree", None)]

@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 
 from framework.settings import env_setting
 
-__all__ = ["spark_session", "default_master", "parallelism", "PROJECT_ROOT"]
+__all__ = ["spark_session", "session_conf", "default_master", "parallelism", "PROJECT_ROOT"]
 
 #: The directory holding the ``spark_batch`` package.
 PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
@@ -64,13 +64,19 @@ def spark_session(
     _python_env()
     master = master or default_master()
     builder = SparkSession.builder.appName(app_name).master(master)
-    settings = dict(_LOCAL_DEFAULTS) if master.startswith("local") else {}
-    settings.update(conf or {})
-    for key, value in settings.items():
+    for key, value in session_conf(master, conf).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(env_setting("spark_log_level") or "WARN")
     return spark
+
+
+def session_conf(master: str, conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The conf ``spark_session`` gives a session on ``master``: the local defaults on a local
+    master, then ``conf``."""
+    settings = dict(_LOCAL_DEFAULTS) if master.startswith("local") else {}
+    settings.update(conf or {})
+    return settings
 
 
 def parallelism(spark: SparkSession, requested: int | None = None) -> int:
