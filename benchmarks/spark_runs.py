@@ -11,6 +11,7 @@ __all__ = ["CLASSES", "print_table", "spread"]
 
 #: The process classes the tables show.
 CLASSES = ("driver", "jvm", "workers")
+_ONE = {"rows": "row", "events": "event", "entities": "entity"}
 
 
 def spread(values: Sequence[float], fmt: str = ".1f") -> str:
@@ -22,7 +23,7 @@ def spread(values: Sequence[float], fmt: str = ".1f") -> str:
 def print_table(results: list[dict[str, Any]], unit: str) -> None:
     """Per mode and size: medians (ranges) of wall seconds, ``unit``/s, CPU seconds of the tree and
     CPU microseconds per ``unit`` of each process class (driver / JVM / Python workers)."""
-    per = f"CPU µs per {unit}: driver / JVM / workers"
+    per = f"CPU µs per {_ONE.get(unit, unit)}: driver / JVM / workers"
     print(f"| mode | {unit} | runs | seconds | {unit}/s | CPU s | {per} | load |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for mode, n in dict.fromkeys((r["mode"], r[unit]) for r in results):
