@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.proc_cpu import TreeSampler, load_average
+from benchmarks.proc_cpu import TreeSampler, cpu_by_process, cpu_split, load_average
 from benchmarks.spark_runs import CLASSES, print_table
 
 
@@ -123,20 +123,22 @@ def run_command(
     }
 
 
-def _timed(label: str, fn: Callable[[], Any], out: list[tuple[str, float]]) -> Any:
-    started = time.perf_counter()
+#: A part of a check: its label, wall seconds, CPU seconds per process class.
+Part = tuple[str, float, dict[str, float]]
+
+
+def _timed(label: str, fn: Callable[[], Any], out: list[Part]) -> Any:
+    processes, started = cpu_by_process(), time.perf_counter()
     value = fn()
-    out.append((label, time.perf_counter() - started))
+    out.append((label, time.perf_counter() - started, cpu_split(processes, cpu_by_process())))
     print(f"{label}: {out[-1][1]:.2f} s", flush=True)
     return value
 
 
-def phases(
-    n: int, store_url: str, es_url: str, master: str | None, conf: dict[str, str]
-) -> list[tuple[str, float]]:
+def phases(n: int, store_url: str, es_url: str, master: str | None, conf: dict[str, str]) -> list[Part]:
     """Seconds of each part of a check of the ``n`` rows, in one fresh process's order, on a session
     with ``spark_session``'s conf and ``conf``."""
-    out: list[tuple[str, float]] = []
+    out: list[Part] = []
     _timed("interpreter start (python -c pass)", lambda: subprocess.run([sys.executable, "-c", "pass"]), out)
     _timed("interpreter start and the command's imports", _import_check, out)
     from pyspark import SparkConf, SparkContext
@@ -205,11 +207,12 @@ def main_command(args: Any, work: Path) -> None:
             urls[n] = populate(n, work, es_url)
             print(f"populated {n:,} hub rows in {time.perf_counter() - started:.1f} s", flush=True)
         if args.phases:
-            print(f"| part of a check of {args.phases:,} hub rows | seconds |")
-            print("|---|---:|")
             conf = dict(c.split("=", 1) for c in args.conf)
-            for label, seconds in phases(args.phases, urls[args.phases], es_url, args.master, conf):
-                print(f"| {label} | {seconds:.2f} |")
+            parts = phases(args.phases, urls[args.phases], es_url, args.master, conf)
+            print(f"| part of a check of {args.phases:,} rows | seconds | CPU s driver / JVM / workers |")
+            print("|---|---:|---:|")
+            for label, seconds, cpu in parts:
+                print(f"| {label} | {seconds:.2f} | {' / '.join(str(cpu[k]) for k in CLASSES)} |")
         results: list[dict[str, Any]] = []
         trees: list[tuple[str, str | None]] = [("this tree", None)]
         trees += [(label, str(Path(d).resolve())) for label, _, d in (t.partition("=") for t in args.tree)]
