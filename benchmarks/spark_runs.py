@@ -33,5 +33,8 @@ def print_table(results: list[dict[str, Any]], unit: str) -> None:
             f"{spread([r['seconds'] for r in mine])} | {spread([r[f'{unit}_per_s'] for r in mine], ',.0f')}"
         )
         loads = f"{min(r['load'] for r in mine)}-{max(r['load'] for r in mine)}"
-        cpu = spread([r["cpu_s"] for r in mine])
+        # a negative tree reading (a Python worker gone unreaped between the readings took its
+        # seconds with it) is left out
+        readings = [r["cpu_s"] for r in mine if r["cpu_s"] >= 0]
+        cpu = spread(readings) if readings else "n/a"
         print(f"| {mode} | {n:,} | {len(mine)} | {figures} | {cpu} | {per} | {loads} |")
