@@ -150,10 +150,12 @@ def phases(n: int, store_url: str, es_url: str, master: str | None, conf: dict[s
 
     _python_env()
     master = master or default_master()
-    settings = SparkConf().setAll(list(session_conf(master, conf).items()))
+    settings = SparkConf().setAll(list(session_conf(master, conf, short=True).items()))
     _timed("JVM start (the Py4J gateway)", lambda: SparkContext._ensure_initialized(conf=settings), out)
     spark = _timed(
-        "SparkContext and SparkSession", functools.partial(spark_session, "phases", master, conf), out
+        "SparkContext and SparkSession",
+        functools.partial(spark_session, "phases", master, conf, short=True),
+        out,
     )
     shards = spark.sparkContext.defaultParallelism
     _timed("first Spark action (a local count, no Python)", lambda: spark.range(10).count(), out)
