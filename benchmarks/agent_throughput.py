@@ -46,7 +46,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer
 
-from benchmarks.demo_cpu import cpu_seconds
+from benchmarks.proc_cpu import cpu_seconds
 from framework.aggregates.tables import tables_of
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import LocalStack

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 import faust
 
-from benchmarks.demo_cpu import cpu_seconds
+from benchmarks.proc_cpu import cpu_seconds
 from framework.app import App
 from framework.core.aggregate import Aggregate, Contribution, MeasureKind, Window
 from framework.core.events import Event, parse_event

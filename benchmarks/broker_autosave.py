@@ -17,7 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.profile_demo import _broker_pid, _cpu_by_comm
+from benchmarks.proc_cpu import cpu_by_comm
+from benchmarks.profile_demo import _broker_pid
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import LocalStack
 
@@ -32,12 +33,12 @@ def run(records: list[tuple[bytes, bytes]], pause: float) -> tuple[float, dict[s
         broker = f"kafka://{stack.info.kafka_bootstrap}"
         asyncio.run(ensure_topics(broker, {"autosave": 4}))
         pid = _broker_pid()
-        before, started = _cpu_by_comm(pid), time.time()
+        before, started = cpu_by_comm(pid), time.time()
         for i in range(0, len(records), 1_000):
             asyncio.run(produce(broker, "autosave", records[i : i + 1_000]))
             time.sleep(pause)
         time.sleep(5.0)
-        after = _cpu_by_comm(pid)
+        after = cpu_by_comm(pid)
     return time.time() - started, {k: v - before.get(k, 0.0) for k, v in after.items()}
 
 

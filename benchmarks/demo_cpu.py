@@ -16,38 +16,8 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _tree(root: int) -> list[int]:
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return out
-
-
-def _sample(pid: int) -> tuple[str, float] | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return cmd, (int(stat[11]) + int(stat[12])) / TICK
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system, all threads) used so far by process ``pid``, not its children
-    (``/proc/<pid>/stat`` utime + stime over ``SC_CLK_TCK``); 0.0 once it is gone."""
-    got = _sample(pid)
-    return 0.0 if got is None else got[1]
+from benchmarks.proc_cpu import command_line, cpu_seconds, load_average, tree
 
 
 def _kind(cmd: str) -> str:
@@ -65,10 +35,11 @@ def run(gc_mode: str) -> dict[str, float | str]:
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen: dict[int, tuple[str, float]] = {}
     while proc.poll() is None:
-        for pid in _tree(proc.pid):
-            got = _sample(pid)
-            if got is not None and got[0].strip():
-                seen[pid] = got
+        for pid in tree(proc.pid):
+            cmdline = command_line(pid)
+            if cmdline is not None and cmdline.strip():
+                # a process gone between the two reads reads 0.0: keep its last reading
+                seen[pid] = (cmdline, max(cpu_seconds(pid), seen.get(pid, (cmdline, 0.0))[1]))
         time.sleep(0.2)
     out = proc.stdout.read() if proc.stdout else ""
     rate = re.search(r"throughput \(produce to drained\)\s*│\s*([\d,]+) events/s", out)
@@ -77,7 +48,7 @@ def run(gc_mode: str) -> dict[str, float | str]:
         "gc": gc_mode,
         "events/s": rate.group(1) if rate else "?",
         "divergent": divergent.group(1) if divergent else "?",
-        "load": round(os.getloadavg()[0], 2),
+        "load": load_average(),
     }
     for cmdline, cpu in seen.values():
         kind = _kind(cmdline)

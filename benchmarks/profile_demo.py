@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import examples.demo as demo
-from benchmarks.demo_cpu import TICK, _sample, _tree
+from benchmarks.proc_cpu import command_line, cpu_by_comm, cpu_seconds, threads, tree
 from benchmarks.scale_out import calibrate
 from framework.kafka_admin import end_offsets
 
@@ -35,48 +35,14 @@ _start_worker = demo.start_worker
 
 
 def _broker_pid() -> int | None:
-    for pid in _tree(os.getpid()):
-        got = _sample(pid)
-        if got is not None and "noida-db" in got[0]:
+    for pid in tree(os.getpid()):
+        if "noida-db" in (command_line(pid) or ""):
             return pid
     return None
 
 
 def _cpu(pid: int | None) -> float:
-    got = _sample(pid) if pid is not None else None
-    return got[1] if got is not None else float("nan")
-
-
-def _task(task: Path) -> tuple[str, float, float]:
-    """One thread's kernel name (``comm``), CPU seconds (user + system) and system CPU seconds."""
-    stat = (task / "stat").read_text().rsplit(")", 1)[1].split()
-    return (task / "comm").read_text().strip(), (int(stat[11]) + int(stat[12])) / TICK, int(stat[12]) / TICK
-
-
-def _threads(pid: int) -> dict[str, dict[str, float]]:
-    """Per thread of ``pid``: its CPU seconds (user + system; system apart too) and its I/O
-    counters, from /proc."""
-    out: dict[str, dict[str, float]] = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            _, cpu, sys = _task(task)
-            io = dict(line.split(": ") for line in (task / "io").read_text().splitlines())
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        out[task.name] = {"cpu": cpu, "sys": sys, **{k: float(v) for k, v in io.items()}}
-    return out
-
-
-def _cpu_by_comm(pid: int | None) -> dict[str, float]:
-    """CPU seconds of the threads of ``pid`` summed by their kernel name (``comm``)."""
-    out: dict[str, float] = {}
-    for task in Path(f"/proc/{pid}/task").iterdir() if pid is not None else ():
-        try:
-            comm, cpu, _ = _task(task)
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        out[comm] = out.get(comm, 0.0) + cpu
-    return out
+    return cpu_seconds(pid) if pid is not None and command_line(pid) is not None else float("nan")
 
 
 def _thread_names(py_spy: str, pid: int) -> dict[str, str]:
@@ -120,14 +86,14 @@ class _Recorder:
             time.sleep(1.0)  # py-spy attached
         broker = _broker_pid()
         self.run.update(uptime_before=_uptime(), started=time.time(), worker_pid=worker, broker_pid=broker)
-        self.run.update(worker_cpu0=_cpu(worker), broker_cpu0=_cpu(broker), threads0=_threads(worker))
-        self.run["broker_threads0"] = _cpu_by_comm(broker)
+        self.run.update(worker_cpu0=_cpu(worker), broker_cpu0=_cpu(broker), threads0=threads(worker))
+        self.run["broker_threads0"] = cpu_by_comm(broker)
 
     def end(self) -> None:
         worker, broker = self.run["worker_pid"], self.run["broker_pid"]
         self.run.update(ended=time.time(), worker_cpu1=_cpu(worker), broker_cpu1=_cpu(broker))
-        self.run.update(threads1=_threads(worker), uptime_after=_uptime())
-        self.run["broker_threads1"] = _cpu_by_comm(broker)
+        self.run.update(threads1=threads(worker), uptime_after=_uptime())
+        self.run["broker_threads1"] = cpu_by_comm(broker)
         if self.spy is not None:
             self.spy.send_signal(signal.SIGINT)  # py-spy writes its file and detaches
             self.spy.wait(60)

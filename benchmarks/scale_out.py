@@ -47,7 +47,7 @@ from aiokafka.errors import KafkaError
 
 from agents.event_types import topic_of
 from benchmarks.agent_throughput import make_records, raw_consume
-from benchmarks.demo_cpu import cpu_seconds
+from benchmarks.proc_cpu import cpu_seconds
 from examples.activity_platform.app import app
 from examples.activity_platform.generator import generate_history
 from examples.activity_platform.history import History

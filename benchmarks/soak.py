@@ -21,16 +21,10 @@ import uuid
 from pathlib import Path
 
 from benchmarks.agent_throughput import make_records
+from benchmarks.proc_cpu import rss_mib
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import LocalStack
 from framework.worker.processes import start_worker, stop_worker
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def main() -> None:

@@ -7,11 +7,12 @@ points (sum) and the largest points per team and status in daily windows of the 
 every entity's contributions by the aggregate's own ``build``, every group's totals by
 ``reduce``, counted.
 
-The calibration: a plain Spark scan of the same two tables (``read_store_rows``, counted), to
-compare figures taken on other machines, run interleaved with the aggregate ``--runs`` times
-each (after one warm-up of each). Per variant the median and range of the wall time,
-entities/s (source rows/s: twice that), CPU seconds of the process tree (driver, JVM, Python
-workers) and the one-minute load average after each run; the calibration line first.
+The calibrations: first the raw aiokafka rate on this machine (``benchmarks.scale_out.calibrate``),
+then a plain Spark scan of the same two tables (``read_store_rows``, counted), run interleaved
+with the aggregate ``--runs`` times each (after one warm-up of each). Per variant the median and
+range of the wall time, entities/s (source rows/s: twice that), CPU seconds of the process tree
+and CPU microseconds per entity of each process class (driver / JVM / Python workers,
+``benchmarks.proc_cpu``), and the one-minute load average after each run.
 
     python -m benchmarks.spark_aggregate --entities 100000 --runs 5
 """
@@ -27,8 +28,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from benchmarks.spark_backfill import cpu_by_process, cpu_split, load_average, tree_cpu_seconds
+from benchmarks.proc_cpu import cpu_by_process, cpu_split, load_average, tree_cpu_seconds
+from benchmarks.scale_out import calibrate
 from benchmarks.spark_check import fill_store
+from benchmarks.spark_runs import print_table
 from framework import (
     Aggregate,
     App,
@@ -150,9 +153,12 @@ def main() -> None:
     ap.add_argument("--shards", type=int, default=4, help="store scan shards (default 4)")
     ap.add_argument("--master", default=None)
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--calibration", type=int, default=100_000, help="calibration records (0: none)")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="converge-spark-aggregate-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.calibration:
+        print(calibrate(work / "calibration", args.calibration), flush=True)
     path = work / f"wide-{args.entities}.db"
     spark = spark_session("converge-bench-aggregate", args.master)
     try:
@@ -181,12 +187,10 @@ def main() -> None:
         rate = _median(scans, "rate", ",.0f")
         print(f"calibration: Spark scan of {args.entities:,} tasks and their marks (read_store_rows, "
               f"{args.shards} shards): {rate} tasks/s, medians of {args.runs}")  # fmt: skip
-        print("| variant | entities | seconds | entities/s | CPU s | load |")
-        print("|---|---:|---:|---:|---:|---:|")
         for name, rs in runs.items():
-            loads = [r["load"] for r in rs]
-            figures = f"{_median(rs, 'seconds')} | {_median(rs, 'rate', ',.0f')} | {_median(rs, 'cpu_s')}"
-            print(f"| {name} | {rs[0]['entities']:,} | {figures} | {min(loads)}-{max(loads)} |")
+            for r in rs:
+                r.update(mode=name, entities_per_s=r["rate"])
+        print_table([r for rs in runs.values() for r in rs], "entities")
     finally:
         spark.stop()
         if args.workdir is None:

@@ -8,10 +8,14 @@ SQLite store, without an index: reading the archive, parsing, routing and
 mapping every event in the executors, and applying the mutations with their
 version marks. Every run asserts that every event was counted and none was
 rejected. A 5,000-event backfill warms the JVM and the Python workers first.
-Beside the wall time: the CPU seconds of this process tree over the run and
-the one-minute load average at its end (the machine may be shared).
+The calibration line comes first (``benchmarks.scale_out.calibrate``: the
+raw aiokafka rate on this machine); each size runs once a round, ``--runs``
+rounds. Per size, medians with their ranges: the wall time, events/s, the CPU
+seconds of this process tree and the CPU microseconds per event of each
+process class (driver / JVM / Python workers, ``benchmarks.proc_cpu``), and
+the one-minute load average at the end of each run (the machine may be shared).
 
-    python -m benchmarks.spark_backfill --events 1000000
+    python -m benchmarks.spark_backfill --events 1000000 --runs 5
 
 ``benchmarks.spark_check --backfill N`` runs the same measurement in the
 check's session, so both figures come from one run.
@@ -21,13 +25,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.proc_cpu import cpu_by_process, cpu_split, load_average, tree_cpu_seconds
+from benchmarks.scale_out import calibrate
+from benchmarks.spark_runs import print_table
 from examples.activity_platform.generator import generate_history
 from spark_batch.archive import write_parquet
 from spark_batch.backfill import backfill
@@ -36,63 +42,6 @@ from spark_batch.session import spark_session
 APP = "examples.activity_platform.app:app"
 #: Events per generated history (one seed each).
 CHUNK = 50_000
-
-
-def tree_cpu_seconds(pid: int | None = None) -> float:
-    """CPU seconds (user + system, reaped children included) of a process and its descendants:
-    the driver, the Spark JVM and its Python workers, whatever else runs on the machine."""
-    total, todo, tick = 0.0, [pid or os.getpid()], os.sysconf("SC_CLK_TCK")
-    while todo:
-        p = todo.pop()
-        try:
-            stat = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += sum(int(x) for x in stat[11:15]) / tick
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return total
-
-
-def cpu_by_process(pid: int | None = None) -> dict[int, tuple[str, float]]:
-    """Per process of the tree: its class and CPU seconds (user + system, reaped children included).
-
-    Classes: ``driver`` (the root), ``jvm`` (a ``java`` process), ``workers`` (a process under the
-    JVM: Spark's Python daemon and workers), ``other`` (e.g. the embedded stack)."""
-    root = pid or os.getpid()
-    out: dict[int, tuple[str, float]] = {}
-    todo, tick = [(root, "driver")], os.sysconf("SC_CLK_TCK")
-    while todo:
-        p, kind = todo.pop()
-        try:
-            raw = Path(f"/proc/{p}/stat").read_text()
-            name = raw[raw.index("(") + 1 : raw.rindex(")")]
-            if p != root:
-                kind = "jvm" if name == "java" else "workers" if kind in ("jvm", "workers") else "other"
-            out[p] = (kind, sum(int(x) for x in raw.rsplit(")", 1)[1].split()[11:15]) / tick)
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [(int(c), kind) for c in (task / "children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return out
-
-
-def cpu_split(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
-    """CPU seconds per class between two ``cpu_by_process`` snapshots. A process that ended between
-    them counts in its parent once reaped (Spark's Python daemon reaps its workers), all its life:
-    what it had used at the first snapshot is taken off again."""
-    split = {"driver": 0.0, "jvm": 0.0, "workers": 0.0, "other": 0.0}
-    for p, (kind, seconds) in after.items():
-        split[kind] += seconds - before.get(p, (kind, 0.0))[1]
-    for p, (kind, seconds) in before.items():
-        if p not in after:
-            split[kind] -= seconds
-    return {k: round(v, 1) for k, v in split.items()}
-
-
-def load_average() -> float:
-    """The one-minute load average (other work on the machine included)."""
-    return round(os.getloadavg()[0], 2)
 
 
 def write_archive(n: int, directory: Path) -> list[str]:
@@ -116,9 +65,10 @@ def measure_backfill(
     """Backfill ``n`` archived events into a fresh SQLite store; the figures of that run."""
     paths = write_archive(n, work / f"archive-{n}")
     store = work / f"backfill-{n}-{time.time_ns()}.db"
-    cpu, started = tree_cpu_seconds(), time.perf_counter()
+    cpu, processes, started = tree_cpu_seconds(), cpu_by_process(), time.perf_counter()
     report = backfill(spark, paths, f"sqlite:///{store}", app=APP, partitions=partitions)
     seconds, cpu = time.perf_counter() - started, tree_cpu_seconds() - cpu
+    split = cpu_split(processes, cpu_by_process())
     assert report.events == n and not report.rejected, report.to_dict()
     mutations = sum(sum(by_kind.values()) for by_kind in report.mutations.values())
     for suffix in ("", "-wal", "-shm"):
@@ -130,6 +80,7 @@ def measure_backfill(
         "seconds": round(seconds, 1),
         "events_per_s": round(n / seconds),
         "cpu_s": round(cpu, 1),
+        "cpu_split": split,
         "load": load_average(),
     }
 
@@ -140,27 +91,24 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4, help="archive partitions (default 4)")
     ap.add_argument("--master", default=None)
     ap.add_argument("--workdir", type=Path, default=None, help="keep the generated archives here")
+    ap.add_argument("--runs", type=int, default=1, help="runs of every size, interleaved (default 1)")
+    ap.add_argument("--calibration", type=int, default=100_000, help="calibration records (0: none)")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="converge-spark-backfill-"))
+    if args.calibration:
+        print(calibrate(work / "calibration", args.calibration), flush=True)
     spark = spark_session("converge-bench-backfill", args.master)
     results = []
     try:
         measure_backfill(spark, 5_000, work, args.partitions, "warm-up")
-        for n in args.events:
-            results.append(measure_backfill(spark, n, work, args.partitions))
-            print(json.dumps(results[-1]), flush=True)
+        for _ in range(args.runs):
+            for n in args.events:
+                results.append(measure_backfill(spark, n, work, args.partitions))
+                print(json.dumps(results[-1]), flush=True)
     finally:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
-    print_backfill_table(results)
-
-
-def print_backfill_table(results: list[dict[str, Any]]) -> None:
-    print("| mode | events | mutations | seconds | events/s | CPU s | load |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for r in results:
-        figures = f"{r['events']:,} | {r['mutations']:,} | {r['seconds']} | {r['events_per_s']:,}"
-        print(f"| {r['mode']} | {figures} | {r['cpu_s']} | {r['load']} |")
+    print_table(results, "events")
 
 
 if __name__ == "__main__":

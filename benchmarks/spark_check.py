@@ -11,14 +11,25 @@ stale, content, orphans). Two input paths:
   ``read_store_rows`` / ``read_index`` export format) and checked from there,
   for sizes the embedded index cannot hold.
 
-    python -m benchmarks.spark_check --sizes 100000 1000000 --backfill 1000000
+    python -m benchmarks.spark_check --sizes 100000 1000000 --backfill 1000000 --runs 5
+    python -m benchmarks.spark_check --sizes --phases 10000 --command 10000 --runs 5
 
-Beside each wall time: the CPU seconds of the process tree (driver, JVM,
-Python workers; the embedded stack's own processes too when it runs), the
-same split by process (driver / JVM / Python workers) and the one-minute
-load average at the end. ``--backfill N`` also measures
+The calibration line comes first (``benchmarks.scale_out.calibrate``: the raw
+aiokafka rate on this machine, on a noida-db of its own). Every size (and
+backfill) is measured once a round, ``--runs`` rounds, in one session after a
+warm-up; the table gives medians with their ranges: wall time, rows/s, the
+CPU seconds of the process tree (the embedded stack's own processes too when
+it runs) and the CPU microseconds per row of each process class (driver / JVM
+/ Python workers, ``benchmarks.proc_cpu``). ``--backfill N`` also measures
 ``backfill`` of N archived events in the same session
-(``benchmarks.spark_backfill``), so both figures come from one run.
+(``benchmarks.spark_backfill``). ``--conf KEY=VALUE`` overrides the session's
+conf (e.g. the defaults of another commit; ``--phases`` too).
+
+``--command N`` times ``converge spark check`` of N live rows as a user runs it
+(``benchmarks.spark_check_command``: a subprocess, the JVM's start included),
+``--tree LABEL=DIR`` the same command of another checkout (say, the base
+commit's ``git archive``) interleaved with this one; ``--phases N`` times the
+parts of one such check in this process.
 """
 
 from __future__ import annotations
@@ -34,14 +45,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.spark_backfill import (
-    cpu_by_process,
-    cpu_split,
-    load_average,
-    measure_backfill,
-    print_backfill_table,
-    tree_cpu_seconds,
-)
+from benchmarks.proc_cpu import cpu_by_process, cpu_split, load_average, tree_cpu_seconds
+from benchmarks.scale_out import calibrate
+from benchmarks.spark_backfill import measure_backfill
+from benchmarks.spark_runs import print_table
 from examples.activity_platform.app import app as reference_app
 from framework.core.cells import Cell
 from framework.core.mutations import CellValue, LogState, Mutation, Upsert
@@ -164,10 +171,14 @@ def expected_counts(n: int) -> dict[str, int]:
 
 
 def write_parquet_inputs(spark: Any, n: int, work: Path, partitions: int) -> tuple[str, str]:
+    """The row records and index documents of ``n`` hub rows as Parquet under ``work`` (kept from an
+    earlier run when complete there); their paths."""
     ids = spark.range(0, n, numPartitions=partitions)
     rows, docs = str(work / f"rows-{n}"), str(work / f"docs-{n}")
-    spark.createDataFrame(ids.rdd.mapPartitions(_row_records), ROW_SCHEMA).write.parquet(rows)
-    spark.createDataFrame(ids.rdd.mapPartitions(_doc_records), DOC_SCHEMA).write.parquet(docs)
+    for path, records, schema in ((rows, _row_records, ROW_SCHEMA), (docs, _doc_records, DOC_SCHEMA)):
+        if not (Path(path) / "_SUCCESS").exists():
+            frame = spark.createDataFrame(ids.rdd.mapPartitions(records), schema)
+            frame.write.mode("overwrite").parquet(path)
     return rows, docs
 
 
@@ -189,8 +200,18 @@ def fill_store(
     engine.close()
 
 
-def populate_live(spark: Any, n: int, work: Path, es_url: str, alias: str, shards: int) -> tuple[str, float]:
-    """The rows in a SQLite store, the (damaged) documents in the index; (store URL, load seconds)."""
+def populate_live(
+    spark: Any,
+    n: int,
+    work: Path,
+    es_url: str,
+    alias: str,
+    shards: int,
+    build: Callable[[str, str, int], None] | None = None,
+) -> tuple[str, float]:
+    """The rows in a SQLite store, the (damaged) documents in the index; (store URL, load seconds).
+    The documents are built by the reindex build job on ``spark``, or by ``build(store URL, index,
+    shards)``."""
     started = time.perf_counter()
     path = work / f"wide-{n}.db"
     fill_store(path, reference_app.tables, synth, n)
@@ -214,9 +235,13 @@ def populate_live(spark: Any, n: int, work: Path, es_url: str, alias: str, shard
             await index.close()
 
     target = asyncio.run(_create(es_url, alias))
-    opts = WriteOptions(batch_size=1000)
-    task = functools.partial(build_task, APP, PROJECTION.name, url, es_url, "document", target, shards, opts)
-    spark.sparkContext.parallelize(range(shards), shards).mapPartitions(task).collect()
+    if build is not None:
+        build(url, target, shards)
+    else:
+        opts = WriteOptions(batch_size=1000)
+        args = (APP, PROJECTION.name, url, es_url, "document", target, shards, opts)
+        task = functools.partial(build_task, *args)
+        spark.sparkContext.parallelize(range(shards), shards).mapPartitions(task).collect()
     asyncio.run(damage())
     return url, time.perf_counter() - started
 
@@ -259,7 +284,7 @@ def measure(spark: Any, n: int, mode: str, shards: int, **sources: str) -> dict[
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[100_000, 1_000_000])
     ap.add_argument("--live-max", type=int, default=100_000, help="largest size also checked live")
     ap.add_argument("--es-url", default=None, help="Elasticsearch URL (default: start noida-db)")
     ap.add_argument("--shards", type=int, default=4, help="store shards and index slices (default 4)")
@@ -267,10 +292,30 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="append results as JSON lines")
     ap.add_argument("--backfill", type=int, nargs="*", default=[], help="also backfill this many events")
+    ap.add_argument("--runs", type=int, default=1, help="runs of every size, interleaved (default 1)")
+    ap.add_argument("--command", type=int, nargs="*", default=[], help="time `converge spark check`, N rows")
+    ap.add_argument("--phases", type=int, default=None, help="time the parts of a check of N live rows")
+    ap.add_argument(
+        "--tree", action="append", default=[], metavar="LABEL=DIR", help="--command of this tree too"
+    )
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="session conf")
+    ap.add_argument("--calibration", type=int, default=100_000, help="calibration records (0: none)")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="converge-spark-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    spark = spark_session("converge-bench-check", args.master)
+    if args.calibration:
+        print(calibrate(work / "calibration", args.calibration), flush=True)
+    if args.command or args.phases:
+        from benchmarks.spark_check_command import main_command
+
+        try:
+            main_command(args, work)
+        finally:
+            if args.workdir is None:
+                shutil.rmtree(work, ignore_errors=True)
+        return
+    conf = dict(c.split("=", 1) for c in args.conf)
+    spark = spark_session("converge-bench-check", args.master, conf)
     results: list[dict[str, Any]] = []
     backfilled: list[dict[str, Any]] = []
     stack = None
@@ -283,20 +328,23 @@ def main() -> None:
             es_url = stack.start().es_url
         rows, docs = write_parquet_inputs(spark, 5_000, work, args.shards)  # warm-up: JVM, Python workers
         measure(spark, 5_000, "warm-up", args.shards, store_parquet=rows, index_parquet=docs)
+        inputs: list[tuple[int, str, dict[str, str]]] = []
         for n in args.sizes:
             rows, docs = write_parquet_inputs(spark, n, work, args.shards)
-            results.append(measure(spark, n, "parquet", args.shards, store_parquet=rows, index_parquet=docs))
-            print(json.dumps(results[-1]), flush=True)
+            inputs.append((n, "parquet", {"store_parquet": rows, "index_parquet": docs}))
             if n <= args.live_max and es_url is not None:
                 url, load = populate_live(spark, n, work, es_url, f"bench-{n}", args.shards)
                 print(json.dumps({"mode": "live-load", "rows": n, "seconds": round(load, 1)}), flush=True)
-                results.append(measure(spark, n, "live", args.shards, store_url=url, es_url=es_url))
-                print(json.dumps(results[-1]), flush=True)
+                inputs.append((n, "live", {"store_url": url, "es_url": es_url}))
         if args.backfill:
             measure_backfill(spark, 5_000, work, args.shards, "warm-up")
-        for n in args.backfill:
-            backfilled.append(measure_backfill(spark, n, work, args.shards))
-            print(json.dumps(backfilled[-1]), flush=True)
+        for _ in range(args.runs):  # interleaved: every size and mode once a round
+            for n, mode, sources in inputs:
+                results.append(measure(spark, n, mode, args.shards, **sources))
+                print(json.dumps(results[-1]), flush=True)
+            for n in args.backfill:
+                backfilled.append(measure_backfill(spark, n, work, args.shards))
+                print(json.dumps(backfilled[-1]), flush=True)
     finally:
         if stack is not None:
             stack.stop()
@@ -305,15 +353,10 @@ def main() -> None:
     if args.json:
         with args.json.open("a") as f:
             f.writelines(json.dumps(r) + "\n" for r in results + backfilled)
-    print("| mode | hub rows | index documents | seconds | rows/s | CPU s | driver / JVM / workers | load |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for r in results:
-        figures = f"{r['rows']:,} | {r['documents']:,} | {r['seconds']} | {r['rows_per_s']:,}"
-        split = " / ".join(str(r["cpu_split"][k]) for k in ("driver", "jvm", "workers"))
-        print(f"| {r['mode']} | {figures} | {r['cpu_s']} | {split} | {r['load']} |")
+    print_table(results, "rows")
     if backfilled:
         print()
-        print_backfill_table(backfilled)
+        print_table(backfilled, "events")
 
 
 if __name__ == "__main__":

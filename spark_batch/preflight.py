@@ -19,7 +19,11 @@ from framework.settings import Settings, Tombstones
 from spark_batch.apps import JobError, load_app, one, require_tables, select
 from spark_batch.io import open_index
 
-__all__ = ["Job", "absolute_store_url"]
+__all__ = ["Job", "absolute_store_url", "input_bytes", "SHORT_INPUT_BYTES"]
+
+#: A job whose inputs hold at most this many bytes is a short one (``spark_session(short=True)``):
+#: about 190,000 hub rows of the reference platform in a SQLite store.
+SHORT_INPUT_BYTES = 256 * 2**20
 
 
 def absolute_store_url(url: str) -> str:
@@ -27,6 +31,31 @@ def absolute_store_url(url: str) -> str:
     if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
         return "sqlite:///" + str(Path(url.removeprefix("sqlite:///")).resolve())
     return url
+
+
+def input_bytes(store_url: str | None, *paths: str | None) -> int | None:
+    """Bytes of a job's inputs: the SQLite store's file (``store_url``) and the files under
+    ``paths``; None when the store is not a SQLite file (e.g. Cassandra)."""
+    from stores.open import sqlite_path
+
+    total = 0
+    if store_url is not None:
+        try:
+            path = sqlite_path(store_url)
+        except ValueError:
+            return None
+        total += sum(
+            Path(f"{path}{suffix}").stat().st_size
+            for suffix in ("", "-wal")
+            if Path(f"{path}{suffix}").exists()
+        )
+    for p in filter(None, paths):
+        for match in glob.glob(p):
+            root = Path(match)
+            total += sum(
+                f.stat().st_size for f in (root.rglob("*") if root.is_dir() else [root]) if f.is_file()
+            )
+    return total
 
 
 class Job:

@@ -2,7 +2,11 @@
 
 The master comes from the argument, else the ``spark_master`` setting
 (``CONVERGE_SPARK_MASTER``), else ``local[2]``. Local masters get small-machine defaults (few shuffle
-partitions, no UI, no console progress bar: the jobs draw their own). The
+partitions, no UI, no console progress bar: the jobs draw their own) and a Python worker daemon
+that imports the batch layer once before it forks the workers (``spark_batch.worker_daemon``); a
+short job (``short=True``: a small input) also gets a JVM with only the quick JIT compiler and the
+serial collector, whose optimising compiler and collector threads would cost it more CPU than they
+save (a long job's hot loops need the optimised code). The
 executors' Python is the driver's interpreter unless ``PYSPARK_PYTHON`` is
 set, and the project root and the working directory are put on their
 ``PYTHONPATH`` so the functions shipped to them import the same modules,
@@ -22,7 +26,14 @@ from pyspark.sql import SparkSession
 
 from framework.settings import env_setting
 
-__all__ = ["spark_session", "default_master", "parallelism", "PROJECT_ROOT"]
+__all__ = [
+    "spark_session",
+    "session_conf",
+    "default_master",
+    "parallelism",
+    "PROJECT_ROOT",
+    "SHORT_JOB_JAVA_OPTIONS",
+]
 
 #: The directory holding the ``spark_batch`` package.
 PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
@@ -34,8 +45,13 @@ _LOCAL_DEFAULTS: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "1g",
     "spark.python.worker.reuse": "true",
+    "spark.python.daemon.module": "spark_batch.worker_daemon",
     "spark.sql.session.timeZone": "UTC",
 }
+
+
+#: The driver JVM's options of a short job on a local master.
+SHORT_JOB_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def default_master() -> str:
@@ -53,19 +69,34 @@ def _python_env() -> None:
 
 
 def spark_session(
-    app_name: str = "converge", master: str | None = None, conf: Mapping[str, str] | None = None
+    app_name: str = "converge",
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    *,
+    short: bool = False,
 ) -> SparkSession:
-    """A (possibly existing) session on ``master``; ``conf`` overrides the defaults."""
+    """A (possibly existing) session on ``master``; ``conf`` overrides the defaults; ``short``: a
+    job on a small input (see the module's notes; it counts only when this call starts the JVM)."""
     _python_env()
     master = master or default_master()
     builder = SparkSession.builder.appName(app_name).master(master)
-    settings = dict(_LOCAL_DEFAULTS) if master.startswith("local") else {}
-    settings.update(conf or {})
-    for key, value in settings.items():
+    for key, value in session_conf(master, conf, short=short).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(env_setting("spark_log_level") or "WARN")
     return spark
+
+
+def session_conf(
+    master: str, conf: Mapping[str, str] | None = None, *, short: bool = False
+) -> dict[str, str]:
+    """The conf ``spark_session`` gives a session on ``master``: the local defaults on a local
+    master (with ``SHORT_JOB_JAVA_OPTIONS`` when ``short``), then ``conf``."""
+    settings = dict(_LOCAL_DEFAULTS) if master.startswith("local") else {}
+    if short and master.startswith("local"):
+        settings["spark.driver.extraJavaOptions"] = SHORT_JOB_JAVA_OPTIONS
+    settings.update(conf or {})
+    return settings
 
 
 def parallelism(spark: SparkSession, requested: int | None = None) -> int:

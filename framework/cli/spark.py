@@ -28,7 +28,7 @@ __all__ = ["register"]
 _JOBS_DB = ".converge/jobs.db"
 
 
-def _setup(args: argparse.Namespace, name: str) -> Any:
+def _setup(args: argparse.Namespace, name: str, *, short: bool = False) -> Any:
     from spark_batch.session import spark_session
 
     if not logging.getLogger().handlers:
@@ -36,7 +36,7 @@ def _setup(args: argparse.Namespace, name: str) -> Any:
             level=logging.WARNING if args.quiet else logging.INFO, format="%(asctime)s %(name)s %(message)s"
         )
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    return spark_session(f"converge-{name}", args.master)
+    return spark_session(f"converge-{name}", args.master, short=short)
 
 
 def _opts(args: argparse.Namespace) -> Any:
@@ -81,7 +81,7 @@ def _backfill(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from spark_batch.apps import JobError
     from spark_batch.convergence import check, repair
-    from spark_batch.preflight import Job
+    from spark_batch.preflight import SHORT_INPUT_BYTES, Job, input_bytes
     from spark_batch.progress import JobProgress
     from spark_batch.report import console, print_check, write_json
     from spark_batch.session import parallelism
@@ -97,7 +97,9 @@ def _check(args: argparse.Namespace) -> int:
     if aggregates:
         _require_aggregates(job, aggregates, create=False)
     opts = _opts(args)
-    spark = _setup(args, "check")
+    store = None if args.store_parquet else job.store
+    size = input_bytes(store, args.store_parquet, args.index_parquet)
+    spark = _setup(args, "check", short=size is not None and size <= SHORT_INPUT_BYTES)
     shards, slices = parallelism(spark, args.shards), parallelism(spark, args.slices)
     con = console()
     out: dict[str, Any] = {}
