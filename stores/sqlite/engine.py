@@ -178,7 +178,7 @@ def _connect(path: str, timeout: float) -> sqlite3.Connection:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
-            # 64 MiB of page cache instead of 2: the cell table's pages stay in memory as it grows
+            # 64 MiB of page cache instead of 2: the row table's pages stay in memory as it grows
             conn.execute("PRAGMA cache_size=-65536")
             for ddl in _DDL:
                 conn.execute(ddl)
