@@ -56,7 +56,6 @@ from stores.sqlite.packing import (
     items,
     live_cells,
     pack,
-    unpack,
 )
 
 __all__ = ["SqliteEngine", "ScanCursor", "schema_to_json", "schema_from_json"]
@@ -348,15 +347,15 @@ class SqliteEngine:
 
     def _delete_partition(self, table: str, pk: bytes, plan: _RowPlan) -> None:
         """Write a partition tombstone and drop what it shadows from the partition's rows."""
-        version, schema = plan.tombstone, plan.schema
+        version = plan.tombstone
         for ck, tombstone, text in self._conn.execute(_SELECT_PARTITION_ROWS, (table, pk)).fetchall():
-            cells = unpack(schema, text)
-            kept = {n: c for n, c in cells.items() if not shadowed(c, version)}
+            row: dict[str, Item] = items(text)
+            kept = {n: i for n, i in row.items() if i[1] > version}
             left = tombstone if tombstone is not None and tombstone > version else None
             if not kept and left is None:
                 self._conn.execute(_DELETE_ROW, (table, pk, ck))
-            elif len(kept) != len(cells) or left != tombstone:
-                self._conn.execute(_WRITE_ROW, (table, pk, ck, plan.ph, left, pack(schema, kept)))
+            elif len(kept) != len(row) or left != tombstone:
+                self._conn.execute(_WRITE_ROW, (table, pk, ck, plan.ph, left, dump(kept)))
         found = self._conn.execute(_SELECT_PARTITION_TOMBSTONE, (table, pk)).fetchone()
         mark = _later(None if found is None else found[0], version)
         self._conn.execute(_WRITE_ROW, (table, pk, _PARTITION, plan.ph, mark, "{}"))

@@ -23,7 +23,6 @@ __all__ = [
     "columns_of",
     "live_cells",
     "pack",
-    "unpack",
     "items",
     "dump",
     "item_of",
@@ -98,11 +97,3 @@ def live_cells(schema: TableSchema, text: str, now: float, cover: int | None) ->
             value = base64.b64decode(value)
         out[name] = Cell(value, i[1], expires)
     return out
-
-
-def unpack(schema: TableSchema, text: str) -> dict[str, Cell]:
-    """The cells ``pack`` wrote into ``text``, by column name."""
-    blobs = blob_columns(schema)
-    if not blobs:
-        return {name: Cell(i[0], i[1], i[2] if len(i) > 2 else None) for name, i in items(text).items()}
-    return {name: cell_of(blobs, name, i) for name, i in items(text).items()}
