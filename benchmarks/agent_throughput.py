@@ -181,6 +181,35 @@ def expected_totals(records: Sequence[tuple[bytes, bytes]]) -> dict[tuple[str, i
     return out
 
 
+def expected_rows(records: Sequence[tuple[bytes, bytes]]) -> dict[str, int]:
+    """The model of the ``bench`` table: per key, the ``n`` of its latest event (highest version)."""
+    latest: dict[str, tuple[int, int]] = {}
+    for _, value in records:
+        body = json.loads(value)
+        key, version = body["ordering_key"], body["version"]
+        if key not in latest or latest[key][0] < version:
+            latest[key] = (version, body["payload"]["n"])
+    return {key: n for key, (_, n) in latest.items()}
+
+
+def check_rows(data: Path, expected: dict[str, int]) -> None:
+    """RuntimeError unless the ``bench`` table of the run in ``data`` equals ``expected`` (and has rows)."""
+
+    async def stored() -> dict[str, int]:
+        store = SqliteStore(data / "wide.db")
+        try:
+            return {str(r.key["k"]): int(str(r.cells["n"].value)) async for r in store.scan("bench")}
+        finally:
+            await store.close()
+
+    got = asyncio.run(stored())
+    if not expected or got != expected:
+        wrong = sorted(k for k in got.keys() | expected.keys() if got.get(k) != expected.get(k))
+        e_g = [(k, got.get(k), expected.get(k)) for k in wrong[:3]]
+        raise RuntimeError(f"(c) rows differ from the model in {len(wrong)} of {len(expected)} keys, "
+                           f"e.g. (key, stored, expected): {e_g}")  # fmt: skip
+
+
 async def stored_totals(path: Path) -> dict[tuple[str, int], tuple[int, int]]:
     """``org_daily``'s totals in the worker's store at ``path``: (entities, n) per (organisation, day)."""
     from benchmarks.bench_apps import OrgDaily
@@ -250,6 +279,7 @@ def run(args: argparse.Namespace, chosen: set[str], bootstrap: str, work: Path) 
     asyncio.run(produce(broker, topic, records))
     print(f"{args.events} events over {args.keys} keys, 4 partitions, one worker per variant, "
           f"{args.repeat} run(s) each")  # fmt: skip
+    model = expected_rows(records)
     raw = None
     if "a" in chosen:
         raw = asyncio.run(raw_measured(bootstrap, topic, args.events))
@@ -267,7 +297,10 @@ def run(args: argparse.Namespace, chosen: set[str], bootstrap: str, work: Path) 
             break
         for _ in range(args.repeat):
             for variant, out in runs.items():
-                out.append(faust_run(variant, broker, topic, args.events, latency, work)[0])
+                measured, data = faust_run(variant, broker, topic, args.events, latency, work)
+                if variant == "keyed":
+                    check_rows(data, model)
+                out.append(measured)
         print(f"-- sink latency {latency:g} ms per write (SQLite store)")
         for variant, out in runs.items():
             label, text = labels[variant]

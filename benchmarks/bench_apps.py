@@ -1,7 +1,8 @@
 """Faust apps measured by ``agent_throughput.py``, chosen by env BENCH_VARIANT.
 
 - ``plain``: ``async for value in stream`` with JSON decoding, no writes (b1);
-- ``naive``: the same, awaiting each event's store write in turn (b2);
+- ``naive``: the same, awaiting each event's store write in turn (b2); both on Faust's own
+  transport (not the worker's ``HandoverTransport``), as a plain Faust app runs;
 - ``keyed``: the KeyedAgent runtime with the same mapping and store (c);
 - ``app`` and ``app-agg``: the worker ``build_worker`` wires for an ``App`` whose agent
   also writes the event's time (``DatedBenchAgent``), without an aggregate and with one
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import faust
+from faust.transport import by_url
 
 from benchmarks.proc_cpu import cpu_seconds
 from framework.app import App
@@ -268,6 +270,7 @@ def build() -> faust.App:
         processor = MeteredProcessor(agent, sinks, config.sink_timeout, dedupe=dedupe, meter=meter)
         AgentRuntime(app, agent.topic, processor, DeadLetterWAL(settings.dlq_root), config)
         return app
+    app.transport = by_url(app.conf.broker_consumer[0])(app.conf.broker_consumer, app)  # Faust's own
     topic = app.topic(agent.topic, key_type=bytes, value_type=bytes, key_serializer="raw",
                       value_serializer="raw")  # fmt: skip
     sink = LatencyStoreSink(store, latency)

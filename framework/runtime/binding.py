@@ -1,11 +1,16 @@
-"""Binds a KeyedAgent to a Faust app: noack micro-batches into the KeyedScheduler."""
+"""Binds a KeyedAgent to a Faust app: micro-batches of its topic into the KeyedScheduler.
+
+With the worker's ``HandoverConsumer`` the messages come straight from the fetch loop through
+the runtime's ``Intake``; with any other Faust consumer, from the agent's noack stream.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,11 +27,16 @@ from framework.runtime.errors import error_class, stage_of
 from framework.runtime.fetch_pacing import pace_empty_fetches
 from framework.runtime.group_rejoin import leave_before_rejoin
 from framework.runtime.group_watch import GroupWatch, member_client_id
+from framework.runtime.handover import HandoverConsumer, route
+from framework.runtime.intake import Intake
 from framework.runtime.metadata_wait import bound_metadata_wait
 from framework.runtime.processor import Processor
 from framework.runtime.projector import ProjectionProcessor
 from framework.runtime.scheduler import KeyedScheduler, SchedulerConfig
 from framework.runtime.work import Work
+
+#: Acknowledges one message (``Consumer.ack`` or a Faust event's ``ack``).
+Acknowledge = Callable[[], Any]
 
 __all__ = ["RuntimeConfig", "AgentRuntime", "register_dlq_rotation", "watch_group"]
 
@@ -37,8 +47,8 @@ log = logging.getLogger(__name__)
 class RuntimeConfig:
     """Micro-batching and bounds of one agent's runtime.
 
-    ``max_batch``/``within``: noack_take size and wait. ``sink_timeout``: bound
-    on each sink call. ``drain_timeout``: how long shutdown waits for running
+    ``max_batch``/``within``: the size of a micro-batch and the longest wait for it to
+    fill. ``sink_timeout``: bound on each sink call. ``drain_timeout``: how long shutdown waits for running
     work before leaving the rest to redelivery. ``idle_fetch_backoff``: pause
     after a fetch that brought nothing, ``fetch_min_interval``: shortest time from one
     fetch to the next (both ``fetch_pacing``; 0 turns each off).
@@ -97,6 +107,9 @@ class AgentRuntime:
             value_serializer="raw",
         )
         self.scheduler: KeyedScheduler | None = None
+        # Faust's stream buffer bound, so that the intake holds back fetching as the stream would
+        self.intake = Intake(int(app.conf.stream_buffer_maxsize))
+        route(app, topic, self.intake)
         self._assigned_once = False
         self._waiting_since: float | None = None
         self.faust_agent = app.agent(
@@ -217,8 +230,9 @@ class AgentRuntime:
 
     def _on_revoked(self, sender: Any, revoked: set[Any], **kwargs: Any) -> None:
         self._rebalanced()
+        mine = {tp for tp in revoked if tp.topic == self.topic_name}
+        self.intake.drop(mine)  # never acked: fetched again by the partitions' next owners
         if self.scheduler is not None:
-            mine = {tp for tp in revoked if tp.topic == self.topic_name}
             dropped = self.scheduler.revoke(mine)
             if dropped:
                 log.warning("revoked %d partitions; %d unfinished left to redelivery", len(mine), dropped)
@@ -245,21 +259,16 @@ class AgentRuntime:
         # written at once, so the per-key path sees the fallbacks of the previous one).
         in_flight: asyncio.Future[None] | None = None
         try:
-            async for batch in stream.noack().noack_take(  # type: ignore[attr-defined]
-                self.config.max_batch, self.config.within
-            ):
+            async for batch in self._batches(stream):
                 self.counters.batches += 1
                 self.counters.last_batch_size = len(batch)
                 last: dict[Any, int] = {}
                 works = []
-                for event in batch:
-                    msg = event.message
+                for msg, ack in batch:
                     if not self._fresh(msg, sched):
                         self.counters.stale_dropped += 1  # never acked: redelivered after the rebalance
                         continue
-                    work = Work(
-                        msg.tp, msg.offset, msg.key, msg.value, ack=event.ack, epoch=sched.epoch(msg.tp)
-                    )
+                    work = Work(msg.tp, msg.offset, msg.key, msg.value, ack=ack, epoch=sched.epoch(msg.tp))
                     processor.prepare(work)
                     works.append(work)
                     last[msg.tp] = msg.offset
@@ -275,6 +284,17 @@ class AgentRuntime:
             if not finished:
                 log.warning("stopping with unfinished work; it is redelivered from the last commit")
             await sched.close()
+
+    async def _batches(self, stream: faust.StreamT[Any]) -> AsyncIterator[list[tuple[Any, Acknowledge]]]:
+        """Micro-batches of (message, its acknowledgement): from the intake when the consumer
+        hands messages over, else from the agent's noack stream."""
+        consumer, size, within = self.app.consumer, self.config.max_batch, self.config.within
+        if isinstance(consumer, HandoverConsumer):
+            while True:
+                messages = await self.intake.take(size, within)
+                yield [(m, functools.partial(consumer.ack, m)) for m in messages]
+        async for events in stream.noack().noack_take(size, within):  # type: ignore[attr-defined]
+            yield [(e.message, e.ack) for e in events]
 
     async def _watch_group_join(self) -> None:
         """Log an error, every ``group_join_timeout``, while no assignment ever arrived: the

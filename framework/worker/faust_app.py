@@ -8,6 +8,7 @@ from typing import Any
 
 import faust
 
+from framework.runtime.handover import HandoverTransport, is_kafka_url
 from framework.settings import Settings
 
 __all__ = ["ConvergeFaustApp", "create_faust_app"]
@@ -25,6 +26,14 @@ class ConvergeFaustApp(faust.App):
         self.starting: list[Any] = []
         self.stopped: list[Any] = []
         self.converge: Any = None
+
+    def _new_transport(self) -> Any:
+        """Kafka brokers get ``HandoverTransport``: Faust's, whose consumer hands the runtimes'
+        messages straight to them (``framework.runtime.handover``)."""
+        urls = self.conf.broker_consumer
+        if is_kafka_url(urls[0]):
+            return HandoverTransport(urls, self)
+        return super()._new_transport()
 
     async def on_start(self) -> None:
         await super().on_start()

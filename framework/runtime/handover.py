@@ -1,0 +1,165 @@
+"""The Faust consumer's hand-over of each fetched message: straight into a runtime's intake for
+the runtimes' topics, and without a set of tasks per message for the rest.
+
+Faust's fetch loop hands every message to the conductor with ``wait_first(callback(message),
+suspend_flow.wait())``, so that a delivery that blocks (a full stream buffer, a full producer
+buffer, suspended flow control) is abandoned once the consumer suspends its flow for a
+rebalance, stops or crashes. Mode's ``wait_first`` makes a task of each awaitable and of the
+stop and crash events, waits with ``asyncio.wait`` and cancels the losers: four tasks and
+three cancellations a message. The conductor then decodes the message into a Faust event, puts
+it in the stream's buffer, and the stream runs its sensors before the agent sees it.
+
+``HandoverConsumer`` recognises that call (the conductor's ``on_message`` coroutine, not yet
+started, and the consumer's own ``suspend_flow.wait()``):
+
+- a message of a topic with a route (``route``: an ``Intake`` per runtime topic) goes
+  straight into the intake, no task, event or stream in between; while the intake is full the
+  loop waits for room, or until the flow is suspended, the consumer stops or crashes, when
+  the message is left undelivered (never acknowledged, it is fetched again from the committed
+  offset). A routed message never reaches the conductor, so no stream holds one unacknowledged;
+- any other message is delivered by one task given one turn of the loop; one still waiting
+  then is waited for with one future, woken by the task's end or by any of those three events,
+  and cancelled when an event came first, as Faust's is.
+
+Anything else goes to mode's ``wait_first`` unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections import deque
+from types import CoroutineType
+from typing import Any, Protocol
+
+import faust
+from faust.transport.drivers import aiokafka as faust_aiokafka
+from mode.services import WaitArgT, WaitResults
+from mode.utils.times import Seconds
+
+__all__ = ["HandoverConsumer", "HandoverTransport", "Route", "route", "routes_of", "is_kafka_url"]
+
+#: ``suspend_flow`` is an ``asyncio.Event``; the stop and crash events are mode's ``Event``.
+_FLOW_WAIT = asyncio.Event.wait.__code__
+_ROUTES = "_converge_routes"
+
+
+class Route(Protocol):
+    """Where the messages of one topic go instead of the conductor (``intake.Intake``)."""
+
+    def offer(self, message: Any) -> bool: ...
+
+    def room(self) -> asyncio.Future[None]: ...
+
+
+def routes_of(app: Any) -> dict[str, Route]:
+    """The app's routes, topic name -> route (created empty on first use)."""
+    routes: dict[str, Route] | None = getattr(app, _ROUTES, None)
+    if routes is None:
+        routes = {}
+        setattr(app, _ROUTES, routes)
+    return routes
+
+
+def route(app: faust.types.AppT, topic: str, to: Route) -> None:
+    """Hand the messages of ``topic`` to ``to`` when the app's consumer is a ``HandoverConsumer``."""
+    routes = routes_of(app)
+    if topic in routes and routes[topic] is not to:
+        raise ValueError(f"topic {topic!r} is already routed to another runtime")
+    routes[topic] = to
+
+
+class HandoverConsumer(faust_aiokafka.Consumer):
+    """Faust's aiokafka consumer whose fetch loop hands messages over as described above."""
+
+    async def wait_first(self, *coros: WaitArgT, timeout: Seconds | None = None) -> WaitResults:
+        if timeout is not None:
+            return await super().wait_first(*coros, timeout=timeout)
+        delivery, flow_wait = (coros[0], coros[1]) if len(coros) == 2 else (None, None)
+        if not inspect.iscoroutine(delivery) or not self._is_flow_wait(flow_wait):
+            return await super().wait_first(*coros)
+        assert inspect.iscoroutine(flow_wait)
+        flow_wait.close()
+        message = _message_of(delivery)
+        to = None if message is None else routes_of(self.app).get(message.topic)
+        if to is not None:
+            delivery.close()
+            return await self._hand_over(to, message)
+        task: asyncio.Future[Any] = asyncio.ensure_future(delivery)
+        try:
+            await asyncio.sleep(0)  # the delivery's first step runs before this resumes
+            if not task.done():
+                await self._until_done_or_halted(task)
+        finally:
+            if not task.done():  # the flow was suspended, the consumer stopped or crashed
+                task.cancel()
+        if task.cancelled():
+            return WaitResults([], [], True)
+        return WaitResults([delivery], [task.result()], False)
+
+    async def _hand_over(self, to: Route, message: Any) -> WaitResults:
+        while not to.offer(message):
+            room = to.room()
+            await self._until_done_or_halted(room)
+            if not room.done():
+                return WaitResults([], [], True)
+        self.app.monitor.tp_read_offsets[message.tp] = message.offset  # as the stream's sensors do
+        return WaitResults([message], [None], False)
+
+    async def _until_done_or_halted(self, future: asyncio.Future[Any]) -> None:
+        """Return once ``future`` is done or the flow is suspended, or the consumer stopped or crashed."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def wake(_: object = None) -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        events = self._halting_events()
+        future.add_done_callback(wake)
+        for event in events:
+            event._waiters.append(waiter)  # Event.set() resolves every waiting future
+        try:
+            if not future.done() and not any(event.is_set() for event in events):
+                await waiter
+        finally:
+            future.remove_done_callback(wake)
+            for event in events:
+                event._waiters.remove(waiter)
+
+    def _halting_events(self) -> tuple[Any, ...]:
+        """The events that end a delivery's wait: the flow suspended, the consumer stopped or
+        crashed. Each keeps its waiting futures in a deque, ``_waiters``, that ``set()`` resolves."""
+        return (self.suspend_flow, self._stopped, self._crashed)
+
+    def _is_flow_wait(self, coro: object) -> bool:
+        """True for the fetch loop's ``suspend_flow.wait()`` (not yet started), the sign of a delivery."""
+        return (
+            inspect.iscoroutine(coro)
+            and coro.cr_code is _FLOW_WAIT
+            and coro.cr_frame is not None
+            and coro.cr_frame.f_locals.get("self") is self.suspend_flow
+            and not self.suspend_flow.is_set()
+            and all(isinstance(getattr(e, "_waiters", None), deque) for e in self._halting_events())
+        )
+
+
+def _message_of(delivery: CoroutineType[Any, Any, Any]) -> Any:
+    """The message of the conductor's ``on_message(message)`` coroutine, not yet started; else None."""
+    frame = delivery.cr_frame
+    if delivery.cr_code.co_name != "on_message" or frame is None:
+        return None
+    if inspect.getcoroutinestate(delivery) != inspect.CORO_CREATED:
+        return None
+    message = frame.f_locals.get("message")
+    return message if hasattr(message, "tp") and hasattr(message, "topic") else None
+
+
+class HandoverTransport(faust_aiokafka.Transport):
+    """Faust's aiokafka transport with ``HandoverConsumer``."""
+
+    Consumer = HandoverConsumer
+
+
+def is_kafka_url(url: Any) -> bool:
+    """True when ``url`` (a broker URL of the app's config) uses Faust's aiokafka transport."""
+    return str(getattr(url, "scheme", "") or str(url).partition("://")[0]) in ("kafka", "aiokafka")
