@@ -27,7 +27,7 @@ from framework.runtime.errors import error_class, stage_of
 from framework.runtime.fetch_pacing import pace_empty_fetches
 from framework.runtime.group_rejoin import leave_before_rejoin
 from framework.runtime.group_watch import GroupWatch, member_client_id
-from framework.runtime.handover import HandoverConsumer, route
+from framework.runtime.handover import route, routed
 from framework.runtime.intake import Intake
 from framework.runtime.metadata_wait import bound_metadata_wait
 from framework.runtime.processor import Processor
@@ -287,9 +287,10 @@ class AgentRuntime:
 
     async def _batches(self, stream: faust.StreamT[Any]) -> AsyncIterator[list[tuple[Any, Acknowledge]]]:
         """Micro-batches of (message, its acknowledgement): from the intake when the consumer
-        hands messages over, else from the agent's noack stream."""
+        hands this topic's messages over, else (another consumer, or a topic several runtimes
+        consume) from the agent's noack stream."""
         consumer, size, within = self.app.consumer, self.config.max_batch, self.config.within
-        if isinstance(consumer, HandoverConsumer):
+        if routed(self.app, self.topic_name, self.intake):
             while True:
                 messages = await self.intake.take(size, within)
                 yield [(m, functools.partial(consumer.ack, m)) for m in messages]

@@ -37,7 +37,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from mode.services import WaitArgT, WaitResults
 from mode.utils.times import Seconds
 
-__all__ = ["HandoverConsumer", "HandoverTransport", "Route", "route", "routes_of", "is_kafka_url"]
+__all__ = ["HandoverConsumer", "HandoverTransport", "Route", "route", "routed", "routes_of", "is_kafka_url"]
 
 #: ``suspend_flow`` is an ``asyncio.Event``; the stop and crash events are mode's ``Event``.
 _FLOW_WAIT = asyncio.Event.wait.__code__
@@ -52,9 +52,10 @@ class Route(Protocol):
     def room(self) -> asyncio.Future[None]: ...
 
 
-def routes_of(app: Any) -> dict[str, Route]:
-    """The app's routes, topic name -> route (created empty on first use)."""
-    routes: dict[str, Route] | None = getattr(app, _ROUTES, None)
+def routes_of(app: Any) -> dict[str, Route | None]:
+    """The app's routes, topic name -> route, or None for a topic several runtimes consume
+    (created empty on first use)."""
+    routes: dict[str, Route | None] | None = getattr(app, _ROUTES, None)
     if routes is None:
         routes = {}
         setattr(app, _ROUTES, routes)
@@ -62,11 +63,19 @@ def routes_of(app: Any) -> dict[str, Route]:
 
 
 def route(app: faust.types.AppT, topic: str, to: Route) -> None:
-    """Hand the messages of ``topic`` to ``to`` when the app's consumer is a ``HandoverConsumer``."""
+    """Hand the messages of ``topic`` to ``to`` when the app's consumer is a ``HandoverConsumer``.
+    A topic that a second runtime routes too goes through the conductor to each runtime's
+    stream instead: Faust then acknowledges a message once every stream has acknowledged it."""
     routes = routes_of(app)
     if topic in routes and routes[topic] is not to:
-        raise ValueError(f"topic {topic!r} is already routed to another runtime")
-    routes[topic] = to
+        routes[topic] = None
+    else:
+        routes[topic] = to
+
+
+def routed(app: faust.types.AppT, topic: str, to: Route) -> bool:
+    """True when the app's consumer hands the messages of ``topic`` to ``to``."""
+    return isinstance(app.consumer, HandoverConsumer) and routes_of(app).get(topic) is to
 
 
 class HandoverConsumer(faust_aiokafka.Consumer):
@@ -91,9 +100,10 @@ class HandoverConsumer(faust_aiokafka.Consumer):
             if not task.done():
                 await self._until_done_or_halted(task)
         finally:
-            if not task.done():  # the flow was suspended, the consumer stopped or crashed
+            halted = not task.done()  # the flow was suspended, the consumer stopped or crashed
+            if halted:
                 task.cancel()
-        if task.cancelled():
+        if halted:
             return WaitResults([], [], True)
         return WaitResults([delivery], [task.result()], False)
 
