@@ -27,7 +27,8 @@ calibration line comes first (``benchmarks.scale_out.calibrate``).
         --variants c c-app c-agg
 
 With ``--repeat N`` every variant runs N times, interleaved, and the median is
-printed (with the range): single runs on 2 shared cores vary by 30 % or more.
+printed (with the range): single runs on 2 shared cores vary by 30 % or more. With (b1) and
+(c) both chosen, the ratio of their CPU per event is printed for each round as well.
 """
 
 from __future__ import annotations
@@ -305,6 +306,10 @@ def run(args: argparse.Namespace, chosen: set[str], bootstrap: str, work: Path) 
         for variant, out in runs.items():
             label, text = labels[variant]
             print(f"{label:<5}{text}{_line(out)}")
+        if "plain" in runs and "keyed" in runs:  # issue 27: b1/c of at least 1.5 in every round
+            pairs = zip(runs["plain"], runs["keyed"], strict=True)
+            rounds = " ".join(f"{b.cpu_us / c.cpu_us:.2f}" for b, c in pairs)
+            print(f"     CPU per event b1/c in each round: {rounds}")
         if raw is not None and len(runs) == 3:
             b1, b2, c = (statistics.median(r.rate for r in runs[v]) for v in ("plain", "naive", "keyed"))
             print(f"     c/a = {c / raw.rate:.2f}   c/b1 = {c / b1:.2f}   c/b2 = {c / b2:.2f}   (medians)")
