@@ -55,10 +55,13 @@ class Intake:
     async def take(self, max_: int, within: float) -> list[Any]:
         """The oldest messages, at most ``max_``: waits for the first, then at most ``within``
         seconds for the batch to fill."""
-        if not self._items:
-            await self._until(1, None)
-        if len(self._items) < max_ and within > 0:
-            await self._until(max_, within)
+        while True:
+            while not self._items:
+                await self._until(1, None)
+            if len(self._items) < max_ and within > 0:
+                await self._until(max_, within)
+            if self._items:  # else a revocation emptied it meanwhile
+                break
         items = self._items
         batch = [items.popleft() for _ in range(min(max_, len(items)))]
         self._wake_room()

@@ -110,24 +110,28 @@ async def test_a_blocked_delivery_is_abandoned_when_the_flow_is_suspended(app: C
     assert not consumer.suspend_flow._waiters  # nothing left behind
 
 
-async def test_a_full_intake_holds_back_the_fetch_loop_until_it_has_room(app: ConvergeFaustApp) -> None:
+async def waiting_for_room(
+    app: ConvergeFaustApp,
+) -> tuple[HandoverConsumer, Conductor, Intake, asyncio.Future[Any]]:
+    """A routed intake of one message, full, and the hand-over of a second one waiting for room."""
     consumer, conductor, intake = consumer_of(app), Conductor(), Intake(1)
     route(app, "orders", intake)
     await fetched(consumer, conductor, Msg("orders", 0, 0))
     waiting = asyncio.ensure_future(fetched(consumer, conductor, Msg("orders", 0, 1)))
     await asyncio.sleep(0.05)
     assert not waiting.done()
+    return consumer, conductor, intake, waiting
+
+
+async def test_a_full_intake_holds_back_the_fetch_loop_until_it_has_room(app: ConvergeFaustApp) -> None:
+    _, _, intake, waiting = await waiting_for_room(app)
     assert await intake.take(10, 0) == [Msg("orders", 0, 0)]
     assert not (await asyncio.wait_for(waiting, 1)).stopped
     assert await intake.take(10, 0) == [Msg("orders", 0, 1)]
 
 
-async def test_a_message_waiting_for_room_is_left_when_the_consumer_stops(app: ConvergeFaustApp) -> None:
-    consumer, conductor, intake = consumer_of(app), Conductor(), Intake(1)
-    route(app, "orders", intake)
-    await fetched(consumer, conductor, Msg("orders", 0, 0))
-    waiting = asyncio.ensure_future(fetched(consumer, conductor, Msg("orders", 0, 1)))
-    await asyncio.sleep(0.05)
+async def test_a_message_waiting_for_room_is_left_when_the_flow_stops(app: ConvergeFaustApp) -> None:
+    consumer, conductor, intake, waiting = await waiting_for_room(app)
     consumer.stop_flow()
     assert (await asyncio.wait_for(waiting, 1)).stopped
     assert await intake.take(10, 0) == [Msg("orders", 0, 0)]  # offset 1 left: fetched again later

@@ -68,3 +68,15 @@ async def test_drop_removes_revoked_partitions_and_makes_room() -> None:
 def test_an_intake_holds_at_least_one_message() -> None:
     with pytest.raises(ValueError, match="at least one"):
         Intake(0)
+
+
+async def test_a_batch_emptied_by_a_revocation_while_filling_is_not_returned() -> None:
+    intake = Intake(10)
+    intake.offer(Msg(("t", 0), 0))
+    taking = asyncio.ensure_future(intake.take(5, 0.1))
+    await asyncio.sleep(0.02)
+    intake.drop({("t", 0)})
+    await asyncio.sleep(0.15)
+    assert not taking.done()  # waits for a message again rather than returning nothing
+    intake.offer(Msg(("t", 1), 0))
+    assert [m.tp for m in await asyncio.wait_for(taking, 1)] == [("t", 1)]
