@@ -21,7 +21,8 @@ started, and the consumer's own ``suspend_flow.wait()``):
   then is waited for with one future, woken by the task's end or by any of those three events,
   and cancelled when an event came first, as Faust's is.
 
-Anything else goes to mode's ``wait_first`` unchanged.
+While the flow is suspended a routed message is left as it is (fetched again later), any other
+goes to mode's ``wait_first``, as does every other call.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def route(app: faust.types.AppT, topic: str, to: Route) -> None:
 
 def routed(app: faust.types.AppT, topic: str, to: Route) -> bool:
     """True when the app's consumer hands the messages of ``topic`` to ``to``."""
-    return isinstance(app.consumer, HandoverConsumer) and routes_of(app).get(topic) is to
+    consumer = app.consumer
+    return isinstance(consumer, HandoverConsumer) and consumer.hands_over and routes_of(app).get(topic) is to
 
 
 class HandoverConsumer(faust_aiokafka.Consumer):
@@ -85,15 +87,19 @@ class HandoverConsumer(faust_aiokafka.Consumer):
         if timeout is not None:
             return await super().wait_first(*coros, timeout=timeout)
         delivery, flow_wait = (coros[0], coros[1]) if len(coros) == 2 else (None, None)
-        if not inspect.iscoroutine(delivery) or not self._is_flow_wait(flow_wait):
+        if not self.hands_over or not inspect.iscoroutine(delivery) or not self._is_flow_wait(flow_wait):
             return await super().wait_first(*coros)
-        assert inspect.iscoroutine(flow_wait)
-        flow_wait.close()
         message = _message_of(delivery)
         to = None if message is None else routes_of(self.app).get(message.topic)
-        if to is not None:
+        if to is not None:  # never to the conductor: no stream would take it
             delivery.close()
+            flow_wait.close()  # type: ignore[union-attr]
+            if self.suspend_flow.is_set():
+                return WaitResults([], [], True)
             return await self._hand_over(to, message)
+        if self.suspend_flow.is_set():
+            return await super().wait_first(delivery, flow_wait)  # type: ignore[arg-type]
+        flow_wait.close()  # type: ignore[union-attr]
         task: asyncio.Future[Any] = asyncio.ensure_future(delivery)
         try:
             await asyncio.sleep(0)  # the delivery's first step runs before this resumes
@@ -106,6 +112,12 @@ class HandoverConsumer(faust_aiokafka.Consumer):
         if halted:
             return WaitResults([], [], True)
         return WaitResults([delivery], [task.result()], False)
+
+    @property
+    def hands_over(self) -> bool:
+        """True when the events a delivery waits on keep their waiting futures where this class
+        expects them (``_waiters``, a deque): else every delivery is mode's and nothing is routed."""
+        return all(isinstance(getattr(e, "_waiters", None), deque) for e in self._halting_events())
 
     async def _hand_over(self, to: Route, message: Any) -> WaitResults:
         while not to.offer(message):
@@ -148,8 +160,6 @@ class HandoverConsumer(faust_aiokafka.Consumer):
             and coro.cr_code is _FLOW_WAIT
             and coro.cr_frame is not None
             and coro.cr_frame.f_locals.get("self") is self.suspend_flow
-            and not self.suspend_flow.is_set()
-            and all(isinstance(getattr(e, "_waiters", None), deque) for e in self._halting_events())
         )
 
 

@@ -152,3 +152,14 @@ async def test_a_topic_two_runtimes_consume_goes_through_the_conductor(app: Conv
     assert not routed(app, "orders", first) and not routed(app, "orders", second)
     await fetched(consumer, conductor, Msg("orders", 0, 0))
     assert conductor.got == [Msg("orders", 0, 0)] and len(first) == len(second) == 0
+
+
+async def test_a_routed_message_fetched_while_the_flow_is_suspended_is_left(app: ConvergeFaustApp) -> None:
+    consumer, conductor, intake = consumer_of(app), Conductor(), Intake(10)
+    route(app, "orders", intake)
+    consumer.stop_flow()
+    assert (await fetched(consumer, conductor, Msg("orders", 0, 5))).stopped
+    assert len(intake) == 0 and conductor.got == []  # neither handed over nor sent to a stream
+    consumer.resume_flow()
+    assert not (await fetched(consumer, conductor, Msg("orders", 0, 5))).stopped
+    assert len(intake) == 1
