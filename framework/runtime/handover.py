@@ -28,6 +28,7 @@ goes to mode's ``wait_first``, as does every other call.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections import deque
 from types import CoroutineType
@@ -113,7 +114,7 @@ class HandoverConsumer(faust_aiokafka.Consumer):
             return WaitResults([], [], True)
         return WaitResults([delivery], [task.result()], False)
 
-    @property
+    @functools.cached_property
     def hands_over(self) -> bool:
         """True when the events a delivery waits on keep their waiting futures where this class
         expects them (``_waiters``, a deque): else every delivery is mode's and nothing is routed."""
