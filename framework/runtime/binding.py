@@ -255,6 +255,9 @@ class AgentRuntime:
         if isinstance(processor, ProjectionProcessor):  # its skip of identical rewrites reads it
             processor.highwater = consumer.highwater
         watch = asyncio.ensure_future(self._watch_group_join())
+        strays = None
+        if routed(self.app, self.topic_name, self.intake):
+            strays = asyncio.ensure_future(self.intake.put_all(stream.noack().events()))  # type: ignore[attr-defined]
         # One micro-batch is written while the next one is taken from the stream (never two
         # written at once, so the per-key path sees the fallbacks of the previous one).
         in_flight: asyncio.Future[None] | None = None
@@ -278,6 +281,8 @@ class AgentRuntime:
                 self.counters.lag = _batch_lag(consumer, last)
         finally:
             watch.cancel()
+            if strays is not None:
+                strays.cancel()
             if in_flight is not None:
                 await self._settle(in_flight)
             finished = await sched.drain(self.config.drain_timeout)
@@ -288,7 +293,9 @@ class AgentRuntime:
     async def _batches(self, stream: faust.StreamT[Any]) -> AsyncIterator[list[tuple[Any, Acknowledge]]]:
         """Micro-batches of (message, its acknowledgement): from the intake when the consumer
         hands this topic's messages over, else (another consumer, or a topic several runtimes
-        consume) from the agent's noack stream."""
+        consume) from the agent's noack stream. With the intake, a message that still reached
+        the stream (a fetch loop whose call the consumer did not recognise) joins the intake
+        (``_consume``'s ``strays``), so nothing waits unread in the stream."""
         consumer, size, within = self.app.consumer, self.config.max_batch, self.config.within
         if routed(self.app, self.topic_name, self.intake):
             while True:

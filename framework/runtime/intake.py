@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Hashable, Iterable
+from collections.abc import AsyncIterable, Hashable, Iterable
 from typing import Any
 
 __all__ = ["Intake"]
@@ -66,6 +66,13 @@ class Intake:
         batch = [items.popleft() for _ in range(min(max_, len(items)))]
         self._wake_room()
         return batch
+
+    async def put_all(self, events: AsyncIterable[Any]) -> None:
+        """Append the message of each of ``events`` (Faust events), waiting for room when full."""
+        async for event in events:
+            message = event.message
+            while not self.offer(message):
+                await self.room()
 
     def drop(self, tps: Iterable[Hashable]) -> int:
         """Remove the messages of partitions ``tps``; returns how many."""

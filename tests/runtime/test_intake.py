@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
@@ -80,3 +81,21 @@ async def test_a_batch_emptied_by_a_revocation_while_filling_is_not_returned() -
     assert not taking.done()  # waits for a message again rather than returning nothing
     intake.offer(Msg(("t", 1), 0))
     assert [m.tp for m in await asyncio.wait_for(taking, 1)] == [("t", 1)]
+
+
+async def test_put_all_appends_each_event_s_message_and_waits_for_room() -> None:
+    @dataclass(frozen=True)
+    class Event:
+        message: Msg
+
+    async def events() -> AsyncIterator[Event]:
+        for m in msgs(0, range(3)):
+            yield Event(m)
+
+    intake = Intake(2)
+    putting = asyncio.ensure_future(intake.put_all(events()))
+    await asyncio.sleep(0.05)
+    assert not putting.done() and len(intake) == 2  # the third waits for room
+    assert [m.offset for m in await intake.take(10, 0)] == [0, 1]
+    await asyncio.wait_for(putting, 1)
+    assert [m.offset for m in await intake.take(10, 0)] == [2]
