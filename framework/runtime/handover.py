@@ -16,7 +16,8 @@ started, and the consumer's own ``suspend_flow.wait()``):
   straight into the intake, no task, event or stream in between; while the intake is full the
   loop waits for room, or until the flow is suspended, the consumer stops or crashes, when
   the message is left undelivered (never acknowledged, it is fetched again from the committed
-  offset). A routed message never reaches the conductor, so no stream holds one unacknowledged;
+  offset). A routed message recognised here never reaches the conductor; one delivered by a
+  call not recognised reaches the runtime's stream, which the runtime also moves into its intake;
 - any other message is delivered by one task given one turn of the loop; one still waiting
   then is waited for with one future, woken by the task's end or by any of those three events,
   and cancelled when an event came first, as Faust's is.
