@@ -255,14 +255,14 @@ class AgentRuntime:
         if isinstance(processor, ProjectionProcessor):  # its skip of identical rewrites reads it
             processor.highwater = consumer.highwater
         watch = asyncio.ensure_future(self._watch_group_join())
-        strays = None
-        if routed(self.app, self.topic_name, self.intake):
+        direct, strays = routed(self.app, self.topic_name, self.intake), None
+        if direct:
             strays = asyncio.ensure_future(self.intake.put_all(stream.noack().events()))  # type: ignore[attr-defined]
         # One micro-batch is written while the next one is taken from the stream (never two
         # written at once, so the per-key path sees the fallbacks of the previous one).
         in_flight: asyncio.Future[None] | None = None
         try:
-            async for batch in self._batches(stream):
+            async for batch in self._batches(stream, direct):
                 self.counters.batches += 1
                 self.counters.last_batch_size = len(batch)
                 last: dict[Any, int] = {}
@@ -290,14 +290,16 @@ class AgentRuntime:
                 log.warning("stopping with unfinished work; it is redelivered from the last commit")
             await sched.close()
 
-    async def _batches(self, stream: faust.StreamT[Any]) -> AsyncIterator[list[tuple[Any, Acknowledge]]]:
+    async def _batches(
+        self, stream: faust.StreamT[Any], direct: bool
+    ) -> AsyncIterator[list[tuple[Any, Acknowledge]]]:
         """Micro-batches of (message, its acknowledgement): from the intake when the consumer
-        hands this topic's messages over, else (another consumer, or a topic several runtimes
+        hands this topic's messages over (``direct``), else (another consumer, or a topic several runtimes
         consume) from the agent's noack stream. With the intake, a message that still reached
         the stream (a fetch loop whose call the consumer did not recognise) joins the intake
         (``_consume``'s ``strays``), so nothing waits unread in the stream."""
         consumer, size, within = self.app.consumer, self.config.max_batch, self.config.within
-        if routed(self.app, self.topic_name, self.intake):
+        if direct:
             while True:
                 messages = await self.intake.take(size, within)
                 yield [(m, functools.partial(consumer.ack, m)) for m in messages]
