@@ -60,7 +60,7 @@ class RuntimeConfig:
     None (the default) writes every delivery.
     """
 
-    max_batch: int = 500
+    max_batch: int = 2000
     within: float = 0.05
     sink_timeout: float = 10.0
     drain_timeout: float = 10.0

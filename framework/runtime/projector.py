@@ -22,6 +22,9 @@ __all__ = ["read_document", "read_documents", "write_document", "project_partiti
 
 Action = Literal["index", "delete", "stale"]
 
+#: Most documents one read and one bulk request of the projector cover.
+MAX_DOCUMENTS = 2000
+
 
 async def read_document(store: WideColumnStore, projection: Projection, key: PartitionKey) -> Document:
     """The current document of one partition, read from every source table and the version mark."""
@@ -152,9 +155,14 @@ class ProjectionProcessor:
         await self._project([key for _, keys in items for key in keys], positions)
 
     async def _project(self, keys: Sequence[PartitionKey], heard: dict[str, Position] | None = None) -> None:
-        """Each partition once: one multi-partition read, then one bulk request. ``heard``: per
-        document, the latest record naming it (a document without one is always written)."""
+        """Each partition once, ``MAX_DOCUMENTS`` at a time: one multi-partition read, then one
+        bulk request. ``heard``: per document, the latest record naming it (a document without
+        one is always written)."""
         unique = list({self.projection.document_id(key): key for key in keys}.values())
+        for i in range(0, len(unique), MAX_DOCUMENTS):
+            await self._project_chunk(unique[i : i + MAX_DOCUMENTS], heard)
+
+    async def _project_chunk(self, unique: Sequence[PartitionKey], heard: dict[str, Position] | None) -> None:
         read_after = self._in_topic({at[0] for at in (heard or {}).values()})
         read = read_documents(self.store, self.projection, unique)
         documents = await bounded("wide_column", self.sink_timeout, read)

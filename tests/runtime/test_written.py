@@ -14,6 +14,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import framework.runtime.projector as projector_module
 from framework import Event
 from framework.runtime.batch import run_batch
 from framework.runtime.change_feed import ChangeFeedSink, ChangeRecord
@@ -277,6 +278,35 @@ def test_a_late_older_event_rewrites_the_document_at_the_same_version() -> None:
         full = {"item_id": "a", "flash": "deal", "name": "A", "price": 1}
         assert p.document() == {"a": (full, newer.version)}
         assert p.index.sent == 2
+    finally:
+        p.close()
+
+
+class CountingIndex(FlakyIndex):
+    """Also keeps the size of every bulk request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bulks: list[int] = []
+
+    async def bulk(self, alias: str, ops: Sequence[IndexOp]) -> BulkResult:
+        self.bulks.append(len(ops))
+        return await super().bulk(alias, ops)
+
+
+def test_a_batch_naming_more_documents_than_one_bulk_takes_is_written_in_several(monkeypatch: Any) -> None:
+    monkeypatch.setattr(projector_module, "MAX_DOCUMENTS", 3)
+    t = Timeline()
+    events = {f"i{n}": t.add("item.set", {"item": f"i{n}", "name": f"N{n}"}, key=f"i{n}") for n in range(8)}
+    p = Pipeline()
+    p.index = p.projector.index = p.driver.index = CountingIndex()
+    try:
+        p.driver.run(p.index.ensure_index(p.projection.alias, p.projection.mappings))
+        p.agents(list(events.values()))
+        p.project(range(len(p.changes)))
+        assert p.index.bulks == [3, 3, 2]
+        want = {k: ({"item_id": k, "name": "N" + k[1:]}, e.version) for k, e in events.items()}
+        assert p.document() == want
     finally:
         p.close()
 
