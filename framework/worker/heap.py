@@ -6,8 +6,15 @@ which ever becomes garbage. CPython's full collections traverse all of them
 again every second or so of steady processing, and its young collections
 run every 700 allocations. ``freeze_startup_heap`` moves the start-up heap
 into the collector's permanent generation once the worker has started and
-makes young collections rarer; objects made afterwards are collected as
-before. The demo's worker CPU with and without it is in BENCHMARKS.md.
+makes young collections rare; objects made afterwards are collected as
+before. A young collection walks every container object made since the last
+one that is still alive: in a worker that is the micro-batch in flight (up to
+``RuntimeConfig.max_batch`` messages and their events, mutations and rows,
+some 100,000 objects), which every collection walked again and moved on to
+older generations to be walked there, while steady processing leaves no
+cyclic garbage for it to find. So a young collection waits for a million
+more container objects than were freed. The demo's worker CPU with and
+without it is in BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ __all__ = ["GC_MODES", "WORKER_THRESHOLDS", "freeze_startup_heap"]
 #: ``freeze``: ``freeze_startup_heap`` once started; ``default``: the collector as CPython sets it.
 GC_MODES = ("freeze", "default")
 #: Collector thresholds of a worker (CPython's defaults are 700, 10, 10).
-WORKER_THRESHOLDS = (20_000, 20, 50)
+WORKER_THRESHOLDS = (1_000_000, 10, 10)
 
 
 def freeze_startup_heap() -> int:
