@@ -74,6 +74,7 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
         choices=GC_MODES,
         default=None,
         help="garbage collector (env CONVERGE_GC, default freeze: once started, the start-up heap is "
-        "frozen out of collections and young collections are rarer, see framework/heap.py)",
+        "frozen out of collections and a young collection waits for a million net allocations, "
+        "see framework/worker/heap.py)",
     )
     worker.set_defaults(func=_worker)
