@@ -9,11 +9,11 @@ into the collector's permanent generation once the worker has started and
 makes young collections rare; objects made afterwards are collected as
 before. A young collection walks every container object made since the last
 one that is still alive: in a worker that is the micro-batch in flight (up to
-``RuntimeConfig.max_batch`` messages and their events, mutations and rows,
-some 100,000 objects), which every collection walked again and moved on to
-older generations to be walked there, while steady processing leaves no
-cyclic garbage for it to find. So a young collection waits for a million
-more container objects than were freed. The demo's worker CPU with and
+``RuntimeConfig.max_batch`` messages and their events, mutations and rows),
+which every collection walked again and moved on to older generations to be
+walked there, while the demo's steady processing left no cyclic garbage for
+it to find. So a young collection waits for a million more container objects
+than were freed. The demo's worker CPU with and
 without it is in BENCHMARKS.md.
 """
 
