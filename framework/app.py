@@ -110,8 +110,11 @@ class App:
                 if t in owner:
                     raise ValueError(f"App {self.name}: event type {t!r} in {owner[t]} and {agent.name}")
                 owner[t] = agent.name
+        by_name = {p.name: p for p in self.views}
         for p in self.views:
             p.partition_key  # noqa: B018 - raises SchemaError when the source tables disagree
+            if p.marks_from is not None:
+                _check_marks_from(self.name, p, by_name.get(p.marks_from))
         check_declarations(self.personal_data, self.tables)
         if self.id_mutation is not None:
             check_id_mutation(self.id_mutation, self.tables)
@@ -251,6 +254,21 @@ class App:
         out.update({self.change_topic(p): f"project.{p.name}" for p in self.views})
         out.update({self.group_topic(a): f"totals.{a.name}" for a in self.aggregates})
         return out
+
+
+def _check_marks_from(app: str, view: Projection, shared: Projection | None) -> None:
+    """SchemaError unless ``shared`` (the view ``view.marks_from`` names) keeps its own marks
+    for the same source tables and partition key."""
+    where = f"App {app}: {view.name}.marks_from = {view.marks_from!r}"
+    if shared is None or shared is view:
+        raise SchemaError("marks_from", f"{where} names no other projection or aggregate of the app")
+    if shared.marks_from is not None:
+        raise SchemaError("marks_from", f"{where} shares marks itself (marks_from = {shared.marks_from!r})")
+    if shared.source_names != view.source_names or shared.partition_key != view.partition_key:
+        raise SchemaError(
+            "marks_from",
+            f"{where} reads {sorted(shared.source_names)}, not {sorted(view.source_names)} by the same key",
+        )
 
 
 def _unique(names: Iterable[str], what: str) -> None:

@@ -44,7 +44,7 @@ from pyspark import StorageLevel, TaskContext
 from pyspark.sql import SparkSession
 
 from framework.core.events import Event, parse_event
-from framework.core.projection import Projection
+from framework.core.projection import Projection, mark_writers
 from framework.core.schema import SchemaError
 from framework.core.sync import run_sync
 from framework.erasure.keyed import erasure_key
@@ -177,7 +177,7 @@ class _Mapper:
 def marks_of(projections: Sequence[Projection], mutations: Sequence[Any]) -> list[Any]:
     """The version marks of ``projections`` for ``mutations`` (MessageError at stage ``map``)."""
     try:
-        return [mark for p in projections for mark in p.version_marks(mutations)]
+        return [mark for p in mark_writers(projections) for mark in p.version_marks(mutations)]
     except Exception as exc:  # noqa: BLE001 - as map_event
         raise MessageError("map", exc) from exc
 

@@ -81,6 +81,8 @@ class EngagementDaily(Aggregate):
 
     name: ClassVar[str] = "engagement_daily"
     tables: ClassVar[tuple[TableSchema, ...]] = (ACTIVITY_HUB, ENGAGEMENT_LOG)
+    #: the ``activities`` projection reads the same tables: one version mark per change, not two
+    marks_from: ClassVar[str | None] = "activities"
     group_by: ClassVar[tuple[str, ...]] = ("org_id", "kind")
     measures = {"activities": "count", "opened": "sum", "replied": "sum"}
     window: ClassVar[Window | None] = Window(DAY_S)

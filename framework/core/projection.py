@@ -16,7 +16,9 @@ write, delete or state log entry that ever touched its partition. The mark
 never goes down, so a later projection of the same partition is never
 older than an earlier one and ``external_gte`` accepts it. A partition
 whose rows have no live cell (or whose ``build`` returns None) has no
-document and is deleted at the mark.
+document and is deleted at the mark. A view over the same source tables as
+another may name it in ``marks_from`` and share its version table: their
+marks are the same, so each writer writes them once (``mark_writers``).
 
 A join's mutations mark their partitions at version 0 (``version_marks(...,
 at=0)``, ``framework.state.join``): which partitions a join writes depends on
@@ -37,7 +39,7 @@ from framework.core.mutations import CellValue, Mutation, Upsert, check_identifi
 from framework.core.rows import Row
 from framework.core.schema import Column, SchemaError, TableSchema
 
-__all__ = ["Projection", "Document", "PartitionKey"]
+__all__ = ["Projection", "Document", "PartitionKey", "mark_writers"]
 
 #: The partition key of a document's source rows, by column name.
 PartitionKey = Mapping[str, CellValue]
@@ -53,12 +55,17 @@ class Projection(abc.ABC):
     ``name`` (an identifier) names its version table and change topic;
     ``alias`` is the index alias; ``tables`` are the source tables, which
     must share their partition key (checked when the class is first used).
+    ``marks_from``: the name of another view of the app with the same source
+    tables whose version table this one shares (``App`` checks it). Declare it
+    with the view, or after a backfill: a view that stops sharing reads its own
+    table, which missed the marks written meanwhile.
     """
 
     name: ClassVar[str]
     alias: ClassVar[str]
     tables: ClassVar[tuple[TableSchema, ...]]
     mappings: ClassVar[Mapping[str, Any]] = {}
+    marks_from: ClassVar[str | None] = None
 
     @abc.abstractmethod
     def build(self, key: PartitionKey, rows: Mapping[str, Sequence[Row]]) -> Mapping[str, Any] | None:
@@ -97,9 +104,10 @@ class Projection(abc.ABC):
 
     @functools.cached_property
     def version_table(self) -> TableSchema:
-        """``<name>_version``: the partition key and the partition's highest write version."""
+        """``<name>_version`` (of ``marks_from`` when set): the partition key and the partition's
+        highest write version."""
         return TableSchema(
-            name=f"{self.name}_version",
+            name=f"{self.marks_from or self.name}_version",
             partition_key=self.partition_key,
             columns=(Column(_VERSION_COLUMN, "bigint"),),
         )
@@ -145,3 +153,12 @@ class Projection(abc.ABC):
             version = max((r.version for r in live), default=0)
         doc = self.build(key, complete) if live else None
         return self.document_id(key), doc, version
+
+
+def mark_writers(views: Iterable[Projection]) -> list[Projection]:
+    """The first of ``views`` of each version table: the views whose marks a writer writes
+    (views sharing a version table have the same source tables, so the same marks)."""
+    first: dict[str, Projection] = {}
+    for v in views:
+        first.setdefault(v.version_table.name, v)
+    return list(first.values())

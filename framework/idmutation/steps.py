@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from framework.core.errors import ConvergeError
 from framework.core.mutations import CellValue, Mutation
+from framework.core.projection import mark_writers
 from framework.core.schema import SchemaError, TableSchema
 from framework.dlq.record import ParkedRecord
 from framework.idmutation.apply import Apply, ApplyReport, ExtraWrites, apply_id_map, id_value
@@ -201,6 +202,7 @@ def writes_extra(ctx: StepContext, job: str, batch: Batch) -> ExtraWrites:
     written (``framework.notifications.stamping.write_stamped``: written again when late)."""
     notes = ctx.app.notifications or NotificationConfig()
     projections = ctx.app.views
+    writers = mark_writers(projections)
     tenant_of = {c.table: c.tenant_column for c in ctx.config.columns}
     cols = {c.table: (c.tenant_column, c.id_column) for c in ctx.config.columns}
 
@@ -210,7 +212,8 @@ def writes_extra(ctx: StepContext, job: str, batch: Batch) -> ExtraWrites:
             mine = [m for m in moves if m.table in p.source_names]
             if not mine:
                 continue
-            out += p.version_marks(mine)
+            if p in writers:
+                out += p.version_marks(mine)
             for doc_id, (key, _) in p.touched(mine).items():
                 out.append(pending_row(job, batch.batch_id, p.name, doc_id, key, batch.began_at))
         return out

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 from framework.core.events import Event
 from framework.core.mutations import Delete, LogState, Mutation, Upsert
-from framework.core.projection import Projection
+from framework.core.projection import Projection, mark_writers
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.errors import MessageError
 
@@ -43,7 +43,7 @@ def map_event(
             mutations = resolve(event, mutations)
         if screen is not None:
             mutations = screen(event, mutations)
-        marks = [mark for p in projections for mark in p.version_marks(mutations)]
+        marks = [mark for p in mark_writers(projections) for mark in p.version_marks(mutations)]
     except Exception as exc:  # noqa: BLE001 - any failure of a pure mapping is the message's
         raise MessageError("map", exc) from exc
     return mutations + marks

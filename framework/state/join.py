@@ -49,7 +49,7 @@ from framework.core.errors import BadMessage
 from framework.core.events import Event
 from framework.core.lookup import Entry, canonical
 from framework.core.mutations import Delete, LogState, Mutation, Upsert
-from framework.core.projection import Projection
+from framework.core.projection import Projection, mark_writers
 from framework.runtime.errors import MessageError
 from framework.state.kv import KV
 from framework.state.version_rule import join_version, write_version
@@ -142,7 +142,7 @@ def join_marks(projections: Sequence[Projection], mutations: Sequence[Mutation])
     """The version marks of a join's ``mutations``: at version 0 (``Projection.version_marks``), so
     the partitions an earlier mapping wrote and a later one moved away from keep the version
     their other writers gave them, as when the event was mapped once with the final entries."""
-    return [mark for p in projections for mark in p.version_marks(mutations, at=0)]
+    return [mark for p in mark_writers(projections) for mark in p.version_marks(mutations, at=0)]
 
 
 def _rows(mutations: Iterable[Mutation]) -> dict[str, list[Any]]:

@@ -32,7 +32,7 @@ from framework.aggregates.totals import TotalsProcessor, group_records
 from framework.core.aggregate import Aggregate, group_id, parse_series
 from framework.core.events import Event, EventError, parse_event
 from framework.core.mutations import Mutation
-from framework.core.projection import Projection
+from framework.core.projection import Projection, mark_writers
 from framework.core.rows import Row, cell_int
 from framework.core.state_log import StateEntry, current_state
 from framework.idmutation.collapse import collapse
@@ -228,7 +228,7 @@ class Driver:
         collapsed = collapse(requests)
         if apply:
             owners = {c.table for c in config.columns}
-            marks = [p for p in self.app.views if p.source_names & owners]
+            marks = mark_writers(p for p in self.app.views if p.source_names & owners)
 
             async def extra(apply: Apply, writes: Sequence[Mutation], moves: Sequence[Mutation]) -> None:
                 await apply([*writes, *(mark for p in marks for mark in p.version_marks(moves))])
