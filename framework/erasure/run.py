@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from framework.core.mutations import CellValue, Delete, Mutation, Upsert
+from framework.core.projection import mark_writers
 from framework.erasure.declare import Subject
 from framework.erasure.find import declared_for, find_records, find_rows, finder, record_finder, spellings
 from framework.erasure.keyed import subject_hash
@@ -172,7 +173,7 @@ async def erase(
         await store.apply([Upsert(DENYLIST_TABLE.name, {"app": app.name, "subject": hashed},
                                   {"kind": subject.kind, "erased_at": at}, at)])  # fmt: skip
         writes: list[Mutation] = [*deletes, *records]
-        for p in app.views:
+        for p in mark_writers(app.views):
             name = p.version_table.name
             writes += [Upsert(name, k, {"version": at}, at) for k in touched.get(p.name, {}).values()]
         if app.notifications is not None and deletes:  # entries stamped when written (write_stamped)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from framework.core.mutations import CellValue, Delete, Mutation, Upsert
-from framework.core.projection import Projection
+from framework.core.projection import Projection, mark_writers
 from framework.core.rows import Row
 from framework.jobs.reprojection import pending_row
 from framework.notifications.config import NotificationConfig
@@ -214,7 +214,7 @@ async def retain_table(
         tombstones = {id(plan): plan.tombstone() for plan in sealed}
         writes: list[Mutation] = [t for t in tombstones.values() if t is not None]
         marked = [t for plan in changed if (t := tombstones[id(plan)]) is not None]
-        for p in readers:
+        for p in mark_writers(readers):
             writes += await _marks(store, p, marked)
         by_tenant: dict[str, list[Mutation]] = {}
         for tenant, plan in plans:
