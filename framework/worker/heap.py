@@ -13,8 +13,8 @@ one that is still alive: in a worker that is the micro-batch in flight (up to
 which every collection walked again and moved on to older generations to be
 walked there, while the demo's steady processing left no cyclic garbage for
 it to find. So a young collection waits for a million more container objects
-than were freed. The demo's worker CPU with and
-without it is in BENCHMARKS.md.
+than were freed. The demo's worker CPU with and without it is in
+BENCHMARKS.md.
 """
 
 from __future__ import annotations
