@@ -236,6 +236,16 @@ class App:
         written = {t.name for t in agent.tables}
         return tuple(p for p in self.views if p.source_names & written)
 
+    def change_feeds(self, agent: KeyedAgent) -> dict[str, Projection]:
+        """The change topics announcing what ``agent`` writes, with their views: a view that
+        shares another's marks (``marks_from``) has its changes announced on that view's topic
+        and is projected with it (``sharing_marks``)."""
+        return {self.change_topic(p): p for p in self.views_of(agent) if p.marks_from is None}
+
+    def sharing_marks(self, view: Projection) -> tuple[Projection, ...]:
+        """The views sharing ``view``'s version marks (their ``marks_from`` names it)."""
+        return tuple(p for p in self.views if p.marks_from == view.name)
+
     def change_topic(self, projection: Projection) -> str:
         """The change topic of a projection or aggregate: ``<app>.<name>.changes``."""
         return f"{self.name}.{projection.name}.changes"

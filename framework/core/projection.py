@@ -56,9 +56,11 @@ class Projection(abc.ABC):
     ``alias`` is the index alias; ``tables`` are the source tables, which
     must share their partition key (checked when the class is first used).
     ``marks_from``: the name of another view of the app with the same source
-    tables whose version table this one shares (``App`` checks it). Declare it
-    with the view, or after a backfill: a view that stops sharing reads its own
-    table, which missed the marks written meanwhile.
+    tables whose version table this one shares (``App`` checks it); its changes
+    are announced on that view's change topic, and that view's projector projects
+    it from the same read (``App.change_feeds``). Declare it with the view, or
+    after a backfill: a view that stops sharing reads its own table, which missed
+    the marks written meanwhile.
     """
 
     name: ClassVar[str]

@@ -18,7 +18,14 @@ from framework.runtime.written import Position, WrittenDocuments
 from stores.base import IndexOp, SearchIndex, WideColumnStore
 from stores.errors import PermanentStoreError, TransientStoreError
 
-__all__ = ["read_document", "read_documents", "write_document", "project_partition", "ProjectionProcessor"]
+__all__ = [
+    "read_document",
+    "read_documents",
+    "read_shared_documents",
+    "write_document",
+    "project_partition",
+    "ProjectionProcessor",
+]
 
 Action = Literal["index", "delete", "stale"]
 
@@ -42,14 +49,24 @@ async def read_documents(
     version, which the index keeps over the newer document arriving first. This needs an apply
     to become visible at once, as SQLite's transaction does; the Cassandra adapter writes a
     batch's partitions concurrently, so a reader there can still see a mark before its data."""
+    return (await read_shared_documents(store, [projection], keys))[0]
+
+
+async def read_shared_documents(
+    store: WideColumnStore, projections: Sequence[Projection], keys: Sequence[PartitionKey]
+) -> list[list[Document]]:
+    """``read_documents`` of each of ``projections``, which share their version table and source
+    tables (``Projection.marks_from``), from one read of them."""
     if not keys:
-        return []
-    marks = await store.read_rows(projection.version_table.name, keys)
-    by_table = {t.name: await store.read_partitions(t.name, keys) for t in projection.tables}
-    return [
-        projection.document(key, {name: rows[i] for name, rows in by_table.items()}, marks[i])
-        for i, key in enumerate(keys)
-    ]
+        return [[] for _ in projections]
+    first = projections[0]
+    for p in projections[1:]:
+        if p.version_table.name != first.version_table.name or p.source_names != first.source_names:
+            raise ValueError(f"{p.name} does not share the marks and source tables of {first.name}")
+    marks = await store.read_rows(first.version_table.name, keys)
+    by_table = {t.name: await store.read_partitions(t.name, keys) for t in first.tables}
+    rows = [{name: read[i] for name, read in by_table.items()} for i in range(len(keys))]
+    return [[p.document(key, rows[i], marks[i]) for i, key in enumerate(keys)] for p in projections]
 
 
 async def write_document(
@@ -90,6 +107,10 @@ class ProjectionProcessor:
     read are those ``prepare`` has seen and, when the runtime sets ``highwater``
     (the consumer's: the offset the next record of a partition will get, or None),
     everything below it.
+
+    ``shared``: the views sharing ``projection``'s marks (``marks_from``), each with its
+    target. Their changes are announced on ``projection``'s topic only, so this processor
+    projects them too, from the same read, after ``projection``'s own write.
     """
 
     batchable = True
@@ -102,18 +123,21 @@ class ProjectionProcessor:
         store: WideColumnStore,
         index: SearchIndex,
         sink_timeout: float = 10.0,
+        shared: Sequence[tuple[Projection, SearchIndex]] = (),
     ) -> None:
         self.projection = projection
         self.name = f"project.{projection.name}"
         self.store, self.index, self.sink_timeout = store, index, sink_timeout
-        self.written = WrittenDocuments()
+        self.targets = [(projection, index, WrittenDocuments())]
+        self.targets += [(p, target, WrittenDocuments()) for p, target in shared]
+        self.written = self.targets[0][2]
         self._seen: dict[Hashable, int] = {}  # per partition, the last offset taken from the topic
 
     def on_rebalance(self) -> None:
         """Partitions moved: documents may have been written by another worker since."""
-        self.written.forget()
+        for _, _, written in self.targets:
+            written.forget()
         self._seen.clear()
-
     def prepare(self, work: Work) -> None:
         if work.offset > self._seen.get(work.tp, -1):
             self._seen[work.tp] = work.offset
@@ -164,14 +188,20 @@ class ProjectionProcessor:
 
     async def _project_chunk(self, unique: Sequence[PartitionKey], heard: dict[str, Position] | None) -> None:
         read_after = self._in_topic({at[0] for at in (heard or {}).values()})
-        read = read_documents(self.store, self.projection, unique)
+        views = [p for p, _, _ in self.targets]
+        read = read_shared_documents(self.store, views, unique)
         documents = await bounded("wide_column", self.sink_timeout, read)
-        ops, records = self.written.new_writes(
-            [IndexOp(doc_id, version, doc) for doc_id, doc, version in documents], heard, read_after
-        )
-        if ops:
-            await bounded("index", self.sink_timeout, self._bulk(ops))
-            self.written.record(records)
+        for (view, index, written), docs in zip(self.targets, documents, strict=True):
+            positions = heard
+            if heard and view is not self.projection:  # the record positions by this view's ids
+                ids = {self.projection.document_id(k): view.document_id(k) for k in unique}
+                positions = {ids[doc_id]: at for doc_id, at in heard.items() if doc_id in ids}
+            ops, records = written.new_writes(
+                [IndexOp(doc_id, version, doc) for doc_id, doc, version in docs], positions, read_after
+            )
+            if ops:
+                await bounded("index", self.sink_timeout, self._bulk(view, index, ops))
+                written.record(records)
 
     def _in_topic(self, partitions: set[Hashable]) -> dict[Hashable, int]:
         """Per partition, the last offset known to be in the topic now (taken, or below the
@@ -187,9 +217,10 @@ class ProjectionProcessor:
                     out[tp] = end - 1
         return out
 
-    async def _bulk(self, ops: Sequence[IndexOp]) -> None:
-        result = await self.index.bulk(self.projection.alias, ops)
+    @staticmethod
+    async def _bulk(view: Projection, index: SearchIndex, ops: Sequence[IndexOp]) -> None:
+        result = await index.bulk(view.alias, ops)
         if result.failed:
-            first, alias = result.failed[0], self.projection.alias
+            first, alias = result.failed[0], view.alias
             text = f"bulk {alias}: {len(result.failed)} failed ({first.doc_id}: {first.reason})"
             raise TransientStoreError(text) if result.retryable else PermanentStoreError(text)

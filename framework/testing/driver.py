@@ -22,6 +22,7 @@ keyed scheduler and its retries, the dead-letter WAL, delivery-ledger acks.
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
@@ -96,6 +97,8 @@ class Driver:
         self._offsets = itertools.count()
         self._ingested = itertools.count()
         self._changes: list[tuple[str, bytes, bytes]] = []
+        #: change records announced so far, per change topic
+        self.announced: collections.Counter[str] = collections.Counter()
         self._agents: dict[str, AgentProcessor | JoinProcessor] = {}
         #: every lookup's entries (``framework.state``), fed by the events sent on its topic
         self.entries = EntryTables(app.lookups)
@@ -124,19 +127,20 @@ class Driver:
                 await self.store.ensure_table(schema)
         for p in app.projections:
             await self.index.ensure_index(p.alias, p.mappings)
-            self._projectors[app.change_topic(p)] = ProjectionProcessor(p, self.store, self.index, timeout)
         for a in app.aggregates:
-            self._projectors[app.change_topic(a)] = ProjectionProcessor(
-                a, self.store, self.aggregates, timeout
-            )
             self._totals[app.group_topic(a)] = TotalsProcessor(a, self.store, timeout, clock=lambda: self.now)
+        for view in app.views:  # a view sharing marks is projected with their owner too
+            shared = [(p, self._target(p)) for p in app.sharing_marks(view)]
+            self._projectors[app.change_topic(view)] = ProjectionProcessor(
+                view, self.store, self._target(view), timeout, shared
+            )
         resolutions = resolutions_for(app.id_mutation, app.agents, self.id_map)
         for agent in app.agents:
             resolve = resolutions.get(agent.name)
             projections = app.views_of(agent)
             sinks: list[Sink] = [store_sink(app, agent.name, self.store, clock=self._ingestion_clock)]
             if projections:
-                feeds = {app.change_topic(p): p for p in projections}
+                feeds = app.change_feeds(agent)
                 sinks.append(ChangeFeedSink(self._announce, feeds, dict.fromkeys(feeds, 1)))
             if agent.lookups:
                 book = JoinBook(agent, MemoryKV(), self.entries.get, projections, app.joins)
@@ -156,8 +160,13 @@ class Driver:
         """``now`` plus one microsecond per call: each notified batch has its own ingestion time."""
         return self.now + next(self._ingested) / 1_000_000
 
+    def _target(self, view: Projection) -> Any:
+        """Where ``view``'s documents go: the aggregates' contributions or the index."""
+        return self.aggregates if isinstance(view, Aggregate) else self.index
+
     async def _announce(self, topic: str, records: Sequence[ChangeRecord]) -> None:
         self._changes.extend((topic, key, value) for _, key, value in records)
+        self.announced[topic] += len(records)
 
     async def _announce_groups(self, aggregate: Aggregate, changed: Sequence[Changed]) -> None:
         """Recompute the announced groups' totals now, each record at the next offset."""
@@ -241,7 +250,9 @@ class Driver:
                 self.store, config, collapsed, clock=lambda: self.now, extra=extra, erased=erased
             )
             report = self.run(applied)
-            for p in marks:  # the documents of the partitions the moves touched, old and final ids
+            # the documents of the partitions the moves touched, old and final ids (a view sharing
+            # marks is projected with the view it shares them with)
+            for p in (v for v in self.app.views if v.source_names & owners and v.marks_from is None):
                 keys = [{c.name: key[c.name] for c in p.partition_key} for table, key in report.touched
                         if table in p.source_names]  # fmt: skip
                 self.run(self._projectors[self.app.change_topic(p)]._project(keys))  # noqa: SLF001

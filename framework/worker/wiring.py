@@ -12,6 +12,7 @@ from framework.aggregates.contributions import Changed, ContributionIndex
 from framework.aggregates.totals import TotalsProcessor, group_records
 from framework.app import App
 from framework.core.aggregate import Aggregate
+from framework.core.projection import Projection
 from framework.kafka_admin import end_offsets, ensure_topics
 from framework.notifications.schema import NOTIFICATION_TABLES
 from framework.notifications.sink import store_sink
@@ -26,6 +27,7 @@ from framework.state.dedupe import DedupedJoin
 from framework.state.worker import JoinWiring
 from framework.worker.faust_app import ConvergeFaustApp, create_faust_app
 from framework.worker.resources import Resources
+from stores.base import SearchIndex
 
 __all__ = ["Wiring", "wire", "build_worker"]
 
@@ -117,8 +119,7 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
             projections = app.views_of(agent)
             sinks: list[Sink] = [store_sink(app, agent.name, resources.store)]
             if projections:
-                feeds = {app.change_topic(p): p for p in projections}
-                sinks.append(ChangeFeedSink(announce, feeds, counts))
+                sinks.append(ChangeFeedSink(announce, app.change_feeds(agent), counts))
             if resources.ledger is not None:
                 from framework.delivery.acks import delivery_sinks
 
@@ -138,9 +139,13 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
                 processor = joined if dedupe is None else DedupedJoin(joined, dedupe)
             runtime.attach(processor, dlq)
         contributions = ContributionIndex(resources.store, app.aggregates, announce_groups)
-        for runtime, projection in projectors:
-            target = contributions if isinstance(projection, Aggregate) else resources.index
-            runtime.attach(ProjectionProcessor(projection, resources.store, target, timeout), dlq)
+        def target(view: Projection) -> SearchIndex:
+            return contributions if isinstance(view, Aggregate) else resources.index
+
+        for runtime, view in projectors:  # a view sharing marks is projected with their owner too
+            shared = [(p, target(p)) for p in app.sharing_marks(view)]
+            processor = ProjectionProcessor(view, resources.store, target(view), timeout, shared)
+            runtime.attach(processor, dlq)
         for runtime, aggregate in totals:
             runtime.attach(TotalsProcessor(aggregate, resources.store, timeout), dlq)
         if joins is not None:
