@@ -65,9 +65,13 @@ def tables_of(aggregate: Aggregate) -> AggregateTables:
     return AggregateTables(aggregate)
 
 
+#: ``json.dumps(value, separators=(",", ":"), allow_nan=False)``, its encoder built once.
+_measures = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
 def encode_measures(measures: Mapping[str, float]) -> str:
     """Measures as the compact JSON text the tables hold."""
-    return json.dumps(dict(sorted(measures.items())), separators=(",", ":"), allow_nan=False)
+    return _measures(dict(sorted(measures.items())))
 
 
 def decode_measures(text: object) -> dict[str, float]:

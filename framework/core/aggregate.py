@@ -94,14 +94,18 @@ class Group:
         return group_id(self.series, self.window)
 
 
+#: ``json.dumps(value, separators=(",", ":"), ensure_ascii=True)``, its encoder built once.
+_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
+
+
 def group_id(series: Sequence[CellValue], window: int = 0) -> str:
     """A group's id: its window start and series values as compact JSON (stable, unambiguous)."""
-    return json.dumps([window, *series], separators=(",", ":"), ensure_ascii=True)
+    return _compact([window, *series])
 
 
 def series_id(series: Sequence[CellValue]) -> str:
     """A series' id (the group key without the window): its values as compact JSON."""
-    return json.dumps(list(series), separators=(",", ":"), ensure_ascii=True)
+    return _compact(list(series))
 
 
 def parse_series(text: str) -> list[CellValue]:

@@ -26,6 +26,9 @@ class EventError(BadMessage):
         self.field = field
 
 
+#: ``json.dumps(value, separators=(",", ":"), sort_keys=True)``, its encoder built once.
+_canonical = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """One source event.
@@ -53,7 +56,7 @@ class Event:
         }
 
     def to_json(self) -> bytes:
-        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True).encode()
+        return _canonical(self.to_dict()).encode()
 
 
 def _text(d: Mapping[str, Any], name: str, max_len: int = 512) -> str:

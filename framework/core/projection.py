@@ -80,7 +80,10 @@ class Projection(abc.ABC):
 
     def document_id(self, key: PartitionKey) -> str:
         """The document id of a partition (default: its key values joined by ``:``)."""
-        return ":".join(str(key[c.name]) for c in self.partition_key)
+        names = self.key_names
+        if len(names) == 1:
+            return str(key[names[0]])
+        return ":".join(str(key[name]) for name in names)
 
     # -- derived, framework side (computed once per instance) -----------------
     @functools.cached_property
@@ -101,6 +104,11 @@ class Projection(abc.ABC):
         return first
 
     @functools.cached_property
+    def key_names(self) -> tuple[str, ...]:
+        """The names of the partition key's columns, in order."""
+        return tuple(c.name for c in self.partition_key)
+
+    @functools.cached_property
     def source_names(self) -> frozenset[str]:
         return frozenset(t.name for t in self.tables)
 
@@ -118,8 +126,9 @@ class Projection(abc.ABC):
         """The partition ``mutation`` changes, or None when it is not a source table's."""
         if mutation.table not in self.source_names:
             return None
+        key = mutation.key
         try:
-            return {c.name: mutation.key[c.name] for c in self.partition_key}
+            return {name: key[name] for name in self.key_names}
         except KeyError as exc:
             raise SchemaError("key", f"{mutation.table}: partition key column {exc} missing") from None
 

@@ -194,8 +194,8 @@ class ProjectionProcessor:
         for (view, index, written), docs in zip(self.targets, documents, strict=True):
             positions = heard
             if heard and view is not self.projection:  # the record positions by this view's ids
-                ids = {self.projection.document_id(k): view.document_id(k) for k in unique}
-                positions = {ids[doc_id]: at for doc_id, at in heard.items() if doc_id in ids}
+                pairs = zip(documents[0], docs, strict=True)
+                positions = {doc[0]: heard[own[0]] for own, doc in pairs if own[0] in heard}
             ops, records = written.new_writes(
                 [IndexOp(doc_id, version, doc) for doc_id, doc, version in docs], positions, read_after
             )

@@ -40,6 +40,10 @@ METADATA_FIELDS = frozenset(
 # wildcard/separator characters, no leading '-', '_', '+' or '.' (hidden/system).
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,199}")
 _DEFAULT = JsonSerializer().default
+#: ``json.dumps`` of a document as ``encode_document`` writes it, its encoder built once.
+_encode = json.JSONEncoder(
+    default=_DEFAULT, allow_nan=False, ensure_ascii=False, separators=(",", ":")
+).encode
 
 
 class DocumentError(MutationError):
@@ -87,7 +91,7 @@ def encode_document(doc: object, max_bytes: int, reserved: frozenset[str] = froz
         if key in METADATA_FIELDS or key in reserved:
             raise DocumentError(f"doc.{key}", "is a reserved field name")
     try:
-        text = json.dumps(doc, default=_DEFAULT, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+        text = _encode(doc)
         body = text.encode("utf-8")
     except (TypeError, ValueError, UnicodeError, TransportError) as exc:
         raise DocumentError("doc", f"is not JSON-serialisable: {exc}") from None
