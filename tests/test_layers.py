@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("framework.delivery", "framework.notifications", "framework.metrics"),  # services
     ("framework.jobs",),
     ("framework.aggregates",),  # totals maintained from the change feed (a lifecycle feature's base)
+    ("framework.verify",),  # every change verified store-against-index (reads notifications)
     # lifecycle features: erasure and ID mutation read each other's records (the deny-list, the
     # route records) and share a layer; retention knows every framework table
     ("framework.erasure", "framework.idmutation"),

@@ -1,7 +1,8 @@
 """The ``converge`` command line: one module per command, named as the command.
 
 ``build_parser`` registers the built-in commands (``stack``, ``worker``, ``delivery``, ``dlq``,
-``status``, ``jobs``, ``changes``, ``erase``, ``retention``, ``idmap``, ``query``, ``spark``), then
+``status``, ``jobs``, ``changes``, ``verify``, ``erase``, ``retention``, ``idmap``, ``query``,
+``spark``), then
 the plugins: every entry point of the group ``converge.commands`` names a ``register(subparsers)``
 function (this project registers ``demo`` from ``examples``); a plugin that fails to load costs
 one warning line, not the CLI. ``framework.cli.common`` holds what the commands share.
@@ -25,6 +26,7 @@ from framework.cli import (
     spark,
     stack,
     status,
+    verify,
     worker,
 )
 from framework.cli.common import CliParser, leaf_prog, one_line, run_command
@@ -34,7 +36,9 @@ __all__ = ["main", "build_parser", "PLUGIN_GROUP", "COMMANDS"]
 #: Entry-point group of command plugins: ``name = "module:register"``.
 PLUGIN_GROUP = "converge.commands"
 #: The built-in commands' modules, in the order ``converge --help`` lists them.
-COMMANDS = (stack, worker, delivery, dlq, status, jobs, changes, erase, retention, idmap, query, spark)
+COMMANDS = (
+    stack, worker, delivery, dlq, status, jobs, changes, verify, erase, retention, idmap, query, spark,
+)  # fmt: skip
 
 
 def _add_plugins(sub: argparse._SubParsersAction[CliParser]) -> None:

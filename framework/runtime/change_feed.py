@@ -32,6 +32,7 @@ __all__ = [
     "change_partition",
     "change_records",
     "changed_partitions",
+    "partition_record",
 ]
 
 CHANGE_TYPE = "partition_changed"
@@ -49,7 +50,7 @@ def change_partition(doc_id: str, partitions: int) -> int:
     return _doc_hash(doc_id) % partitions
 
 
-@functools.lru_cache(maxsize=16_384)
+@functools.lru_cache(maxsize=65_536)
 def _doc_hash(doc_id: str) -> int:
     """murmur2 of the id as Kafka's partitioner takes it (pure Python, so documents that change
     again are not hashed again)."""
@@ -94,6 +95,23 @@ def _record(
         payload={"projection": projection.name, "changes": listed},
     )
     return part, ordering_key.encode(), event.to_json()
+
+
+def partition_record(
+    projection: Projection, key: PartitionKey, version: int, occurred_at: int
+) -> tuple[bytes, bytes]:
+    """``(kafka key, value)`` of a record naming one partition (``partition_changed``), keyed by
+    its document id: Kafka's default partitioner sends it where ``change_records`` would."""
+    doc_id = projection.document_id(key)
+    event = Event(
+        event_id=f"{projection.name}/{doc_id}/{version}",
+        ordering_key=doc_id,
+        version=version,
+        occurred_at=occurred_at,
+        type=CHANGE_TYPE,
+        payload={"projection": projection.name, "key": dict(key)},
+    )
+    return doc_id.encode(), event.to_json()
 
 
 def changed_partitions(event: Event, projection: Projection) -> list[PartitionKey]:

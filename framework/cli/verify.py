@@ -1,0 +1,161 @@
+"""``converge verify``: every change of an app's store verified against its index, continuously.
+
+``converge verify --app M:A`` follows the app's notification entries (the app must declare
+``notifications``) as consumer ``converge-verify``, each once it is ``--settle`` old, and
+repairs every document found to differ twice ``--recheck`` apart (``framework.verify``); it
+runs until interrupted, printing a summary every ``--report-every``. ``--once`` verifies what
+has settled and exits: 0 when nothing is left divergent, 1 when a divergence was parked.
+Unrepairable divergences are parked in the dead-letter log at ``--dlq-root`` (default
+``<data_dir>/verify/dlq``; ``converge dlq list --root`` shows them, ``replay`` re-projects them).
+Store, index, broker and checkpoints come from the app's settings and the flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from framework.cli.common import (
+    DURATION_HELP,
+    CliParser,
+    UserError,
+    app_declaring,
+    checkpoints_flag,
+    checkpoints_url,
+    index_flags,
+    json_flag,
+    parse_duration,
+    print_json,
+    settings_of,
+    store_flag,
+)
+
+__all__ = ["register"]
+
+
+def _parker(app: Any, wal: Any) -> Any:
+    """``park``: the divergence as a record naming its partition, for ``converge dlq replay``."""
+    from framework.dlq import ParkedRecord
+    from framework.runtime.change_feed import CHANGE_TYPE, partition_record
+
+    views = {v.name: v for v in app.views}
+
+    async def park(divergence: Any, reason: str) -> None:
+        view = views[divergence.view]
+        at = int(time.time() * 1e6)
+        key, value = partition_record(view, divergence.key, divergence.expected_version, at)
+        print(f"converge verify: parked {view.name} {divergence.doc_id} ({divergence.category}): {reason}",
+              file=sys.stderr)  # fmt: skip
+        await wal.park(ParkedRecord(
+            pipeline=f"verify.{view.name}", topic=app.change_topic(view), partition=-1, offset=-1,
+            key=key, value=value, stage="verify", error_class=divergence.category, error=reason,
+            parked_at=time.time(), event_type=CHANGE_TYPE,
+        ))  # fmt: skip
+
+    return park
+
+
+async def _verify(args: argparse.Namespace, app: Any, settings: Any) -> Any:
+    from framework.cli.job_turn import aggregate_targets
+    from framework.coordination import open_checkpoint_store
+    from framework.dlq import DeadLetterWAL
+    from framework.notifications.reader import NotificationReader
+    from framework.verify import CONSUMER, ChangeVerifier
+    from stores.open import open_search_index, open_wide_store
+
+    if app.projections and not settings.es_url:
+        raise UserError("--es-url: the app has projections: give the index (or set CONVERGE_ES_URL)")
+    store = await open_wide_store(settings.wide_store)
+    index = open_search_index(settings.es_url, settings.es_tombstones) if app.projections else None
+    url = checkpoints_url(settings.wide_store, args.checkpoints)
+    checkpoints = await asyncio.to_thread(open_checkpoint_store, url)
+    wal = DeadLetterWAL(args.dlq_root or settings.data_dir / "verify" / "dlq")
+    announcer, contributions = aggregate_targets(app, settings, store)
+    try:
+        targets: dict[str, Any] = {p.name: index for p in app.projections}
+        targets.update({a.name: contributions for a in app.aggregates})
+        c = app.notifications
+        reader = NotificationReader(store, checkpoints, CONSUMER, retention=c.retention, settle=args.settle)
+        await reader.ensure()
+        verifier = ChangeVerifier(app.views, store, targets, reader, recheck=args.recheck,
+                                  park=_parker(app, wal), tenant_of=c.tenant_of)  # fmt: skip
+        if args.once:
+            while await verifier.step():
+                pass
+            return verifier.stats
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        runner = asyncio.create_task(verifier.run(stop))
+        while not runner.done():
+            await asyncio.wait([runner], timeout=args.report_every)
+            _print(verifier.stats, app.name, args.json)
+        await runner
+        return verifier.stats
+    finally:
+        if announcer is not None:
+            await announcer.close()
+        wal.close()
+        await checkpoints.close()
+        if index is not None:
+            await index.close()
+        await store.close()
+
+
+def _print(stats: Any, app: str, as_json: bool) -> None:
+    if as_json:
+        print_json({"app": app, **stats.to_dict()})
+        return
+    d = stats.to_dict()
+    found = ", ".join(f"{c} {n}" for c, n in d["divergent"].items() if n) or "none"
+    p50, p99 = d["lag_p50_seconds"], d["lag_p99_seconds"]
+    lag = "-" if p50 is None else f"p50 {p50:.1f}s p99 {p99:.1f}s"
+    print(f"{app}: {d['verified']} documents verified from {d['entries']} entries; divergent: {found}; "
+          f"repaired {sum(d['repaired'].values())}, parked {sum(d['parked'].values())}; "
+          f"write to verification {lag}", flush=True)  # fmt: skip
+
+
+def _run(args: argparse.Namespace) -> int:
+    app = app_declaring(args.app, "notifications", "notifications=True")
+    settings = settings_of(args, app.name)
+    with contextlib.suppress(KeyboardInterrupt):
+        stats = asyncio.run(_verify(args, app, settings))
+        _print(stats, app.name, args.json)
+        return 1 if sum(stats.parked.values()) else 0
+    return 130
+
+
+def register(sub: argparse._SubParsersAction[CliParser]) -> None:
+    """Add ``converge verify`` to the ``converge`` parser."""
+    from framework.notifications.reader import DEFAULT_SETTLE
+
+    p = sub.add_parser(
+        "verify",
+        help="verify every change of the store against the index, and repair what differs",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        parents=[
+            store_flag("store URL (default: the app's settings)"),
+            index_flags("index URL (default: the app's settings)"),
+            checkpoints_flag(),
+            json_flag("print the summaries as JSON"),
+        ],
+    )
+    p.add_argument("--app", required=True, metavar="MODULE:ATTR", help="the converge App")
+    p.add_argument("--settle", type=parse_duration, default=DEFAULT_SETTLE,
+                   help=f"verify a change once it is this old, longer than the projector's lag "
+                        f"({DURATION_HELP}; default {DEFAULT_SETTLE:g}s)")  # fmt: skip
+    p.add_argument("--recheck", type=parse_duration, default=5.0,
+                   help=f"look at a difference again after this long before repairing it "
+                        f"({DURATION_HELP}; default 5s)")  # fmt: skip
+    p.add_argument("--once", action="store_true", help="verify what has settled, then exit")
+    p.add_argument("--report-every", type=parse_duration, default=60.0,
+                   help=f"summary interval ({DURATION_HELP})")  # fmt: skip
+    p.add_argument("--dlq-root", type=Path, default=None, help="where unrepairable divergences are parked")
+    p.set_defaults(func=_run)

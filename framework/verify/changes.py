@@ -1,0 +1,80 @@
+"""Which documents a run of notification entries changed, per view.
+
+An entry names the rows one batch changed in one table of one tenant; every view reading that
+table may have a changed document in each row's partition. An entry that lists no keys (a batch
+too large, ``reread``) stands for every partition of that tenant in the table: they are found
+by scanning it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from framework.core.mutations import CellValue
+from framework.core.projection import PartitionKey, Projection
+from framework.notifications.entries import Entry, TenantOf, default_tenant_of, key_ident
+from framework.notifications.schema import DEFAULT_TENANT
+from stores.base import WideColumnStore
+
+__all__ = ["Changed", "changed_documents"]
+
+
+@dataclass
+class Changed:
+    """One view's documents to verify: partition keys by document id, each with the earliest
+    ingestion time (epoch microseconds) of an entry naming it."""
+
+    view: Projection
+    keys: dict[str, PartitionKey] = field(default_factory=dict)
+    since: dict[str, int] = field(default_factory=dict)
+
+    def add(self, key: PartitionKey, ingested_at: int) -> None:
+        doc_id = self.view.document_id(key)
+        self.keys.setdefault(doc_id, key)
+        if ingested_at < self.since.get(doc_id, ingested_at + 1):
+            self.since[doc_id] = ingested_at
+
+
+async def changed_documents(
+    entries: Iterable[Entry],
+    views: Sequence[Projection],
+    store: WideColumnStore,
+    tenant_of: TenantOf | None = None,
+) -> list[Changed]:
+    """The documents of each of ``views`` that ``entries`` name (``reread`` entries: every
+    partition of their tenant in the table; ``tenant_of``: the app's, as its writers name
+    tenants)."""
+    tenant_of = tenant_of or default_tenant_of
+    out = [Changed(v) for v in views]
+    rereads: dict[tuple[str, str], int] = {}
+    for entry in entries:
+        if entry.keys is None:
+            at = rereads.get((entry.table, entry.tenant), entry.ingested_at)
+            rereads[(entry.table, entry.tenant)] = min(at, entry.ingested_at)
+            continue
+        for changed in out:
+            if entry.table in changed.view.source_names:
+                for key in entry.keys:
+                    changed.add(_partition(changed.view, key), entry.ingested_at)
+    for (table, tenant), at in sorted(rereads.items()):
+        readers = [c for c in out if table in c.view.source_names]
+        if not readers:
+            continue
+        seen: set[str] = set()
+        async for row in store.scan(table):
+            named = tenant_of(table, row.key)
+            if (DEFAULT_TENANT if named is None else str(named)) != tenant:
+                continue
+            part = _partition(readers[0].view, row.key)
+            ident = key_ident(part)
+            if ident in seen:
+                continue
+            seen.add(ident)
+            for changed in readers:
+                changed.add(part, at)
+    return [c for c in out if c.keys]
+
+
+def _partition(view: Projection, key: Mapping[str, CellValue]) -> PartitionKey:
+    return {c.name: key[c.name] for c in view.partition_key}

@@ -1,0 +1,49 @@
+"""One document compared: what the store's rows give against what the index holds.
+
+The categories are the Spark check's (``spark_batch.convergence``): ``missing`` (a document
+the rows give is not in the index), ``orphaned`` (the index holds a document the rows do not
+give), ``stale`` (the index holds an older version), ``ahead`` (a newer version than the
+partition's mark: no projection wrote it, and the index refuses to replace it with a lower
+one), ``content`` (same version, other content). The index holds a document as JSON, so the
+expected one is compared as the index would store it (``encode_document``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from framework.core.projection import Document
+from stores.base import SearchHit
+from stores.elasticsearch.checks import encode_document
+
+__all__ = ["Category", "CATEGORIES", "classify", "as_stored"]
+
+Category = Literal["missing", "orphaned", "stale", "ahead", "content"]
+#: Every category, in the order reports list them.
+CATEGORIES: tuple[Category, ...] = ("missing", "orphaned", "stale", "ahead", "content")
+
+#: No size limit here: a document too large to index is the projector's error, not a divergence.
+_UNLIMITED = 1 << 62
+
+
+def as_stored(doc: Any) -> Any:
+    """``doc`` as the index returns it: encoded as it is written, then parsed."""
+    return json.loads(encode_document(doc, _UNLIMITED))
+
+
+def classify(expected: Document, found: SearchHit | None, *, versions: bool = True) -> Category | None:
+    """How ``found`` (the index's document, None when absent) differs from ``expected`` (the
+    projection of the store's rows: ``(doc_id, document or None, version)``); None when equal.
+    ``versions`` False compares content only."""
+    _, doc, version = expected
+    if doc is None:
+        return None if found is None else "orphaned"
+    if found is None:
+        return "missing"
+    held = (found.version or 0) if versions else version
+    if held < version:
+        return "stale"
+    if held > version:
+        return "ahead"
+    return None if as_stored(doc) == dict(found.source) else "content"

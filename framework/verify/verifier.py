@@ -1,0 +1,205 @@
+"""``ChangeVerifier``: every change of the store verified against the index once it has settled.
+
+It reads the app's notification entries (``framework.notifications``) as one consumer, only
+entries older than ``settle`` seconds (longer than the projector takes to follow a write). For
+each view the entries name documents of, it projects those documents from the store's current
+rows (``read_documents``, the projector's read) and compares them with the index's
+(``compare.classify``). A difference is looked at once more ``recheck`` seconds later, store
+and index both read again; only a difference found both times, for the same expected document,
+is a divergence. It is repaired by ``project_partition`` at a delete floor of the version the
+index holds, the routine ``converge spark check --repair`` runs on each divergent partition,
+so a document that was right is never written. An ``ahead`` document (a version above the
+partition's mark, which the index will not lower) is not repairable that way: it is handed to
+``park`` (logged with its partition; the command parks it in the dead-letter log for an
+operator). The checkpoint moves past a page of entries only once every document they name
+is verified, repaired or parked: a verifier stopped before that verifies them again.
+
+An aggregate's contributions are compared by content only: their write times may be above the
+entity's mark by design (``framework.aggregates.contributions``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from framework.core.aggregate import Aggregate
+from framework.core.projection import Document, PartitionKey, Projection
+from framework.notifications.reader import NotificationReader
+from framework.runtime.projector import project_partition, read_documents
+from framework.verify.changes import Changed, changed_documents
+from framework.verify.compare import CATEGORIES, Category, classify
+from stores.base import SearchHit, SearchIndex, WideColumnStore
+
+__all__ = ["ChangeVerifier", "Divergence", "VerifyStats", "Park", "CONSUMER"]
+
+log = logging.getLogger(__name__)
+
+#: The notification consumer (and checkpoint) name of an app's verifier.
+CONSUMER = "converge-verify"
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """A document found to differ twice: the view, the partition, how, and both versions."""
+
+    view: str
+    doc_id: str
+    key: PartitionKey
+    category: Category
+    expected_version: int
+    index_version: int | None
+
+
+#: ``park(divergence, reason)``: keep an unrepairable divergence for an operator.
+Park = Callable[[Divergence, str], Awaitable[None]]
+
+
+async def _log_only(divergence: Divergence, reason: str) -> None:
+    log.error("verify: %s %s %s %s: %s", divergence.view, divergence.doc_id, divergence.key,
+              divergence.category, reason)  # fmt: skip
+
+
+@dataclass
+class VerifyStats:
+    """What the verifier did since it started."""
+
+    verified: int = 0  # documents compared (a document named by several entries counts once a page)
+    entries: int = 0  # notification entries committed
+    divergent: collections.Counter[str] = field(default_factory=collections.Counter)
+    repaired: collections.Counter[str] = field(default_factory=collections.Counter)
+    parked: collections.Counter[str] = field(default_factory=collections.Counter)
+    #: seconds from a change's ingestion to its verification, the most recent ones
+    lags: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=10_000))
+    last_position: int | None = None  # ingestion time (epoch µs) of the last committed entry
+
+    def lag(self, quantile: float) -> float | None:
+        """The ``quantile`` (0..1) of the recent lags, None before any."""
+        if not self.lags:
+            return None
+        ordered = sorted(self.lags)
+        return ordered[min(len(ordered) - 1, int(quantile * len(ordered)))]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verified": self.verified, "entries": self.entries,
+            "divergent": {c: self.divergent[c] for c in CATEGORIES},
+            "repaired": {c: self.repaired[c] for c in CATEGORIES},
+            "parked": {c: self.parked[c] for c in CATEGORIES},
+            "lag_p50_seconds": self.lag(0.5), "lag_p99_seconds": self.lag(0.99),
+            "last_position": self.last_position,
+        }  # fmt: skip
+
+
+class ChangeVerifier:
+    """Verifies the documents of ``views`` that the entries ``reader`` returns name.
+
+    ``targets``: where each view's documents are (by view name: the index for a projection,
+    the contributions for an aggregate). ``sleep`` and ``clock`` are injectable for tests.
+    """
+
+    def __init__(
+        self,
+        views: Sequence[Projection],
+        store: WideColumnStore,
+        targets: dict[str, SearchIndex],
+        reader: NotificationReader,
+        *,
+        recheck: float = 5.0,
+        page: int = 500,
+        concurrency: int = 16,
+        park: Park = _log_only,
+        tenant_of: Any = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
+        missing = [v.name for v in views if v.name not in targets]
+        if missing:
+            raise ValueError(f"no target for views {missing}")
+        if recheck < 0 or page < 1 or concurrency < 1:
+            raise ValueError("recheck must be non-negative, page and concurrency at least 1")
+        self.views, self.store, self.targets, self.reader = list(views), store, targets, reader
+        self.recheck, self.page, self.park, self.tenant_of = recheck, page, park, tenant_of
+        self.clock, self.sleep = clock, sleep
+        self.stats = VerifyStats()
+        self._gate = asyncio.Semaphore(concurrency)
+
+    async def step(self) -> int:
+        """Verify one page of settled entries and commit past it; the entries it covered (0:
+        nothing settled to verify)."""
+        entries = await self.reader.read(self.page)
+        if not entries:
+            return 0
+        for changed in await changed_documents(entries, self.views, self.store, self.tenant_of):
+            await self._verify(changed)
+        await self.reader.commit(entries)
+        self.stats.entries += len(entries)
+        self.stats.last_position = entries[-1].ingested_at
+        return len(entries)
+
+    async def run(self, stop: asyncio.Event, idle: float = 1.0) -> None:
+        """``step`` until ``stop`` is set, pausing ``idle`` seconds when nothing has settled."""
+        while not stop.is_set():
+            if await self.step() == 0:
+                try:
+                    await asyncio.wait_for(stop.wait(), idle)
+                except TimeoutError:
+                    pass
+
+    async def _verify(self, changed: Changed) -> None:
+        view = changed.view
+        first = await self._compare(view, list(changed.keys.values()))
+        self.stats.verified += len(changed.keys)
+        if first:
+            await self.sleep(self.recheck)
+            again = await self._compare(view, [key for key, _, _ in first.values()])
+            for doc_id, (key, expected, found) in again.items():
+                before = first.get(doc_id)
+                if before is None or before[1] != expected:  # the store moved on: no longer the same
+                    continue
+                await self._settle(view, key, expected, found)
+        now = self.clock()
+        self.stats.lags.extend(now - at / 1e6 for at in changed.since.values())
+
+    async def _compare(
+        self, view: Projection, keys: list[PartitionKey]
+    ) -> dict[str, tuple[PartitionKey, Document, SearchHit | None]]:
+        """The documents among ``keys`` whose index copy differs, by id."""
+        out: dict[str, tuple[PartitionKey, Document, SearchHit | None]] = {}
+        target, versions = self.targets[view.name], not isinstance(view, Aggregate)
+        for i in range(0, len(keys), self.page):
+            chunk = keys[i : i + self.page]
+            expected = await read_documents(self.store, view, chunk)
+            found = await asyncio.gather(*(self._get(target, view.alias, doc[0]) for doc in expected))
+            for key, doc, hit in zip(chunk, expected, found, strict=True):
+                if classify(doc, hit, versions=versions) is not None:
+                    out[doc[0]] = (key, doc, hit)
+        return out
+
+    async def _get(self, target: SearchIndex, alias: str, doc_id: str) -> SearchHit | None:
+        async with self._gate:
+            return await target.get(alias, doc_id)
+
+    async def _settle(
+        self, view: Projection, key: PartitionKey, expected: Document, found: SearchHit | None
+    ) -> None:
+        category = classify(expected, found, versions=not isinstance(view, Aggregate))
+        if category is None:
+            return
+        held = None if found is None else found.version
+        divergence = Divergence(view.name, expected[0], dict(key), category, expected[2], held)
+        self.stats.divergent[category] += 1
+        log.warning("verify: %s document %s is %s (store version %s, index %s): repairing",
+                    view.name, expected[0], category, expected[2], held)  # fmt: skip
+        if category == "ahead":
+            self.stats.parked[category] += 1
+            await self.park(divergence, f"the index holds version {held}, above the partition's mark "
+                                        f"{expected[2]}: a projection cannot lower it")  # fmt: skip
+            return
+        await project_partition(self.store, self.targets[view.name], view, key, floor=held or 0)
+        self.stats.repaired[category] += 1
