@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from framework.core.dlq_retention import DeadLetterRetention
+from framework.core.durations import parse_duration
 
 __all__ = ["Settings", "ENV", "env_setting", "Durability"]
 
@@ -44,6 +45,7 @@ ENV: dict[str, str] = {
     "job_locks": "CONVERGE_JOB_LOCKS",
     "erasure_key": "CONVERGE_ERASURE_KEY",
     "metrics_token": "CONVERGE_METRICS_TOKEN",
+    "verify": "CONVERGE_VERIFY",
     "loglevel": "CONVERGE_LOGLEVEL",
     "loop": "CONVERGE_LOOP",
     "gc": "CONVERGE_GC",
@@ -97,6 +99,8 @@ class Settings:
       ``sqlite:///.converge/jobs.db``
     - ``erasure_key``: none; the secret key of the erasure deny-list's subject hashes, required
       once subjects are erased (``framework.erasure.keyed``); never printed
+    - ``verify``: off; a duration (e.g. ``30s``) runs the change verifier (``framework.verify``)
+      in the worker with that settle time: on one worker of an app, whose notifications are on
     - ``metrics_token``: none; the bearer token ``converge status`` sends to a worker's metrics
     - ``loglevel``: ``warning``, of the workers ``framework.worker.processes`` spawns
     - ``loop``: ``uvloop`` (or ``asyncio``), the event loop of ``converge worker``
@@ -127,6 +131,7 @@ class Settings:
     job_locks: str | None = None
     erasure_key: str | None = dataclasses.field(default=None, repr=False)
     metrics_token: str | None = dataclasses.field(default=None, repr=False)
+    verify: float | None = None
     loglevel: str = "warning"
     loop: str = "uvloop"
     gc: str = "freeze"
@@ -170,6 +175,7 @@ class Settings:
             dlq_durability=_durability(get("dlq_durability") or "local", get("dlq_objects")),
             denylist_store=get("denylist_store"),
             dlq_retention=_retention(get("dlq_retention") or "forever"),
+            verify=None if get("verify") is None else _duration(get("verify"), "verify"),
             **{name: get(name) for name in _OPTIONAL if get(name) is not None},
             debug=get("debug") in (True, "1"),
         )
@@ -234,6 +240,13 @@ def _durability(value: Any, objects: str | None) -> Durability:
         raise ValueError(f"dlq_durability ({ENV['dlq_durability']}): 'uploaded' needs dlq_objects "
                          f"({ENV['dlq_objects']})")  # fmt: skip
     return "uploaded" if value == "uploaded" else "local"
+
+
+def _duration(value: Any, name: str) -> float:
+    try:
+        return parse_duration(str(value))
+    except ValueError as exc:
+        raise ValueError(f"{name} ({ENV[name]}): {exc}") from None
 
 
 def _int(value: Any, name: str, minimum: int) -> int:

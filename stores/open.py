@@ -11,7 +11,7 @@ from typing import Literal
 
 from stores.base import SearchIndex, WideColumnStore
 
-__all__ = ["open_wide_store", "open_search_index", "sqlite_path", "sqlite_url"]
+__all__ = ["open_wide_store", "open_search_index", "sqlite_beside", "sqlite_path", "sqlite_url"]
 
 
 def sqlite_path(url: str) -> Path:
@@ -29,6 +29,13 @@ def sqlite_url(path: str | os.PathLike[str]) -> str:
     if not text:
         raise ValueError("no path for a SQLite URL")
     return f"sqlite:///{text}"
+
+
+def sqlite_beside(store_url: str, name: str) -> str | None:
+    """The URL of a SQLite file ``name`` in the directory of a SQLite store (None for another store)."""
+    if not store_url.startswith("sqlite:"):
+        return None
+    return sqlite_url(sqlite_path(store_url).parent / name)
 
 
 async def open_wide_store(url: str) -> WideColumnStore:

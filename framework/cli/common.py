@@ -300,13 +300,14 @@ def app_declaring(spec: str, attribute: str, example: str) -> Any:
 def store_beside(store_url: str, name: str, flag: str, configured: str | None) -> str:
     """``configured`` (the setting) when set, else a SQLite file ``name`` beside a SQLite wide
     store; UserError naming ``flag`` when the store is not SQLite."""
-    from stores.open import sqlite_path, sqlite_url
+    from stores.open import sqlite_beside
 
     if configured:
         return configured
-    if not store_url.startswith("sqlite:"):
+    beside = sqlite_beside(store_url, name)
+    if beside is None:
         raise UserError(f"{flag}: give a URL (the store is not SQLite, nothing to put it beside)")
-    return sqlite_url(sqlite_path(store_url).parent / name)
+    return beside
 
 
 def checkpoints_url(store_url: str, configured: str | None) -> str:

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from framework.cli.common import CliParser, add_json_flag, print_json
-from framework.metrics.summary import RuntimeSummary, fetch_metrics, metrics_url, summarize
+from framework.metrics.summary import RuntimeSummary, fetch_metrics, metrics_url, summarize, summarize_verify
 from framework.settings import ENV, env_setting
 
 __all__ = ["register"]
@@ -18,6 +18,9 @@ __all__ = ["register"]
 #: The worker's web port setting (``framework.settings``), used for the default URL.
 _PORT_ENV = ENV["web_port"]
 
+
+#: The key of the change verifier's summary in ``--json`` (no runtime name has a dot).
+VERIFY_KEY = "converge.verify"
 
 def _default_url() -> str:
     return f"http://127.0.0.1:{env_setting('web_port') or 6066}"
@@ -44,9 +47,12 @@ def _status(args: argparse.Namespace) -> int:
         reason = getattr(exc, "reason", None) or exc
         hint = "is a worker running there with CONVERGE_WEB_PORT set?"
         raise OSError(f"cannot read {url}: {reason} ({hint})") from None
-    rows = summarize(text)
+    rows, verify = summarize(text), summarize_verify(text)
     if args.json:
-        print_json({name: r.as_dict() for name, r in rows.items()})
+        out = {name: r.as_dict() for name, r in rows.items()}
+        if verify is not None:
+            out[VERIFY_KEY] = verify.as_dict()
+        print_json(out)
         return 0
     console = Console(width=None if sys.stdout.isatty() else 200)
     console.print(f"worker metrics from {escape(url)}")
@@ -57,6 +63,13 @@ def _status(args: argparse.Namespace) -> int:
     for r in rows.values():
         for what, n in sorted(r.parked_by.items()):
             console.print(f"parked {escape(r.runtime)} {escape(what)}: {n}")
+    if verify is not None:
+        found = ", ".join(f"{c} {n}" for c, n in verify.divergent.items() if n) or "none"
+        lag = "-" if verify.lag_p50_s is None else f"p50 {verify.lag_p50_s}s, p99 {verify.lag_p99_s}s"
+        console.print(f"verify: {verify.documents} documents verified ({verify.entries} entries), behind "
+                      f"{verify.behind_s if verify.behind_s is not None else '-'}s; divergences {found}; "
+                      f"repaired {sum(verify.repaired.values())}, parked {sum(verify.parked.values())}; "
+                      f"write to verification {lag}")  # fmt: skip
     return 0
 
 

@@ -16,8 +16,6 @@ import argparse
 import asyncio
 import contextlib
 import signal
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -39,34 +37,13 @@ from framework.cli.common import (
 __all__ = ["register"]
 
 
-def _parker(app: Any, wal: Any) -> Any:
-    """``park``: the divergence as a record naming its partition, for ``converge dlq replay``."""
-    from framework.dlq import ParkedRecord
-    from framework.runtime.change_feed import CHANGE_TYPE, partition_record
-
-    views = {v.name: v for v in app.views}
-
-    async def park(divergence: Any, reason: str) -> None:
-        view = views[divergence.view]
-        at = int(time.time() * 1e6)
-        key, value = partition_record(view, divergence.key, divergence.expected_version, at)
-        print(f"converge verify: parked {view.name} {divergence.doc_id} ({divergence.category}): {reason}",
-              file=sys.stderr)  # fmt: skip
-        await wal.park(ParkedRecord(
-            pipeline=f"verify.{view.name}", topic=app.change_topic(view), partition=-1, offset=-1,
-            key=key, value=value, stage="verify", error_class=divergence.category, error=reason,
-            parked_at=time.time(), event_type=CHANGE_TYPE,
-        ))  # fmt: skip
-
-    return park
-
-
 async def _verify(args: argparse.Namespace, app: Any, settings: Any) -> Any:
     from framework.cli.job_turn import aggregate_targets
     from framework.coordination import open_checkpoint_store
     from framework.dlq import DeadLetterWAL
     from framework.notifications.reader import NotificationReader
     from framework.verify import CONSUMER, ChangeVerifier
+    from framework.verify.park import dlq_parker
     from stores.open import open_search_index, open_wide_store
 
     if app.projections and not settings.es_url:
@@ -83,8 +60,9 @@ async def _verify(args: argparse.Namespace, app: Any, settings: Any) -> Any:
         c = app.notifications
         reader = NotificationReader(store, checkpoints, CONSUMER, retention=c.retention, settle=args.settle)
         await reader.ensure()
+        park = dlq_parker({v.name: (v, app.change_topic(v)) for v in app.views}, wal)
         verifier = ChangeVerifier(app.views, store, targets, reader, recheck=args.recheck,
-                                  park=_parker(app, wal), tenant_of=c.tenant_of)  # fmt: skip
+                                  park=park, tenant_of=c.tenant_of)  # fmt: skip
         if args.once:
             while await verifier.step():
                 pass

@@ -61,6 +61,32 @@ class ConvergeCollector(Collector):
         for (runtime, stage, error_class), n in sorted(snap.parked.items()):
             parked.add_metric([runtime, stage, error_class], n)
         yield parked
+        if snap.verify is not None:
+            yield from _verify_families(snap.verify)
+
+
+def _verify_families(status: Mapping[str, Any]) -> Iterator[Metric]:
+    """The change verifier's counts, lag quantiles and how far behind it is (``Snapshot.verify``)."""
+    for what, metric in names.VERIFY_COUNTERS.items():
+        counter = CounterMetricFamily(metric, f"change verifier: {what}")
+        counter.add_metric([], status.get(what, 0))
+        yield counter
+    for what, metric in names.VERIFY_BY_CATEGORY.items():
+        text = f"change verifier: documents {what}, by category"
+        counter = CounterMetricFamily(metric, text, labels=["category"])
+        for category, n in sorted(status.get(what, {}).items()):
+            counter.add_metric([category], n)
+        yield counter
+    text = "seconds from a change's ingestion to its verification (recent changes)"
+    lag = GaugeMetricFamily(names.VERIFY_LAG, text, labels=["quantile"])
+    for quantile, value in (("0.5", status.get("lag_p50_seconds")), ("0.99", status.get("lag_p99_seconds"))):
+        if value is not None:
+            lag.add_metric([quantile], value)
+    yield lag
+    behind = status.get("behind_seconds")
+    if behind is not None:
+        yield GaugeMetricFamily(names.VERIFY_BEHIND, "seconds the verifier's position is behind now",
+                                value=behind)  # fmt: skip
 
 
 def _runtime_families(runtimes: Mapping[str, Mapping[str, Any]]) -> Iterator[Metric]:

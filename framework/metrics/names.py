@@ -26,6 +26,10 @@ __all__ = [
     "STALL_SECONDS",
     "GROUP_STALLS",
     "GROUP_MEMBERS_REMOVED",
+    "VERIFY_COUNTERS",
+    "VERIFY_BY_CATEGORY",
+    "VERIFY_LAG",
+    "VERIFY_BEHIND",
     "ALL",
 ]
 
@@ -75,6 +79,25 @@ GROUP_STALLS = "converge_group_stalls"
 GROUP_MEMBERS_REMOVED = "converge_group_members_removed"
 
 
+#: The change verifier (``framework.verify``) of a worker with the ``verify`` setting: counters of
+#: documents verified, entries committed and failed steps; by category (label ``category``):
+#: divergences found, repaired and parked; seconds from a change's ingestion to its verification
+#: (label ``quantile``: 0.5, 0.99, over the recent ones); seconds the verifier's position is
+#: behind now (the settle time when it keeps up).
+VERIFY_COUNTERS: dict[str, str] = {
+    "verified": "converge_verify_documents",
+    "entries": "converge_verify_entries",
+    "errors": "converge_verify_errors",
+}
+VERIFY_BY_CATEGORY: dict[str, str] = {
+    "divergent": "converge_verify_divergences",
+    "repaired": "converge_verify_repaired",
+    "parked": "converge_verify_parked",
+}
+VERIFY_LAG = "converge_verify_lag_seconds"
+VERIFY_BEHIND = "converge_verify_behind_seconds"
+
+
 def counter_name(field: str) -> str:
     """The metric of a monotonic ``Counters`` field, without the ``_total`` suffix."""
     return f"{PREFIX}{field}"
@@ -84,5 +107,6 @@ def counter_name(field: str) -> str:
 ALL: frozenset[str] = frozenset(
     {*RUNTIME_GAUGES.values(), *PARTITION.values(), SINK_DOWN, SINK_OUTAGES, SINK_RECENT_FAILURES,
      PARKED, SINK_LATENCY, BATCH_SIZE, LOOKUP_PENDING, LOOKUP_OVERDUE, GC_FROZEN, GROUP_MEMBERS,
-     STALLED_PARTITIONS, STALL_SECONDS, GROUP_STALLS, GROUP_MEMBERS_REMOVED}
+     STALLED_PARTITIONS, STALL_SECONDS, GROUP_STALLS, GROUP_MEMBERS_REMOVED, *VERIFY_COUNTERS.values(),
+     *VERIFY_BY_CATEGORY.values(), VERIFY_LAG, VERIFY_BEHIND}
 )  # fmt: skip

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +86,8 @@ class Snapshot:
     offsets: Sequence[PartitionOffsets] = ()
     parked: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
     sinks: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    #: the change verifier's ``VerifyStats.to_dict()`` with ``behind_seconds`` (None: none runs)
+    verify: Mapping[str, Any] | None = None
 
 
 def split_tp(key: str) -> tuple[str, str]:
@@ -178,4 +181,12 @@ async def take_snapshot(worker: Any, last: Snapshot | None = None) -> Snapshot:
         except Exception as exc:  # noqa: BLE001 - a scrape must not fail on a closing WAL
             log.warning("metrics: could not read the dead-letter index: %r", exc)
     sinks = {r.name: declared_sinks(r.processor) for r in wiring.runtimes}
-    return Snapshot(runtimes, offsets, parked, sinks)
+    return Snapshot(runtimes, offsets, parked, sinks, _verify_status(wiring))
+
+
+def _verify_status(wiring: Any) -> dict[str, Any] | None:
+    stats = wiring.verifier.stats if getattr(wiring, "verifier", None) is not None else None
+    if stats is None:
+        return None
+    at = stats.last_position
+    return {**stats.to_dict(), "behind_seconds": None if at is None else max(0.0, time.time() - at / 1e6)}

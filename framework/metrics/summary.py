@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from framework.metrics import names
 from framework.metrics.endpoint import METRICS_PATH
 
-__all__ = ["RuntimeSummary", "fetch_metrics", "metrics_url", "summarize"]
+__all__ = ["RuntimeSummary", "VerifySummary", "fetch_metrics", "metrics_url", "summarize", "summarize_verify"]
 
 
 @dataclass
@@ -39,6 +39,44 @@ class RuntimeSummary:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(vars(self))
+
+
+@dataclass
+class VerifySummary:
+    """The worker's change verifier at a glance: counts, by category, lag quantiles, behind."""
+
+    documents: int = 0
+    entries: int = 0
+    errors: int = 0
+    divergent: dict[str, int] = field(default_factory=dict)
+    repaired: dict[str, int] = field(default_factory=dict)
+    parked: dict[str, int] = field(default_factory=dict)
+    lag_p50_s: float | None = None
+    lag_p99_s: float | None = None
+    behind_s: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+def summarize_verify(text: str) -> VerifySummary | None:
+    """What the change verifier's metrics in ``text`` say (None when the worker runs none)."""
+    out: VerifySummary | None = None
+    counters = {f"{m}_total": f for f, m in names.VERIFY_COUNTERS.items()}
+    by_category = {f"{m}_total": f for f, m in names.VERIFY_BY_CATEGORY.items()}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name in counters:
+                out = out or VerifySummary()
+                setattr(out, {"verified": "documents"}.get(counters[s.name], counters[s.name]), int(s.value))
+            elif s.name in by_category:
+                out = out or VerifySummary()
+                getattr(out, by_category[s.name])[s.labels["category"]] = int(s.value)
+            elif s.name == names.VERIFY_LAG and out is not None:
+                setattr(out, "lag_p50_s" if s.labels["quantile"] == "0.5" else "lag_p99_s", round(s.value, 1))
+            elif s.name == names.VERIFY_BEHIND and out is not None:
+                out.behind_s = round(s.value, 1)
+    return out
 
 
 def metrics_url(url: str) -> str:

@@ -71,6 +71,7 @@ class VerifyStats:
 
     verified: int = 0  # documents compared (a document named by several entries counts once a page)
     entries: int = 0  # notification entries committed
+    errors: int = 0  # steps that failed (and were retried)
     divergent: collections.Counter[str] = field(default_factory=collections.Counter)
     repaired: collections.Counter[str] = field(default_factory=collections.Counter)
     parked: collections.Counter[str] = field(default_factory=collections.Counter)
@@ -86,8 +87,9 @@ class VerifyStats:
         return ordered[min(len(ordered) - 1, int(quantile * len(ordered)))]
 
     def to_dict(self) -> dict[str, Any]:
+        """The counts, the lag quantiles and the position, as JSON-able data."""
         return {
-            "verified": self.verified, "entries": self.entries,
+            "verified": self.verified, "entries": self.entries, "errors": self.errors,
             "divergent": {c: self.divergent[c] for c in CATEGORIES},
             "repaired": {c: self.repaired[c] for c in CATEGORIES},
             "parked": {c: self.parked[c] for c in CATEGORIES},
@@ -142,12 +144,20 @@ class ChangeVerifier:
         self.stats.last_position = entries[-1].ingested_at
         return len(entries)
 
-    async def run(self, stop: asyncio.Event, idle: float = 1.0) -> None:
-        """``step`` until ``stop`` is set, pausing ``idle`` seconds when nothing has settled."""
+    async def run(self, stop: asyncio.Event, idle: float = 1.0, retry: float = 5.0) -> None:
+        """``step`` until ``stop`` is set, pausing ``idle`` seconds when nothing has settled and
+        ``retry`` seconds after a failed step (a store or index outage, another instance's
+        commit: the page is verified again)."""
         while not stop.is_set():
-            if await self.step() == 0:
+            try:
+                pause = idle if await self.step() == 0 else 0.0
+            except Exception as exc:  # noqa: BLE001 - the verifier must outlive an outage
+                self.stats.errors += 1
+                log.warning("verify: a step failed (%r); again in %gs", exc, retry)
+                pause = retry
+            if pause:
                 try:
-                    await asyncio.wait_for(stop.wait(), idle)
+                    await asyncio.wait_for(stop.wait(), pause)
                 except TimeoutError:
                     pass
 
@@ -175,6 +185,8 @@ class ChangeVerifier:
         for i in range(0, len(keys), self.page):
             chunk = keys[i : i + self.page]
             expected = await read_documents(self.store, view, chunk)
+            if not versions:  # an entity without contributions has none stored: no document
+                expected = [(i, doc or None, v) for i, doc, v in expected]
             found = await asyncio.gather(*(self._get(target, view.alias, doc[0]) for doc in expected))
             for key, doc, hit in zip(chunk, expected, found, strict=True):
                 if classify(doc, hit, versions=versions) is not None:

@@ -27,6 +27,7 @@ from framework.state.dedupe import DedupedJoin
 from framework.state.worker import JoinWiring
 from framework.worker.faust_app import ConvergeFaustApp, create_faust_app
 from framework.worker.resources import Resources
+from framework.worker.verifying import WorkerVerifier
 from stores.base import SearchIndex
 
 __all__ = ["Wiring", "wire", "build_worker"]
@@ -38,6 +39,8 @@ class Wiring:
 
     resources: Resources
     runtimes: tuple[AgentRuntime, ...]
+    #: the change verifier of a worker with the ``verify`` setting (None without)
+    verifier: WorkerVerifier | None = None
 
     def status(self) -> dict[str, Any]:
         """Every runtime's ``status()``, by runtime name."""
@@ -95,6 +98,7 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
     screens = _screen_holder(app, worker, resources)
     joins = JoinWiring(app, worker, settings) if app.lookups else None  # lookups (framework.state)
     id_map = _id_map_feed(app, settings)  # ID mutation: owner ids resolved through the map
+    verifier = WorkerVerifier(app, settings) if settings.verify is not None else None
 
     topics_extra = {**(joins.topics() if joins else {}), **(id_map.topics() if id_map else {})}
 
@@ -148,12 +152,17 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
             runtime.attach(processor, dlq)
         for runtime, aggregate in totals:
             runtime.attach(TotalsProcessor(aggregate, resources.store, timeout), dlq)
+        if verifier is not None:
+            index = resources.index if app.projections else None
+            await verifier.start(resources.store, index, contributions, dlq)
         if joins is not None:
             joins.start_feed()
         if id_map is not None:
             id_map.start()
 
     async def stopped() -> None:
+        if verifier is not None:
+            await verifier.stop()
         if joins is not None:
             await joins.close()
         if id_map is not None:
@@ -166,7 +175,7 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
     worker.stopped.append(stopped)
     register_dlq_rotation(worker, lambda: resources.dlq)
     runtimes = [r for r, _ in agents] + [r for r, _ in projectors] + [r for r, _ in totals]
-    return Wiring(resources, tuple(runtimes))
+    return Wiring(resources, tuple(runtimes), verifier)
 
 
 def _id_map_feed(app: App, settings: Settings) -> Any:

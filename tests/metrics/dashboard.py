@@ -22,6 +22,14 @@ def queries(dashboard: dict[str, Any]) -> list[str]:
     return out
 
 
+def verify_names() -> set[str]:
+    """The sample names of the change verifier (exported only by a worker that runs it)."""
+    from framework.metrics import names
+
+    counters = {*names.VERIFY_COUNTERS.values(), *names.VERIFY_BY_CATEGORY.values()}
+    return {f"{n}_total" for n in counters} | {names.VERIFY_LAG, names.VERIFY_BEHIND}
+
+
 def metric_names(dashboard: dict[str, Any]) -> set[str]:
     """The sample names (``converge_...``) its queries read."""
     return {m for q in queries(dashboard) for m in _NAME.findall(q)}

@@ -6,6 +6,7 @@ from dataclasses import fields
 
 from framework.metrics import names
 from framework.runtime.counters import Counters
+from tests.metrics import dashboard
 from tests.metrics.dashboard import load, metric_names, queries
 
 
@@ -16,7 +17,7 @@ def _exported() -> set[str]:
     totals = [f.name for f in fields(Counters) if f.name not in names.RUNTIME_GAUGES]
     out |= {f"{names.counter_name(name)}_total" for name in totals}
     out |= {f"{h}_{s}" for h in (names.SINK_LATENCY, names.BATCH_SIZE) for s in ("bucket", "sum", "count")}
-    return out
+    return out | dashboard.verify_names()
 
 
 def test_every_query_reads_an_exported_metric() -> None:
@@ -27,7 +28,8 @@ def test_every_query_reads_an_exported_metric() -> None:
     for wanted in ("converge_partition_lag", "converge_partition_committed_offset", "converge_in_flight",
                    "converge_blocked_keys", "converge_partition_skipped", "converge_parked_events",
                    "converge_sink_down", "converge_sink_latency_seconds_bucket", "converge_batch_size_bucket",
-                   "converge_batch_fallbacks_total"):  # fmt: skip
+                   "converge_batch_fallbacks_total", "converge_verify_divergences_total",
+                   "converge_verify_lag_seconds"):  # fmt: skip
         assert wanted in used, wanted
 
 

@@ -1,0 +1,48 @@
+"""The change verifier's figures as a worker exports them: ``/metrics`` families, read back by
+``converge status``'s summary. The figures come from a real verifier run over the support
+desk (see ``test_verifier``), with documents deleted behind the framework's back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from framework.metrics import ConvergeCollector, Snapshot, names
+from framework.metrics.summary import summarize, summarize_verify
+from framework.testing import Driver
+from tests.verify.test_verifier import drain, support_desk, verifier
+
+
+def _text(snap: Snapshot) -> str:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ConvergeCollector(lambda: snap))
+    return generate_latest(registry).decode()
+
+
+def test_a_verifiers_figures_reach_the_metrics_and_the_status_summary(tmp_path: Path) -> None:
+    ex = support_desk()
+    with Driver(ex.app) as d:
+        assert d.send(ex.events) == []
+        view = d.app.projections[0]
+        for doc_id in sorted(ex.documents)[:2]:
+            d.run(d.index.delete(view.alias, doc_id, ex.documents[doc_id][1]))
+        v = verifier(d, tmp_path)
+        drain(d, v)
+    stats = v.stats.to_dict()
+    assert stats["repaired"]["missing"] == 2 and stats["verified"] > 2
+    text = _text(Snapshot(verify={**stats, "behind_seconds": 31.5}))
+    for metric in (*names.VERIFY_COUNTERS.values(), *names.VERIFY_BY_CATEGORY.values()):
+        assert f"{metric}_total" in text
+    summary = summarize_verify(text)
+    assert summary is not None and summarize(text) == {}  # no runtime rows from these
+    assert (summary.documents, summary.entries, summary.errors) == (stats["verified"], stats["entries"], 0)
+    assert summary.divergent == stats["divergent"] and summary.repaired == stats["repaired"]
+    assert summary.parked == stats["parked"] and summary.behind_s == 31.5
+    assert summary.lag_p50_s == round(stats["lag_p50_seconds"], 1)
+    assert summary.lag_p99_s == round(stats["lag_p99_seconds"], 1)
+
+
+def test_a_worker_without_a_verifier_exports_none_of_its_metrics() -> None:
+    text = _text(Snapshot())
+    assert "converge_verify" not in text and summarize_verify(text) is None
