@@ -139,6 +139,21 @@ class _RowPlan:
     cells: dict[str, Cell] = dataclasses.field(default_factory=dict)
 
 
+#: The key column names and the regular column names of each schema seen, by its identity.
+_LAYOUTS: dict[int, tuple[TableSchema, tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _layout(schema: TableSchema) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``schema``'s key column names and regular column names, in order."""
+    known = _LAYOUTS.get(id(schema))
+    if known is None or known[0] is not schema:
+        if len(_LAYOUTS) > 4096:
+            _LAYOUTS.clear()
+        keys, columns = tuple(c.name for c in schema.key_columns), tuple(c.name for c in schema.columns)
+        known = _LAYOUTS[id(schema)] = (schema, keys, columns)
+    return known[1], known[2]
+
+
 def _is_partition_delete(schema: TableSchema, m: Delete) -> bool:
     """True for a ``Delete`` naming exactly the partition key of a table with clustering columns."""
     return bool(schema.clustering_key) and set(m.key) == {c.name for c in schema.partition_key}
@@ -594,8 +609,8 @@ class SqliteEngine:
     @staticmethod
     def _row(schema: TableSchema, key: tuple[bytes, bytes], cells: dict[str, Cell]) -> Row:
         values = decode_key(schema.partition_key, key[0]) + decode_key(schema.clustering_key, key[1])
-        names = [c.name for c in schema.key_columns]
-        ordered = {c.name: cells[c.name] for c in schema.columns if c.name in cells}
+        names, columns = _layout(schema)
+        ordered = {name: cells[name] for name in columns if name in cells}
         return Row(key=dict(zip(names, values, strict=True)), cells=ordered)
 
     # -- lifecycle ----------------------------------------------------------
