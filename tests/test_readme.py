@@ -38,6 +38,8 @@ def test_the_try_an_app_commands_work(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + log[-3000:]
     assert "consumed" in done.stdout and "published" in done.stdout
     assert "clean" in done.stdout.lower()
+    verified = re.search(r"(\d+) documents verified from (\d+) entries; divergent: none", done.stdout)
+    assert verified and int(verified[1]) >= 50, done.stdout[-3000:]  # every ticket, none divergent
     assert (tmp_path / "var" / "support-desk" / "wide.db").exists()
     assert not (tmp_path / ".converge" / "stack" / "state.json").exists() or "not running" in subprocess.run(
         ["bash", "-c", ". .venv/bin/activate && converge stack status"], cwd=tmp_path, capture_output=True,
