@@ -160,6 +160,10 @@ class SearchIndex(abc.ABC):
     async def get(self, alias: str, doc_id: str) -> SearchHit | None:
         """The stored document and its version, or None."""
 
+    async def get_many(self, alias: str, doc_ids: Sequence[str]) -> list[SearchHit | None]:
+        """``get`` of each of ``doc_ids``, in order (an adapter answers them with one request)."""
+        return [await self.get(alias, doc_id) for doc_id in doc_ids]
+
     @abc.abstractmethod
     async def search(
         self, alias: str, query: Mapping[str, Any] | None = None, size: int = 10

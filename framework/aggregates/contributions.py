@@ -116,6 +116,11 @@ class ContributionIndex(SearchIndex):
         rows = await self.store.read_partition(t.contrib.name, {"entity": doc_id})
         return _hit(doc_id, rows)
 
+    async def get_many(self, alias: str, doc_ids: Sequence[str]) -> list[SearchHit | None]:
+        t = tables_of(self._aggregate(alias))
+        read = await self.store.read_partitions(t.contrib.name, [{"entity": i} for i in doc_ids])
+        return [_hit(doc_id, rows) for doc_id, rows in zip(doc_ids, read, strict=True)]
+
     async def search(
         self, alias: str, query: Mapping[str, Any] | None = None, size: int = 10
     ) -> list[SearchHit]:

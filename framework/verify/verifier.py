@@ -3,16 +3,17 @@
 It reads the app's notification entries (``framework.notifications``) as one consumer, only
 entries older than ``settle`` seconds (longer than the projector takes to follow a write). For
 each view the entries name documents of, it projects those documents from the store's current
-rows (``read_documents``, the projector's read) and compares them with the index's
-(``compare.classify``). A difference is looked at once more ``recheck`` seconds later, store
-and index both read again; only a difference found both times, for the same expected document,
-is a divergence. It is repaired by ``project_partition`` at a delete floor of the version the
-index holds, the routine ``converge spark check --repair`` runs on each divergent partition,
-so a document that was right is never written. An ``ahead`` document (a version above the
-partition's mark, which the index will not lower) is not repairable that way: it is handed to
-``park`` (logged with its partition; the command parks it in the dead-letter log for an
-operator). The checkpoint moves past a page of entries only once every document they name
-is verified, repaired or parked: a verifier stopped before that verifies them again.
+rows (``read_documents``, the projector's read) and compares them with the index's, read
+``page`` documents at a time (``SearchIndex.get_many``), by ``compare.classify``. A
+difference is looked at once more ``recheck`` seconds later, store and index both read again;
+only a difference found both times, for the same expected document, is a divergence. It is
+repaired by ``project_partition`` at a delete floor of the version the index holds, the
+routine ``converge spark check --repair`` runs on each divergent partition, so a document that
+was right is never written. An ``ahead`` document (a version above the partition's mark, which
+the index will not lower) is not repairable that way: it is handed to ``park`` (the worker and
+the command park it in the dead-letter log for an operator, ``framework.verify.park``). The
+checkpoint moves past a page of entries only once every document they name is verified,
+repaired or parked: a verifier stopped before that verifies them again.
 
 An aggregate's contributions are compared by content only: their write times may be above the
 entity's mark by design (``framework.aggregates.contributions``).
@@ -102,7 +103,8 @@ class ChangeVerifier:
     """Verifies the documents of ``views`` that the entries ``reader`` returns name.
 
     ``targets``: where each view's documents are (by view name: the index for a projection,
-    the contributions for an aggregate). ``sleep`` and ``clock`` are injectable for tests.
+    the contributions for an aggregate). ``page``: entries read, and documents compared, at a
+    time. ``sleep`` and ``clock`` are injectable for tests.
     """
 
     def __init__(
@@ -114,7 +116,6 @@ class ChangeVerifier:
         *,
         recheck: float = 5.0,
         page: int = 500,
-        concurrency: int = 16,
         park: Park = _log_only,
         tenant_of: Any = None,
         clock: Callable[[], float] = time.time,
@@ -123,13 +124,12 @@ class ChangeVerifier:
         missing = [v.name for v in views if v.name not in targets]
         if missing:
             raise ValueError(f"no target for views {missing}")
-        if recheck < 0 or page < 1 or concurrency < 1:
-            raise ValueError("recheck must be non-negative, page and concurrency at least 1")
+        if recheck < 0 or page < 1:
+            raise ValueError("recheck must be non-negative and page at least 1")
         self.views, self.store, self.targets, self.reader = list(views), store, targets, reader
         self.recheck, self.page, self.park, self.tenant_of = recheck, page, park, tenant_of
         self.clock, self.sleep = clock, sleep
         self.stats = VerifyStats()
-        self._gate = asyncio.Semaphore(concurrency)
 
     async def step(self) -> int:
         """Verify one page of settled entries and commit past it; the entries it covered (0:
@@ -187,15 +187,11 @@ class ChangeVerifier:
             expected = await read_documents(self.store, view, chunk)
             if not versions:  # an entity without contributions has none stored: no document
                 expected = [(i, doc or None, v) for i, doc, v in expected]
-            found = await asyncio.gather(*(self._get(target, view.alias, doc[0]) for doc in expected))
+            found = await target.get_many(view.alias, [doc[0] for doc in expected])
             for key, doc, hit in zip(chunk, expected, found, strict=True):
                 if classify(doc, hit, versions=versions) is not None:
                     out[doc[0]] = (key, doc, hit)
         return out
-
-    async def _get(self, target: SearchIndex, alias: str, doc_id: str) -> SearchHit | None:
-        async with self._gate:
-            return await target.get(alias, doc_id)
 
     async def _settle(
         self, view: Projection, key: PartitionKey, expected: Document, found: SearchHit | None

@@ -50,7 +50,7 @@ from stores.elasticsearch.checks import (
     encode_document,
 )
 from stores.elasticsearch.error_map import bulk_item, error_summary, map_error
-from stores.errors import PermanentStoreError
+from stores.errors import PermanentStoreError, TransientStoreError
 
 __all__ = ["ElasticsearchIndex", "DocumentError", "TOMBSTONE_FIELD"]
 
@@ -306,6 +306,26 @@ class ElasticsearchIndex(SearchIndex):
         if not body.get("found") or not self._visible(source):
             return None
         return SearchHit(body["_id"], body.get("_version"), source)
+
+    async def get_many(self, alias: str, doc_ids: Sequence[str]) -> list[SearchHit | None]:
+        """``get`` of each id, in order, by one ``_mget`` request (real-time as ``get``)."""
+        check_name(alias)
+        ids = [check_doc_id(doc_id) for doc_id in doc_ids]
+        if not ids:
+            return []
+        try:
+            resp = await self._es.mget(index=alias, ids=ids)
+        except (ApiError, TransportError) as exc:
+            raise map_error(exc, f"mget {alias} ({len(ids)} ids)") from exc
+        out: list[SearchHit | None] = []
+        for doc in resp.body["docs"]:
+            if "error" in doc:
+                # a shard that did not answer for this id: the whole read is tried again later
+                raise TransientStoreError(f"mget {alias}/{doc.get('_id')}: {doc['error']}")
+            source = doc.get("_source") or {}
+            found = doc.get("found") and self._visible(source)
+            out.append(SearchHit(doc["_id"], doc.get("_version"), source) if found else None)
+        return out
 
     async def search(
         self, alias: str, query: Mapping[str, Any] | None = None, size: int = 10

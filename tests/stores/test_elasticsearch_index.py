@@ -381,3 +381,18 @@ async def test_sliced_scan_partitions_the_index(stack: StackInfo) -> None:
             [h async for h in es.scan(alias, slice_id=3, slices=3)]
     finally:
         await es.close()
+
+
+async def test_get_many_answers_each_id_in_order_by_one_request(es: ElasticsearchIndex, alias: str) -> None:
+    await es.bulk(alias, [IndexOp("a", 3, {"n": 1}), IndexOp("b", 5, {"n": 2}), IndexOp("gone", 4, {"n": 3})])
+    await es.delete(alias, "gone", 6)
+    hits = await es.get_many(alias, ["b", "missing", "a", "gone"])
+    assert [(h.doc_id, h.version, dict(h.source)) if h else None for h in hits] == [
+        ("b", 5, {"n": 2}),
+        None,
+        ("a", 3, {"n": 1}),
+        None,
+    ]
+    assert await es.get_many(alias, []) == []
+    with pytest.raises(DocumentError):
+        await es.get_many(alias, ["ok", ""])
