@@ -1,0 +1,157 @@
+"""What the change verifier costs in the demo's worker, and how soon it verifies a write (issue 28).
+
+    python -m benchmarks.verify_cost --events 100000 --runs 5 --settle 10
+
+First the calibration line (``benchmarks.scale_out.calibrate``). Then, alternately, one worker
+of the activity platform without the verifier (``plain``) and one with it (``verify``: the
+setting ``CONVERGE_VERIFY=<settle>s``, its web server on), each on a fresh noida-db and SQLite
+store, the same generated history. The worker's CPU seconds (user + system, ``/proc``) are read
+from the first produced event until ``settle`` + 5 s after the group drained and then until
+the verifier's count of verified documents has not moved for 3 s (the plain worker waits as
+long as the verify run before it did, its metrics read as often, so both windows hold the same
+idle time and scrapes). Per pair:
+the worker's CPU per event without the verifier; the extra CPU with it, per document the
+verifier compared and as a share of the worker's CPU per event (per event: every event changes
+a document the verifier compares once per page of entries naming it); from the verifier's
+metrics, the seconds from a change's ingestion to its verification (p50, p99 of the last 10,000
+documents; ``settle`` is its floor by design) and the divergences it found (0 on a correct run).
+Medians and ranges over the pairs. Figures in BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.proc_cpu import cpu_seconds
+from benchmarks.scale_out import APP_ID, CHUNK, SPEC, _encoded, _env, calibrate
+from examples.activity_platform.app import app
+from examples.activity_platform.generator import generate_history
+from framework.kafka_admin import ensure_topics, produce, wait_all_drained, wait_group_settled
+from framework.local_stack import LocalStack, free_port
+from framework.metrics.summary import VerifySummary, fetch_metrics, summarize_verify
+from framework.worker.processes import start_worker, stop_workers
+
+PARTITIONS = 4
+
+
+@dataclass
+class Run:
+    variant: str
+    events: int
+    cpu: float = 0.0  # the worker's CPU seconds over the window
+    window: float = 0.0  # seconds, first produced event to the window's end
+    verify: VerifySummary | None = None
+    load: float = 0.0
+    after: float = 0.0  # seconds from the drain to the window's end
+
+
+def one_run(variant: str, encoded: dict[str, list[tuple[bytes, bytes]]], events: int, settle: float,
+            idle: float | None, work: Path) -> Run:  # fmt: skip
+    """One worker on a fresh stack; ``idle``: the plain run's window end after the drain."""
+    run = Run(variant, events)
+    with LocalStack(work / "stack") as stack:
+        assert stack.info is not None
+        broker = f"kafka://{stack.info.kafka_bootstrap}"
+        topics = tuple(app.topics())
+        asyncio.run(ensure_topics(broker, dict.fromkeys(topics, PARTITIONS)))
+        port = free_port()  # both serve /metrics, scraped alike after the drain
+        env = _env(work, stack, PARTITIONS) | {"CONVERGE_WEB_PORT": str(port)}
+        if variant == "verify":
+            env["CONVERGE_VERIFY"] = f"{settle}s"
+        (proc,) = procs = [start_worker(SPEC, work / "w0", broker, env)]
+        try:
+            asyncio.run(wait_group_settled(broker, APP_ID, 1, 120))
+            before, load0, t0 = cpu_seconds(proc.pid), os.getloadavg()[0], time.perf_counter()
+            for topic, records in encoded.items():
+                for i in range(0, len(records), CHUNK):
+                    asyncio.run(produce(broker, topic, records[i : i + CHUNK]))
+            if not asyncio.run(wait_all_drained(broker, APP_ID, topics, 900, poll=0.2)):
+                raise RuntimeError(f"{variant}: not drained in 900 s; logs in {work}")
+            drained = time.perf_counter()
+            url = f"http://127.0.0.1:{port}"
+            if variant == "verify":
+                run.verify = _verified(url, drained + settle + 5)
+            else:
+                while time.perf_counter() - drained < (idle or 0.0):
+                    fetch_metrics(url)
+                    time.sleep(1.0)
+            run.window = time.perf_counter() - t0
+            run.cpu = cpu_seconds(proc.pid) - before
+            run.load = max(load0, os.getloadavg()[0])
+            run.after = time.perf_counter() - drained
+        finally:
+            codes = stop_workers(procs)
+        if any(codes):
+            raise RuntimeError(f"worker exit codes {codes}; logs in {work}")
+    return run
+
+
+def _verified(url: str, not_before: float) -> VerifySummary:
+    """Poll the worker's metrics until ``not_before`` has passed and the verified count has
+    not moved for 3 s; the last summary."""
+    last, still, summary = -1, 0, None
+    while True:
+        summary = summarize_verify(fetch_metrics(url))
+        count = -1 if summary is None else summary.documents
+        still = still + 1 if count == last else 0
+        last = count
+        if time.perf_counter() >= not_before and still >= 3 and summary is not None:
+            return summary
+        time.sleep(1.0)
+
+
+def _spread(values: Sequence[float], fmt: str) -> str:
+    med = statistics.median(values)
+    return f"{format(med, fmt)} ({format(min(values), fmt)}-{format(max(values), fmt)})"
+
+
+def main() -> None:
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=5, help="pairs of runs (plain, verify)")
+    parser.add_argument("--settle", type=float, default=10.0, help="the verifier's settle time, seconds")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="converge-verify-cost-") as tmp:
+        root = Path(tmp)
+        print(calibrate(root / "calibration", 200_000), flush=True)
+        history = generate_history(args.seed, args.events)
+        encoded = _encoded(history.events)
+        n = len(history.events)
+        pairs: list[tuple[Run, Run]] = []
+        for i in range(args.runs):
+            v = one_run("verify", encoded, n, args.settle, None, root / f"verify-{i}")
+            p = one_run("plain", encoded, n, args.settle, v.after, root / f"plain-{i}")
+            assert v.verify is not None
+            extra = v.cpu - p.cpu
+            print(f"pair {i + 1}: plain {p.cpu / n * 1e6:.0f} µs/event ({p.window:.1f} s), verify "
+                  f"{v.cpu / n * 1e6:.0f} µs/event ({v.window:.1f} s); {v.verify.documents:,} documents "
+                  f"verified, extra {extra / max(1, v.verify.documents) * 1e6:.0f} µs/document = "
+                  f"{extra / p.cpu:.1%} of the worker's CPU; write to verification p50 "
+                  f"{v.verify.lag_p50_s} s, p99 {v.verify.lag_p99_s} s; divergences "
+                  f"{sum(v.verify.divergent.values())}; load {max(p.load, v.load):.2f}",
+                  flush=True)  # fmt: skip
+            pairs.append((p, v))
+    plain = [p.cpu / n * 1e6 for p, _ in pairs]
+    share = [(v.cpu - p.cpu) / p.cpu for p, v in pairs]
+    per_doc = [(v.cpu - p.cpu) / max(1, (v.verify.documents if v.verify else 1)) * 1e6 for p, v in pairs]
+    p50 = [v.verify.lag_p50_s or 0.0 for _, v in pairs if v.verify]
+    p99 = [v.verify.lag_p99_s or 0.0 for _, v in pairs if v.verify]
+    print(f"\n{n:,} events, {len(pairs)} pairs, settle {args.settle:g} s; medians (ranges)")
+    print(f"worker without the verifier: {_spread(plain, '.0f')} µs/event")
+    print(f"the verifier's extra CPU: {_spread(per_doc, '.0f')} µs per verified document, "
+          f"{_spread([s * 100 for s in share], '.1f')} % of the worker's CPU")  # fmt: skip
+    print(f"write to verification: p50 {_spread(p50, '.1f')} s, p99 {_spread(p99, '.1f')} s")
+
+
+if __name__ == "__main__":
+    main()
