@@ -8,31 +8,20 @@ the produced events; the entries are read back through ``converge changes``.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import uuid
 from pathlib import Path
 
 import pytest
 
-from examples.support_desk.generator import generate_history
-from examples.support_desk.history import by_topic, deliver
 from framework.cli import main
-from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack
 from framework.notifications.entries import changed_row, key_ident
 from framework.runtime.mapping import map_event
-from framework.worker.processes import start_worker, stop_worker
+from framework.worker.processes import stop_worker
+from tests.notifications.live_desk import LiveDesk
 from tests.notifications.notified_desk import app
 
 SEED = 21
-
-
-async def _produce(broker: str, events: dict[str, list]) -> int:  # type: ignore[type-arg]
-    n = 0
-    for topic, evs in events.items():
-        n += await produce(broker, topic, [(e.ordering_key.encode(), e.to_json()) for e in evs])
-    return n
 
 
 def _expected(events: dict[str, list]) -> set[tuple[str, str]]:  # type: ignore[type-arg]
@@ -52,24 +41,16 @@ def _expected(events: dict[str, list]) -> set[tuple[str, str]]:  # type: ignore[
 def test_a_live_worker_notifies_each_micro_batch_of_exactly_the_rows_it_wrote(
     fresh_stack: LocalStack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert fresh_stack.info is not None
-    broker, es_url = f"kafka://{fresh_stack.info.kafka_bootstrap}", fresh_stack.info.es_url
-    app_id = f"support-desk-{uuid.uuid4().hex[:8]}"
-    history = generate_history(SEED, 12, (f"{app_id}-a", f"{app_id}-b"))
-    events = by_topic(deliver(history.events, SEED))
-    asyncio.run(ensure_topics(broker, {t: 2 for t in app.topics()}))
-    produced = asyncio.run(_produce(broker, events))
-    store = f"sqlite:///{(tmp_path / 'wide.db').resolve()}"
-    env = {"CONVERGE_ES_URL": es_url, "CONVERGE_ES_TOMBSTONES": "document", "CONVERGE_APP_ID": app_id,
-           "CONVERGE_WIDE_STORE": store, "CONVERGE_PARTITIONS": "2"}  # fmt: skip
-    log = tmp_path / "worker" / "worker.log"
-    worker = start_worker("tests.notifications.notified_desk:app", tmp_path / "worker", broker, env)
+    desk = LiveDesk.create(fresh_stack, tmp_path, SEED)
+    events = desk.events
+    produced = desk.produce()
+    store = desk.env["CONVERGE_WIDE_STORE"]
+    worker = desk.start_worker()
     try:
-        for topic in events:
-            assert asyncio.run(wait_drained(broker, app_id, topic, 150)), log.read_text()[-3000:]
+        desk.drain()
     finally:
         code = stop_worker(worker)
-    assert code == 0, log.read_text()[-3000:]
+    assert code == 0, desk.log.read_text()[-3000:]
 
     read = ["changes", "read", "--consumer", "snapshots", "--wide-store", store, "--settle", "0", "--json"]
     assert main([*read, "--limit", "100000", "--commit"]) == 0

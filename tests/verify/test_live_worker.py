@@ -9,25 +9,19 @@ checkpoint file. The settle time (20 s) is longer than the worker takes to drain
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from examples.support_desk.generator import generate_history
-from examples.support_desk.history import by_topic, deliver
 from framework.cli import main
-from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack, free_port
 from framework.metrics.summary import fetch_metrics, summarize_verify
-from framework.worker.processes import start_worker, stop_worker
-from tests.cli.test_verify_command import _documents
+from framework.worker.processes import stop_worker
 from tests.metrics import dashboard
-from tests.notifications.notified_desk import app
+from tests.notifications.live_desk import LiveDesk
 
 SEED = 29
 SETTLE = 20
@@ -37,30 +31,18 @@ SETTLE = 20
 def test_a_worker_verifies_its_changes_repairs_damage_and_reports_it(
     fresh_stack: LocalStack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert fresh_stack.info is not None
-    broker, es_url = f"kafka://{fresh_stack.info.kafka_bootstrap}", fresh_stack.info.es_url
-    app_id = f"support-desk-{uuid.uuid4().hex[:8]}"
-    history = generate_history(SEED, 12, (f"{app_id}-a", f"{app_id}-b"))
-    events = by_topic(deliver(history.events, SEED))
-    asyncio.run(ensure_topics(broker, {t: 2 for t in app.topics()}))
     port = free_port()
-    store = f"sqlite:///{(tmp_path / 'wide.db').resolve()}"
-    env = {"CONVERGE_ES_URL": es_url, "CONVERGE_ES_TOMBSTONES": "document", "CONVERGE_APP_ID": app_id,
-           "CONVERGE_WIDE_STORE": store, "CONVERGE_PARTITIONS": "2", "CONVERGE_VERIFY": f"{SETTLE}s",
-           "CONVERGE_WEB_PORT": str(port)}  # fmt: skip
-    log = tmp_path / "worker" / "worker.log"
-    worker = start_worker("tests.notifications.notified_desk:app", tmp_path / "worker", broker, env)
+    desk = LiveDesk.create(
+        fresh_stack, tmp_path, SEED, CONVERGE_VERIFY=f"{SETTLE}s", CONVERGE_WEB_PORT=str(port)
+    )
+    worker, log = desk.start_worker(), desk.log
     try:
         started = time.monotonic()
-        for topic, evs in events.items():
-            asyncio.run(produce(broker, topic, [(e.ordering_key.encode(), e.to_json()) for e in evs]))
-        for topic in events:
-            assert asyncio.run(wait_drained(broker, app_id, topic, 150)), log.read_text()[-3000:]
-        alias = app.projections[0].alias
-        written = asyncio.run(_documents(es_url, alias))
+        desk.produce()
+        desk.drain()
+        written = desk.documents()
         assert len(written) > 3 and time.monotonic() - started < SETTLE, "drained after the settle time"
-        ids = sorted(written)[:3]
-        asyncio.run(_damage(es_url, alias, written, ids))
+        desk.damage(written, sorted(written)[:3])
         url = f"http://127.0.0.1:{port}"
         summary = None
         deadline = time.monotonic() + SETTLE + 90
@@ -76,7 +58,7 @@ def test_a_worker_verifies_its_changes_repairs_damage_and_reports_it(
         assert not any(summary.parked.values()) and summary.errors == 0
         assert summary.documents >= len(written) and summary.lag_p50_s is not None
         assert summary.lag_p50_s >= SETTLE
-        assert asyncio.run(_documents(es_url, alias)) == written
+        assert desk.documents() == written
         exported = {s.name for f in text_string_to_metric_families(fetch_metrics(url)) for s in f.samples}
         assert dashboard.verify_names() <= exported  # the dashboard's verifier panels have data
         assert main(["status", "--url", url, "--json"]) == 0
@@ -85,17 +67,3 @@ def test_a_worker_verifies_its_changes_repairs_damage_and_reports_it(
     finally:
         code = stop_worker(worker)
     assert code == 0, log.read_text()[-3000:]
-
-
-async def _damage(es_url: str, alias: str, docs: dict, ids: list[str]) -> None:  # type: ignore[type-arg]
-    from stores.open import open_search_index
-
-    index = open_search_index(es_url, "document")
-    try:
-        for doc_id in ids[:2]:
-            await index.delete(alias, doc_id, int(docs[doc_id][1] or 0))
-        doc, version = docs[ids[2]]
-        await index.index(alias, ids[2], {**doc, "edited": "by hand"}, int(version or 0))
-        await index.refresh(alias)
-    finally:
-        await index.close()

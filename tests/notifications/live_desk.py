@@ -1,0 +1,99 @@
+"""A live support desk with notifications on, for the tests that run its worker: the history,
+the worker's settings, producing, draining, and the index read or damaged behind its back.
+
+Real parts: the test's own noida-db (``fresh_stack``), a ``converge worker`` subprocess of
+``tests.notifications.notified_desk:app``, a SQLite store in the test's directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from examples.support_desk.generator import generate_history
+from examples.support_desk.history import by_topic, deliver
+from framework.kafka_admin import ensure_topics, produce, wait_drained
+from framework.local_stack import LocalStack
+from framework.worker.processes import start_worker
+from stores.open import open_search_index
+from tests.notifications.notified_desk import app
+
+SPEC = "tests.notifications.notified_desk:app"
+Documents = dict[str, tuple[dict[str, Any], int | None]]
+
+
+@dataclass
+class LiveDesk:
+    """One app id's topics on ``stack``, its generated history by topic and its worker's settings."""
+
+    broker: str
+    es_url: str
+    app_id: str
+    events: dict[str, list[Any]]
+    env: dict[str, str]
+    log: Path
+
+    @classmethod
+    def create(cls, stack: LocalStack, tmp_path: Path, seed: int, **env: str) -> LiveDesk:
+        assert stack.info is not None
+        broker, es_url = f"kafka://{stack.info.kafka_bootstrap}", stack.info.es_url
+        app_id = f"support-desk-{uuid.uuid4().hex[:8]}"
+        history = generate_history(seed, 12, (f"{app_id}-a", f"{app_id}-b"))
+        asyncio.run(ensure_topics(broker, {t: 2 for t in app.topics()}))
+        store = f"sqlite:///{(tmp_path / 'wide.db').resolve()}"
+        settings = {"CONVERGE_ES_URL": es_url, "CONVERGE_ES_TOMBSTONES": "document",
+                    "CONVERGE_APP_ID": app_id, "CONVERGE_WIDE_STORE": store, "CONVERGE_PARTITIONS": "2",
+                    **env}  # fmt: skip
+        events = by_topic(deliver(history.events, seed))
+        return cls(broker, es_url, app_id, events, settings, tmp_path / "worker" / "worker.log")
+
+    def start_worker(self) -> Any:
+        return start_worker(SPEC, self.log.parent, self.broker, self.env)
+
+    def produce(self) -> int:
+        """Every event of the history, topic by topic; how many."""
+        for topic, evs in self.events.items():
+            asyncio.run(produce(self.broker, topic, [(e.ordering_key.encode(), e.to_json()) for e in evs]))
+        return sum(map(len, self.events.values()))
+
+    def drain(self) -> None:
+        for topic in self.events:
+            assert asyncio.run(wait_drained(self.broker, self.app_id, topic, 150)), self.log.read_text()[
+                -3000:
+            ]
+
+    def documents(self) -> Documents:
+        """The tickets projection's documents in the index, with their versions."""
+        return asyncio.run(_documents(self.es_url, app.projections[0].alias))
+
+    def damage(self, docs: Documents, ids: list[str], *, ahead: bool = False) -> None:
+        """Behind the framework's back: delete ``ids[0:2]``, edit ``ids[2]`` at its version and,
+        with ``ahead``, put ``ids[3]`` 1,000 versions ahead of its mark, edited."""
+        asyncio.run(_damage(self.es_url, app.projections[0].alias, docs, ids, ahead))
+
+
+async def _documents(es_url: str, alias: str) -> Documents:
+    index = open_search_index(es_url, "document")
+    try:
+        await index.refresh(alias)
+        return {h.doc_id: (dict(h.source), h.version) async for h in index.scan(alias)}
+    finally:
+        await index.close()
+
+
+async def _damage(es_url: str, alias: str, docs: Documents, ids: list[str], ahead: bool) -> None:
+    index = open_search_index(es_url, "document")
+    try:
+        for doc_id in ids[:2]:
+            await index.delete(alias, doc_id, int(docs[doc_id][1] or 0))
+        doc, version = docs[ids[2]]
+        await index.index(alias, ids[2], {**doc, "edited": "by hand"}, int(version or 0))
+        if ahead:
+            doc, version = docs[ids[3]]
+            await index.index(alias, ids[3], {**doc, "edited": "ahead"}, int(version or 0) + 1000)
+        await index.refresh(alias)
+    finally:
+        await index.close()
