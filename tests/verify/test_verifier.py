@@ -10,7 +10,8 @@ aggregates' totals equal the app's oracle, written from the history's ground tru
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,15 @@ def verifier(d: Driver, path: Path, *, parked: list[Divergence] | None = None, *
                           clock=lambda: d.now + 2 * SETTLE, sleep=kw.pop("sleep", no_wait), **kw)  # fmt: skip
 
 
+@contextlib.contextmanager
+def sent(example: Callable[[], Example]) -> Iterator[tuple[Example, Driver]]:
+    """The example's history sent through a driver, nothing parked."""
+    ex = example()
+    with Driver(ex.app) as d:
+        assert d.send(ex.events) == []
+        yield ex, d
+
+
 def drain(d: Driver, v: ChangeVerifier) -> None:
     while d.run(v.step()):
         pass
@@ -101,9 +111,7 @@ def totals_right(d: Driver, ex: Example) -> None:
 def test_a_converged_run_is_verified_and_nothing_is_written(
     example: Callable[[], Example], tmp_path: Path
 ) -> None:
-    ex = example()
-    with Driver(ex.app) as d:
-        assert d.send(ex.events) == []
+    with sent(example) as (ex, d):
         before = d.documents(d.app.projections[0])
         v = verifier(d, tmp_path)
         drain(d, v)
@@ -117,9 +125,7 @@ def test_a_converged_run_is_verified_and_nothing_is_written(
 def test_documents_deleted_altered_and_left_behind_are_found_and_repaired(
     example: Callable[[], Example], tmp_path: Path
 ) -> None:
-    ex = example()
-    with Driver(ex.app) as d:
-        assert d.send(ex.events) == []
+    with sent(example) as (ex, d):
         view = d.app.projections[0]
         ids = sorted(ex.documents)
         deleted, altered = ids[0:3], ids[3:6]
@@ -142,9 +148,7 @@ def test_documents_deleted_altered_and_left_behind_are_found_and_repaired(
 def test_contributions_written_wrong_are_found_and_the_totals_repaired(
     example: Callable[[], Example], tmp_path: Path
 ) -> None:
-    ex = example()
-    with Driver(ex.app) as d:
-        assert d.send(ex.events) == []
+    with sent(example) as (ex, d):
         totals_right(d, ex)
         agg = d.app.aggregates[0]
         t = tables_of(agg)
@@ -170,9 +174,7 @@ def test_contributions_written_wrong_are_found_and_the_totals_repaired(
 def test_a_document_ahead_of_its_mark_is_parked_not_written(
     example: Callable[[], Example], tmp_path: Path
 ) -> None:
-    ex = example()
-    with Driver(ex.app) as d:
-        assert d.send(ex.events) == []
+    with sent(example) as (ex, d):
         view = d.app.projections[0]
         doc_id = sorted(ex.documents)[0]
         doc, version = ex.documents[doc_id]
@@ -192,9 +194,7 @@ def test_a_difference_gone_at_the_second_look_is_not_repaired(
     example: Callable[[], Example], tmp_path: Path
 ) -> None:
     """The projector catching up between the two looks: no divergence, nothing written by the verifier."""
-    ex = example()
-    with Driver(ex.app) as d:
-        assert d.send(ex.events) == []
+    with sent(example) as (ex, d):
         view = d.app.projections[0]
         doc_id = sorted(ex.documents)[0]
         doc, version = ex.documents[doc_id]
