@@ -31,6 +31,7 @@ from typing import Any
 
 from framework.core.aggregate import Aggregate
 from framework.core.projection import Document, PartitionKey, Projection
+from framework.notifications.entries import TenantOf
 from framework.notifications.reader import NotificationReader
 from framework.runtime.projector import project_partition, read_documents
 from framework.verify.changes import Changed, changed_documents
@@ -117,7 +118,7 @@ class ChangeVerifier:
         recheck: float = 5.0,
         page: int = 500,
         park: Park = _log_only,
-        tenant_of: Any = None,
+        tenant_of: TenantOf | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     ) -> None:
@@ -186,7 +187,7 @@ class ChangeVerifier:
             chunk = keys[i : i + self.page]
             expected = await read_documents(self.store, view, chunk)
             if not versions:  # an entity without contributions has none stored: no document
-                expected = [(i, doc or None, v) for i, doc, v in expected]
+                expected = [(doc_id, doc or None, v) for doc_id, doc, v in expected]
             found = await target.get_many(view.alias, [doc[0] for doc in expected])
             for key, doc, hit in zip(chunk, expected, found, strict=True):
                 if classify(doc, hit, versions=versions) is not None:
@@ -202,7 +203,7 @@ class ChangeVerifier:
         held = None if found is None else found.version
         divergence = Divergence(view.name, expected[0], dict(key), category, expected[2], held)
         self.stats.divergent[category] += 1
-        log.warning("verify: %s document %s is %s (store version %s, index %s): repairing",
+        log.warning("verify: %s document %s is %s (store version %s, index %s)",
                     view.name, expected[0], category, expected[2], held)  # fmt: skip
         if category == "ahead":
             self.stats.parked[category] += 1

@@ -67,15 +67,16 @@ class LiveDesk:
 
     def documents(self) -> Documents:
         """The tickets projection's documents in the index, with their versions."""
-        return asyncio.run(_documents(self.es_url, app.projections[0].alias))
+        return asyncio.run(index_documents(self.es_url, app.projections[0].alias))
 
     def damage(self, docs: Documents, ids: list[str], *, ahead: bool = False) -> None:
         """Behind the framework's back: delete ``ids[0:2]``, edit ``ids[2]`` at its version and,
         with ``ahead``, put ``ids[3]`` 1,000 versions ahead of its mark, edited."""
-        asyncio.run(_damage(self.es_url, app.projections[0].alias, docs, ids, ahead))
+        asyncio.run(damage_index(self.es_url, app.projections[0].alias, docs, ids, ahead))
 
 
-async def _documents(es_url: str, alias: str) -> Documents:
+async def index_documents(es_url: str, alias: str) -> Documents:
+    """The documents of ``alias`` with their versions, after a refresh."""
     index = open_search_index(es_url, "document")
     try:
         await index.refresh(alias)
@@ -84,7 +85,8 @@ async def _documents(es_url: str, alias: str) -> Documents:
         await index.close()
 
 
-async def _damage(es_url: str, alias: str, docs: Documents, ids: list[str], ahead: bool) -> None:
+async def damage_index(es_url: str, alias: str, docs: Documents, ids: list[str], ahead: bool) -> None:
+    """``LiveDesk.damage`` on any alias: ``docs`` are its documents as written."""
     index = open_search_index(es_url, "document")
     try:
         for doc_id in ids[:2]:

@@ -78,6 +78,12 @@ class ReferenceRun:
         status = read_status(self.work / name / "status.json", None if proc is None else proc.pid)
         return status.get("runtimes", {})
 
+    def verify(self, name: str, proc: subprocess.Popen[bytes] | None = None) -> dict[str, Any] | None:
+        """The change verifier's figures last dumped by worker ``name`` (None: it runs none)."""
+        found: dict[str, Any] | None = read_status(self.work / name / "status.json",
+                                                   None if proc is None else proc.pid).get("verify")
+        return found
+
     def counter(self, name: str, counter: str, proc: subprocess.Popen[bytes] | None = None,
                 *, projector: bool | None = None) -> int:  # fmt: skip
         """A counter of worker ``name`` summed over its runtimes (only the projector's when

@@ -1,0 +1,117 @@
+"""Index damage nobody announced, during a stream with a worker killed and an index outage: the
+worker's change verifier (``CONVERGE_VERIFY``) finds and repairs every damaged document, and
+repairs nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from examples.activity_platform.app import app
+from examples.activity_platform.generator import generate_history
+from framework.core.events import Event
+from framework.local_stack import LocalStack
+from framework.runtime.mapping import map_event
+from framework.worker.processes import kill_worker, stop_worker
+from tests.faults.conftest import FaultPlan
+from tests.notifications.live_desk import damage_index, index_documents
+from tests.support.fault_figures import FaultFigures
+from tests.support.reference_runs import ReferenceRun
+from tests.support.stack_faults import start_service, stop_service
+
+pytestmark = pytest.mark.faults
+
+#: Longer than the index outage and the projector's catch-up after it, so that only the damage
+#: differs once a change has settled.
+SETTLE = 30.0
+
+
+def _documents_of(events: list[Event]) -> set[str]:
+    """The ids of the ``activities`` documents ``events`` change (the app's own mapping)."""
+    projection = app.projections[0]
+    out: set[str] = set()
+    for e in events:
+        agent = app.route(e)
+        out |= set(projection.touched(map_event(agent, e, app.views_of(agent))))
+    return out
+
+
+def test_damage_behind_the_frameworks_back_is_repaired_and_nothing_else(
+    fresh_stack: LocalStack, tmp_path: Path, fault_plan: FaultPlan, report: Callable[[FaultFigures], None]
+) -> None:
+    """A third of the history, a SIGKILL of the busy worker (and a broker restart, which clears the
+    killed member), the rest of it in small chunks with the index stopped halfway for the outage's
+    length. Once the group has drained, three documents only the last chunks changed are damaged
+    in the index (two deleted, one edited at its version) before their changes settle. The
+    verifier repairs exactly those three; the store and the index then match the oracle."""
+    assert fresh_stack.info is not None
+    started = time.monotonic()
+    history = generate_history(fault_plan.seed + 5, fault_plan.stream_events)
+    events = list(history.events)
+    run = ReferenceRun(fresh_stack, tmp_path)
+    run.env["CONVERGE_VERIFY"] = f"{SETTLE:g}s"
+    figures = FaultFigures("unannounced index damage", events=len(events))
+    third = len(events) // 3
+    run.produce(events[:third])
+    proc = run.start("w")
+    run.wait_processed("w", proc, third // 2, 120)
+    kill_worker(proc)
+    figures.kills += 1
+    fresh_stack.restart()
+    figures.outages += 1
+    proc = run.start("w")
+    figures.restarts += 1
+    alias = app.projections[0].alias
+    try:
+        rest, outage = events[third:], None
+        for i in range(0, len(rest), 100):
+            run.produce(rest[i : i + 100])
+            if outage is None and i >= len(rest) // 2:
+                stop_service(fresh_stack, "elasticsearch")
+                figures.outages += 1
+                outage = time.monotonic()
+            if outage is not None and time.monotonic() - outage >= fault_plan.index_outage_s:
+                start_service(fresh_stack, "elasticsearch")
+                outage = -1.0
+            time.sleep(0.15)
+        if outage is not None and outage >= 0:
+            time.sleep(max(0.0, fault_plan.index_outage_s - (time.monotonic() - outage)))
+            start_service(fresh_stack, "elasticsearch")
+        tail = rest[-300:]
+        drained = run.drain(180)
+        assert drained, run.log_tail("w")
+        written = asyncio.run(index_documents(fresh_stack.info.es_url, alias))
+        only_last = sorted(_documents_of(tail) - _documents_of(events[: len(events) - len(tail)]))
+        damaged = [d for d in only_last if d in written][:3]
+        assert len(damaged) == 3, (len(only_last), len(written))
+        asyncio.run(damage_index(fresh_stack.info.es_url, alias, written, damaged, False))
+        deadline, verify = time.monotonic() + SETTLE + 120, None
+        while time.monotonic() < deadline and proc.poll() is None:
+            verify = run.verify("w", proc)
+            if (
+                verify
+                and sum(verify["repaired"].values()) >= 3
+                and (verify["last_position"] or 0) / 1e6 > (time.time() - SETTLE - 15)
+            ):
+                break
+            time.sleep(1.0)
+        time.sleep(3.0)  # anything repaired beyond the damage would show by now
+        verify = run.verify("w", proc)
+        alive = proc.poll() is None
+    finally:
+        code = stop_worker(proc)
+    outcome = run.outcome(history)
+    figures.settle(outcome.lost, outcome.divergent, len(run.parked()), started)
+    report(figures)
+    assert alive and code == 0, (alive, code, run.log_tail("w"))
+    assert verify is not None, run.log_tail("w")
+    found = {c: n for c, n in verify["divergent"].items() if n}
+    assert found == {"missing": 2, "content": 1}, (verify, run.log_tail("w"))
+    assert {c: n for c, n in verify["repaired"].items() if n} == found  # nothing else repaired
+    assert not any(verify["parked"].values())
+    assert (outcome.lost, outcome.divergent) == (0, 0), outcome.examples
+    assert figures.parked == 0, run.parked()[:3]
