@@ -1,6 +1,8 @@
 """Index damage nobody announced, during a stream with a worker killed and an index outage: the
 worker's change verifier (``CONVERGE_VERIFY``) finds and repairs every damaged document, and
-repairs nothing else."""
+repairs nothing else. Both example apps: the activity platform (the reference run, checked
+against its oracle) and the support desk with notifications on (its documents against its
+oracle)."""
 
 from __future__ import annotations
 
@@ -13,12 +15,18 @@ import pytest
 
 from examples.activity_platform.app import app
 from examples.activity_platform.generator import generate_history
+from examples.support_desk import oracle as desk_oracle
+from framework import App
 from framework.core.events import Event
-from framework.local_stack import LocalStack
+from framework.kafka_admin import wait_group_settled
+from framework.local_stack import LocalStack, free_port
+from framework.metrics.summary import fetch_metrics, summarize_verify
 from framework.runtime.mapping import map_event
+from framework.testing.compare import compare_documents
 from framework.worker.processes import kill_worker, stop_worker
 from tests.faults.conftest import FaultPlan
-from tests.notifications.live_desk import damage_index, index_documents
+from tests.notifications.live_desk import LiveDesk, damage_index, index_documents
+from tests.notifications.notified_desk import app as desk_app
 from tests.support.fault_figures import FaultFigures
 from tests.support.reference_runs import ReferenceRun
 from tests.support.stack_faults import start_service, stop_service
@@ -30,13 +38,13 @@ pytestmark = pytest.mark.faults
 SETTLE = 30.0
 
 
-def _documents_of(events: list[Event]) -> set[str]:
-    """The ids of the ``activities`` documents ``events`` change (the app's own mapping)."""
-    projection = app.projections[0]
+def _documents_of(events: list[Event], of: App = app) -> set[str]:
+    """The ids of the documents of ``of``'s first projection ``events`` change (its own mapping)."""
+    projection = of.projections[0]
     out: set[str] = set()
     for e in events:
-        agent = app.route(e)
-        out |= set(projection.touched(map_event(agent, e, app.views_of(agent))))
+        agent = of.route(e)
+        out |= set(projection.touched(map_event(agent, e, of.views_of(agent))))
     return out
 
 
@@ -115,3 +123,66 @@ def test_damage_behind_the_frameworks_back_is_repaired_and_nothing_else(
     assert not any(verify["parked"].values())
     assert (outcome.lost, outcome.divergent) == (0, 0), outcome.examples
     assert figures.parked == 0, run.parked()[:3]
+
+
+def test_the_support_desk_verifier_repairs_damage_after_a_kill_and_an_index_outage(
+    fresh_stack: LocalStack, tmp_path: Path, fault_plan: FaultPlan, report: Callable[[FaultFigures], None]
+) -> None:
+    """The support desk with notifications on: half its delivered history, then the worker is
+    killed with SIGKILL (the broker restarted, which clears the killed member) and started again;
+    the index stops, the rest is produced, the index comes back after the outage's length. Once
+    drained, three documents only the second half changed are damaged before their changes
+    settle. The verifier repairs exactly those; the index then holds the oracle's documents."""
+    started = time.monotonic()
+    port = free_port()
+    desk = LiveDesk.create(fresh_stack, tmp_path, fault_plan.seed + 7,
+                           CONVERGE_VERIFY=f"{SETTLE:g}s", CONVERGE_WEB_PORT=str(port))  # fmt: skip
+    events = desk.delivered
+    figures = FaultFigures("unannounced index damage, support desk", events=len(events))
+    half = len(events) // 2
+    desk.produce(events[:half])
+    proc = desk.start_worker()
+    desk.drain()
+    kill_worker(proc)
+    figures.kills += 1
+    fresh_stack.restart()
+    figures.outages += 1
+    proc = desk.start_worker()
+    figures.restarts += 1
+    url = f"http://127.0.0.1:{port}"
+    try:
+        asyncio.run(wait_group_settled(desk.broker, desk.app_id, 1, 120))  # started, its index opened
+        stop_service(fresh_stack, "elasticsearch")
+        figures.outages += 1
+        desk.produce(events[half:])
+        time.sleep(fault_plan.index_outage_s)
+        start_service(fresh_stack, "elasticsearch")
+        desk.drain()
+        written = desk.documents()
+        only_last = sorted(_documents_of(events[half:], desk_app) - _documents_of(events[:half], desk_app))
+        damaged = [d for d in only_last if d in written][:3]
+        assert len(damaged) == 3, (len(only_last), len(written))
+        desk.damage(written, damaged)
+        deadline, summary = time.monotonic() + SETTLE + 120, None
+        while time.monotonic() < deadline and proc.poll() is None:
+            summary = summarize_verify(fetch_metrics(url))
+            if summary and sum(summary.repaired.values()) >= 3 and (summary.behind_s or 1e9) < SETTLE + 15:
+                break
+            time.sleep(1.0)
+        time.sleep(3.0)  # anything repaired beyond the damage would show by now
+        summary = summarize_verify(fetch_metrics(url))
+        documents = desk.documents()
+        alive = proc.poll() is None
+    finally:
+        code = stop_worker(proc)
+    expected = desk_oracle.expected_state(desk.history.truth).documents
+    divergent = compare_documents(expected, documents)
+    figures.settle(0, len(divergent), 0, started)
+    report(figures)
+    assert alive and code == 0, (alive, code, desk.log.read_text()[-3000:])
+    assert summary is not None, desk.log.read_text()[-3000:]
+    found = {c: n for c, n in summary.divergent.items() if n}
+    assert found == {"missing": 2, "content": 1}, (summary, desk.log.read_text()[-3000:])
+    assert {c: n for c, n in summary.repaired.items() if n} == found  # nothing else repaired
+    assert not any(summary.parked.values())
+    assert len(expected) > 5 and not divergent, divergent[:5]

@@ -32,9 +32,15 @@ class LiveDesk:
     broker: str
     es_url: str
     app_id: str
-    events: dict[str, list[Any]]
+    history: Any  # examples.support_desk.history.History
+    delivered: list[Any]  # the history's events in a scrambled order, some twice
     env: dict[str, str]
     log: Path
+
+    @property
+    def events(self) -> dict[str, list[Any]]:
+        """The delivered events by topic."""
+        return by_topic(self.delivered)
 
     @classmethod
     def create(cls, stack: LocalStack, tmp_path: Path, seed: int, **env: str) -> LiveDesk:
@@ -47,23 +53,25 @@ class LiveDesk:
         settings = {"CONVERGE_ES_URL": es_url, "CONVERGE_ES_TOMBSTONES": "document",
                     "CONVERGE_APP_ID": app_id, "CONVERGE_WIDE_STORE": store, "CONVERGE_PARTITIONS": "2",
                     **env}  # fmt: skip
-        events = by_topic(deliver(history.events, seed))
-        return cls(broker, es_url, app_id, events, settings, tmp_path / "worker" / "worker.log")
+        delivered = deliver(history.events, seed)
+        return cls(broker, es_url, app_id, history, delivered, settings, tmp_path / "worker" / "worker.log")
 
     def start_worker(self) -> Any:
         return start_worker(SPEC, self.log.parent, self.broker, self.env)
 
-    def produce(self) -> int:
-        """Every event of the history, topic by topic; how many."""
-        for topic, evs in self.events.items():
+    def produce(self, events: list[Any] | None = None) -> int:
+        """``events`` (default: every delivered event), topic by topic; how many."""
+        chosen = by_topic(self.delivered if events is None else events)
+        for topic, evs in chosen.items():
             asyncio.run(produce(self.broker, topic, [(e.ordering_key.encode(), e.to_json()) for e in evs]))
-        return sum(map(len, self.events.values()))
+        return sum(map(len, chosen.values()))
 
     def drain(self) -> None:
-        for topic in self.events:
-            assert asyncio.run(wait_drained(self.broker, self.app_id, topic, 150)), self.log.read_text()[
-                -3000:
-            ]
+        """Wait until the group has committed everything produced so far on every topic, the
+        agents' first, then the change and group topics (the projector's and the totals')."""
+        for topic in app.topics():
+            drained = asyncio.run(wait_drained(self.broker, self.app_id, topic, 150))
+            assert drained, self.log.read_text()[-3000:]
 
     def documents(self) -> Documents:
         """The tickets projection's documents in the index, with their versions."""
