@@ -3,8 +3,9 @@
 It reads the app's notification entries (``framework.notifications``) as one consumer, only
 entries older than ``settle`` seconds (longer than the projector takes to follow a write). For
 each view the entries name documents of, it projects those documents from the store's current
-rows (``read_documents``, the projector's read) and compares them with the index's, read
-``page`` documents at a time (``SearchIndex.get_many``), by ``compare.classify``. A
+rows (the projector's read; views sharing marks read the rows once) and compares them with
+the index's, read ``page`` documents at a time (``SearchIndex.get_many``), by
+``compare.classify``. A
 difference is looked at once more ``recheck`` seconds later, store and index both read again;
 only a difference found both times, for the same expected document, is a divergence. It is
 repaired by ``project_partition`` at a delete floor of the version the index holds, the
@@ -31,9 +32,9 @@ from typing import Any
 
 from framework.core.aggregate import Aggregate
 from framework.core.projection import Document, PartitionKey, Projection
-from framework.notifications.entries import TenantOf
+from framework.notifications.entries import TenantOf, key_ident
 from framework.notifications.reader import NotificationReader
-from framework.runtime.projector import project_partition, read_documents
+from framework.runtime.projector import project_partition, read_shared_documents
 from framework.verify.changes import Changed, changed_documents
 from framework.verify.compare import CATEGORIES, Category, classify
 from stores.base import SearchHit, SearchIndex, WideColumnStore
@@ -138,8 +139,11 @@ class ChangeVerifier:
         entries = await self.reader.read(self.page)
         if not entries:
             return 0
+        groups: dict[str, list[Changed]] = {}  # views sharing marks read their rows once
         for changed in await changed_documents(entries, self.views, self.store, self.tenant_of):
-            await self._verify(changed)
+            groups.setdefault(changed.view.version_table.name, []).append(changed)
+        for group in groups.values():
+            await self._verify(group)
         await self.reader.commit(entries)
         self.stats.entries += len(entries)
         self.stats.last_position = entries[-1].ingested_at
@@ -162,36 +166,41 @@ class ChangeVerifier:
                 except TimeoutError:
                     pass
 
-    async def _verify(self, changed: Changed) -> None:
-        view = changed.view
-        first = await self._compare(view, list(changed.keys.values()))
-        self.stats.verified += len(changed.keys)
+    async def _verify(self, group: list[Changed]) -> None:
+        """Verify the changed documents of views sharing a version table (so the same sources)."""
+        views = [c.view for c in group]
+        keys = {key_ident(k): k for c in group for k in c.keys.values()}
+        first = await self._compare(views, list(keys.values()))
+        self.stats.verified += sum(len(c.keys) for c in group)
         if first:
             await self.sleep(self.recheck)
-            again = await self._compare(view, [key for key, _, _ in first.values()])
-            for doc_id, (key, expected, found) in again.items():
-                before = first.get(doc_id)
-                if before is None or before[1] != expected:  # the store moved on: no longer the same
+            again = await self._compare(views, [key for key, _, _, _ in first.values()])
+            for at, (key, view, expected, found) in again.items():
+                before = first.get(at)
+                if before is None or before[2] != expected:  # the store moved on: no longer the same
                     continue
                 await self._settle(view, key, expected, found)
         now = self.clock()
-        self.stats.lags.extend(now - at / 1e6 for at in changed.since.values())
+        for c in group:
+            self.stats.lags.extend(now - at / 1e6 for at in c.since.values())
 
     async def _compare(
-        self, view: Projection, keys: list[PartitionKey]
-    ) -> dict[str, tuple[PartitionKey, Document, SearchHit | None]]:
-        """The documents among ``keys`` whose index copy differs, by id."""
-        out: dict[str, tuple[PartitionKey, Document, SearchHit | None]] = {}
-        target, versions = self.targets[view.name], not isinstance(view, Aggregate)
+        self, views: list[Projection], keys: list[PartitionKey]
+    ) -> dict[tuple[str, str], tuple[PartitionKey, Projection, Document, SearchHit | None]]:
+        """The documents of ``views`` among ``keys`` whose copy in the target differs, by view
+        name and document id; the views' rows are read once."""
+        out: dict[tuple[str, str], tuple[PartitionKey, Projection, Document, SearchHit | None]] = {}
         for i in range(0, len(keys), self.page):
             chunk = keys[i : i + self.page]
-            expected = await read_documents(self.store, view, chunk)
-            if not versions:  # an entity without contributions has none stored: no document
-                expected = [(doc_id, doc or None, v) for doc_id, doc, v in expected]
-            found = await target.get_many(view.alias, [doc[0] for doc in expected])
-            for key, doc, hit in zip(chunk, expected, found, strict=True):
-                if classify(doc, hit, versions=versions) is not None:
-                    out[doc[0]] = (key, doc, hit)
+            documents = await read_shared_documents(self.store, views, chunk)
+            for view, expected in zip(views, documents, strict=True):
+                versions = not isinstance(view, Aggregate)
+                if not versions:  # an entity without contributions has none stored: no document
+                    expected = [(doc_id, doc or None, v) for doc_id, doc, v in expected]
+                found = await self.targets[view.name].get_many(view.alias, [doc[0] for doc in expected])
+                for key, doc, hit in zip(chunk, expected, found, strict=True):
+                    if classify(doc, hit, versions=versions) is not None:
+                        out[(view.name, doc[0])] = (key, view, doc, hit)
         return out
 
     async def _settle(

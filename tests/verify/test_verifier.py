@@ -10,6 +10,7 @@ aggregates' totals equal the app's oracle, written from the history's ground tru
 
 from __future__ import annotations
 
+import collections
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -245,3 +246,29 @@ def test_any_delivery_then_damage_is_repaired_to_the_oracle(
         assert v.stats.repaired == {"missing": len(sorted(ex.documents)[::4])}
         assert not compare_documents(ex.documents, d.documents(view))
         totals_right(d, ex)
+
+
+class _CountingStore:
+    """The driver's real store, counting the partitions the verifier reads from each table."""
+
+    def __init__(self, store: Any) -> None:
+        self.store, self.reads = store, collections.Counter[str]()
+
+    async def read_partitions(self, table: str, keys: Any) -> Any:
+        self.reads[table] += len(keys)
+        return await self.store.read_partitions(table, keys)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def test_views_sharing_marks_are_verified_from_one_read(tmp_path: Path) -> None:
+    with sent(activity_platform) as (ex, d):
+        v = verifier(d, tmp_path)
+        counting = v.store = _CountingStore(d.store)  # type: ignore[assignment]
+        drain(d, v)
+    shared = {"activities", "engagement_daily"}
+    assert {p.name for p in ex.app.views if p.version_table.name == "activities_version"} == shared
+    hubs = counting.reads["activity_hub"]
+    assert hubs > 5 and counting.reads["engagement_log"] == hubs  # once for both views
+    assert v.stats.verified >= 2 * hubs and sum(v.stats.divergent.values()) == 0
