@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from framework.metrics import names
@@ -77,12 +77,11 @@ def _verify_families(status: Mapping[str, Any]) -> Iterator[Metric]:
         for category, n in sorted(status.get(what, {}).items()):
             counter.add_metric([category], n)
         yield counter
-    text = "seconds from a change's ingestion to its verification (recent changes)"
-    lag = GaugeMetricFamily(names.VERIFY_LAG, text, labels=["quantile"])
-    for quantile, value in (("0.5", status.get("lag_p50_seconds")), ("0.99", status.get("lag_p99_seconds"))):
-        if value is not None:
-            lag.add_metric([quantile], value)
-    yield lag
+    text = "seconds from a change's ingestion to its verification"
+    buckets = [("+Inf" if le is None else repr(float(le)), n) for le, n in status.get("lag_buckets", [])]
+    if buckets:
+        total = status.get("lag_sum", 0.0)
+        yield HistogramMetricFamily(names.VERIFY_LAG, text, buckets=buckets, sum_value=total)
     behind = status.get("behind_seconds")
     if behind is not None:
         yield GaugeMetricFamily(names.VERIFY_BEHIND, "seconds the verifier's position is behind now",

@@ -82,8 +82,7 @@ GROUP_MEMBERS_REMOVED = "converge_group_members_removed"
 #: The change verifier (``framework.verify``) of a worker with the ``verify`` setting: counters of
 #: documents verified, entries committed and failed steps; by category (label ``category``):
 #: divergences found, repaired and parked; seconds from a change's ingestion to its verification
-#: (label ``quantile``: 0.5, 0.99, over the recent ones); seconds the verifier's position is
-#: behind now (the settle time when it keeps up).
+#: (a histogram); seconds the verifier's position is behind now (the settle time when it keeps up).
 VERIFY_COUNTERS: dict[str, str] = {
     "verified": "converge_verify_documents",
     "entries": "converge_verify_entries",

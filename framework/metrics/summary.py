@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -12,7 +13,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from framework.metrics import names
 from framework.metrics.endpoint import METRICS_PATH
 
-__all__ = ["RuntimeSummary", "VerifySummary", "fetch_metrics", "metrics_url", "summarize", "summarize_verify"]
+__all__ = [
+    "RuntimeSummary",
+    "VerifySummary",
+    "bucket_quantile",
+    "fetch_metrics",
+    "metrics_url",
+    "summarize",
+    "summarize_verify",
+]
 
 
 @dataclass
@@ -59,11 +68,29 @@ class VerifySummary:
         return dict(vars(self))
 
 
+def bucket_quantile(buckets: Sequence[tuple[float, float]], quantile: float) -> float | None:
+    """The ``quantile`` (0..1) of a histogram's cumulative ``(upper bound, count)`` buckets, in
+    bound order: linear within the bucket it falls in, as Prometheus' ``histogram_quantile``
+    (beyond the last finite bound: that bound); None for an empty histogram."""
+    total = buckets[-1][1] if buckets else 0
+    if not total:
+        return None
+    rank, lower, below = quantile * total, 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == float("inf"):
+                return lower
+            return lower + (bound - lower) * ((rank - below) / (count - below) if count > below else 1.0)
+        lower, below = bound, count
+    return lower
+
+
 def summarize_verify(text: str) -> VerifySummary | None:
     """What the change verifier's metrics in ``text`` say (None when the worker runs none)."""
     out: VerifySummary | None = None
     counters = {f"{m}_total": f for f, m in names.VERIFY_COUNTERS.items()}
     by_category = {f"{m}_total": f for f, m in names.VERIFY_BY_CATEGORY.items()}
+    lags: list[tuple[float, float]] = []
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             if s.name in counters:
@@ -72,10 +99,15 @@ def summarize_verify(text: str) -> VerifySummary | None:
             elif s.name in by_category:
                 out = out or VerifySummary()
                 getattr(out, by_category[s.name])[s.labels["category"]] = int(s.value)
-            elif s.name == names.VERIFY_LAG and out is not None:
-                setattr(out, "lag_p50_s" if s.labels["quantile"] == "0.5" else "lag_p99_s", round(s.value, 1))
+            elif s.name == f"{names.VERIFY_LAG}_bucket":
+                lags.append((float(s.labels["le"]), s.value))
             elif s.name == names.VERIFY_BEHIND and out is not None:
                 out.behind_s = round(s.value, 1)
+    if out is not None:
+        lags.sort()
+        for name, q in (("lag_p50_s", 0.5), ("lag_p99_s", 0.99)):
+            value = bucket_quantile(lags, q)
+            setattr(out, name, None if value is None else round(value, 1))
     return out
 
 

@@ -23,8 +23,11 @@ entity's mark by design (``framework.aggregates.contributions``).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
+import itertools
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +35,7 @@ from typing import Any
 
 from framework.core.aggregate import Aggregate
 from framework.core.projection import Document, PartitionKey, Projection
+from framework.metrics.summary import bucket_quantile
 from framework.notifications.entries import TenantOf, key_ident
 from framework.notifications.reader import NotificationReader
 from framework.runtime.projector import project_partition, read_shared_documents
@@ -39,12 +43,14 @@ from framework.verify.changes import Changed, changed_documents
 from framework.verify.compare import CATEGORIES, Category, classify
 from stores.base import SearchHit, SearchIndex, WideColumnStore
 
-__all__ = ["ChangeVerifier", "Divergence", "VerifyStats", "Park", "CONSUMER"]
+__all__ = ["ChangeVerifier", "Divergence", "VerifyStats", "Park", "CONSUMER", "LAG_BUCKETS"]
 
 log = logging.getLogger(__name__)
 
 #: The notification consumer (and checkpoint) name of an app's verifier.
 CONSUMER = "converge-verify"
+#: Upper bounds (seconds) of the buckets of the time from a change's ingestion to its verification.
+LAG_BUCKETS = (1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 1800.0)
 
 
 @dataclass(frozen=True)
@@ -78,16 +84,24 @@ class VerifyStats:
     divergent: collections.Counter[str] = field(default_factory=collections.Counter)
     repaired: collections.Counter[str] = field(default_factory=collections.Counter)
     parked: collections.Counter[str] = field(default_factory=collections.Counter)
-    #: seconds from a change's ingestion to its verification, the most recent ones
-    lags: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=10_000))
+    #: documents by seconds from their change's ingestion to their verification, per bucket of
+    #: ``LAG_BUCKETS`` (the last: beyond them), and the sum of those seconds
+    lag_counts: list[int] = field(default_factory=lambda: [0] * (len(LAG_BUCKETS) + 1))
+    lag_sum: float = 0.0
     last_position: int | None = None  # ingestion time (epoch µs) of the last committed entry
 
+    def observe_lag(self, seconds: float) -> None:
+        """Count one document verified ``seconds`` after its change's ingestion."""
+        self.lag_counts[bisect.bisect_left(LAG_BUCKETS, seconds)] += 1
+        self.lag_sum += seconds
+
+    def lag_buckets(self) -> list[tuple[float, int]]:
+        """The cumulative ``(upper bound, documents)`` buckets, the last bound infinite."""
+        return list(zip((*LAG_BUCKETS, math.inf), itertools.accumulate(self.lag_counts), strict=True))
+
     def lag(self, quantile: float) -> float | None:
-        """The ``quantile`` (0..1) of the recent lags, None before any."""
-        if not self.lags:
-            return None
-        ordered = sorted(self.lags)
-        return ordered[min(len(ordered) - 1, int(quantile * len(ordered)))]
+        """The ``quantile`` (0..1) of the lags, estimated from the buckets; None before any."""
+        return bucket_quantile(self.lag_buckets(), quantile)
 
     def to_dict(self) -> dict[str, Any]:
         """The counts, the lag quantiles and the position, as JSON-able data."""
@@ -97,6 +111,8 @@ class VerifyStats:
             "repaired": {c: self.repaired[c] for c in CATEGORIES},
             "parked": {c: self.parked[c] for c in CATEGORIES},
             "lag_p50_seconds": self.lag(0.5), "lag_p99_seconds": self.lag(0.99),
+            "lag_buckets": [[None if b == math.inf else b, n] for b, n in self.lag_buckets()],
+            "lag_sum": self.lag_sum,
             "last_position": self.last_position,
         }  # fmt: skip
 
@@ -174,15 +190,17 @@ class ChangeVerifier:
         self.stats.verified += sum(len(c.keys) for c in group)
         if first:
             await self.sleep(self.recheck)
-            again = await self._compare(views, [key for key, _, _, _ in first.values()])
-            for at, (key, view, expected, found) in again.items():
-                before = first.get(at)
+            differing = {key_ident(key): key for key, _, _, _ in first.values()}
+            again = await self._compare(views, list(differing.values()))
+            for where, (key, view, expected, found) in again.items():
+                before = first.get(where)
                 if before is None or before[2] != expected:  # the store moved on: no longer the same
                     continue
                 await self._settle(view, key, expected, found)
         now = self.clock()
         for c in group:
-            self.stats.lags.extend(now - at / 1e6 for at in c.since.values())
+            for at in c.since.values():
+                self.stats.observe_lag(now - at / 1e6)
 
     async def _compare(
         self, views: list[Projection], keys: list[PartitionKey]

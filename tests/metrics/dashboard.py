@@ -27,7 +27,8 @@ def verify_names() -> set[str]:
     from framework.metrics import names
 
     counters = {*names.VERIFY_COUNTERS.values(), *names.VERIFY_BY_CATEGORY.values()}
-    return {f"{n}_total" for n in counters} | {names.VERIFY_LAG, names.VERIFY_BEHIND}
+    lag = {f"{names.VERIFY_LAG}_{part}" for part in ("bucket", "sum", "count")}
+    return {f"{n}_total" for n in counters} | lag | {names.VERIFY_BEHIND}
 
 
 def metric_names(dashboard: dict[str, Any]) -> set[str]:

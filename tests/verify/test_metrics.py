@@ -46,3 +46,15 @@ def test_a_verifiers_figures_reach_the_metrics_and_the_status_summary(tmp_path: 
 def test_a_worker_without_a_verifier_exports_none_of_its_metrics() -> None:
     text = _text(Snapshot())
     assert "converge_verify" not in text and summarize_verify(text) is None
+
+
+def test_quantiles_come_from_the_buckets_as_prometheus_estimates_them() -> None:
+    from framework.metrics.summary import bucket_quantile
+
+    inf = float("inf")
+    assert bucket_quantile([], 0.5) is None and bucket_quantile([(1.0, 0), (inf, 0)], 0.5) is None
+    buckets = [(10.0, 0), (20.0, 50), (30.0, 100), (inf, 100)]
+    assert bucket_quantile(buckets, 0.5) == 20.0  # the 50th of 100 documents ends the (10, 20] bucket
+    assert bucket_quantile(buckets, 0.25) == 15.0  # halfway into it
+    assert bucket_quantile(buckets, 0.99) == 29.8
+    assert bucket_quantile([(10.0, 1), (inf, 4)], 0.9) == 10.0  # past the last finite bound: that bound
