@@ -13,8 +13,9 @@ idle time and scrapes). Per pair:
 the worker's CPU per event without the verifier; the extra CPU with it, per document the
 verifier compared and as a share of the worker's CPU per event (per event: every event changes
 a document the verifier compares once per page of entries naming it); from the verifier's
-metrics, the seconds from a change's ingestion to its verification (p50, p99 of the last 10,000
-documents; ``settle`` is its floor by design) and the divergences it found (0 on a correct run).
+metrics, the seconds from a change's ingestion to its verification (p50, p99 over every verified
+document, estimated from the histogram's buckets; ``settle`` is its floor by design) and the
+divergences it found (0 on a correct run).
 Medians and ranges over the pairs. Figures in BENCHMARKS.md.
 """
 
