@@ -138,6 +138,7 @@ class ProjectionProcessor:
         for _, _, written in self.targets:
             written.forget()
         self._seen.clear()
+
     def prepare(self, work: Work) -> None:
         if work.offset > self._seen.get(work.tp, -1):
             self._seen[work.tp] = work.offset
