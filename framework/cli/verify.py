@@ -41,9 +41,7 @@ async def _verify(args: argparse.Namespace, app: Any, settings: Any) -> Any:
     from framework.cli.job_turn import aggregate_targets
     from framework.coordination import open_checkpoint_store
     from framework.dlq import DeadLetterWAL
-    from framework.notifications.reader import NotificationReader
-    from framework.verify import CONSUMER, ChangeVerifier
-    from framework.verify.park import dlq_parker
+    from framework.verify.assembly import app_verifier
     from stores.open import open_search_index, open_wide_store
 
     if app.projections and not settings.es_url:
@@ -55,14 +53,8 @@ async def _verify(args: argparse.Namespace, app: Any, settings: Any) -> Any:
     wal = DeadLetterWAL(args.dlq_root or settings.data_dir / "verify" / "dlq")
     announcer, contributions = aggregate_targets(app, settings, store)
     try:
-        targets: dict[str, Any] = {p.name: index for p in app.projections}
-        targets.update({a.name: contributions for a in app.aggregates})
-        c = app.notifications
-        reader = NotificationReader(store, checkpoints, CONSUMER, retention=c.retention, settle=args.settle)
-        await reader.ensure()
-        park = dlq_parker({v.name: (v, app.change_topic(v)) for v in app.views}, wal)
-        verifier = ChangeVerifier(app.views, store, targets, reader, recheck=args.recheck,
-                                  park=park, tenant_of=c.tenant_of)  # fmt: skip
+        verifier = await app_verifier(app, store, index, contributions, checkpoints, wal,
+                                      settle=args.settle, recheck=args.recheck)  # fmt: skip
         if args.once:
             while await verifier.step():
                 pass

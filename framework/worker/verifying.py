@@ -14,10 +14,9 @@ from typing import Any
 
 from framework.app import App
 from framework.coordination import open_checkpoint_store
-from framework.notifications.reader import NotificationReader
 from framework.settings import Settings
-from framework.verify import CONSUMER, ChangeVerifier, VerifyStats
-from framework.verify.park import dlq_parker
+from framework.verify import ChangeVerifier, VerifyStats
+from framework.verify.assembly import app_verifier
 from stores.base import SearchIndex
 from stores.open import sqlite_beside
 
@@ -56,16 +55,10 @@ class WorkerVerifier:
         self, store: Any, index: SearchIndex | None, contributions: SearchIndex, dlq: Any
     ) -> None:
         """Start verifying with the worker's open resources."""
-        app, settle = self.app, float(self.settings.verify or 0)
-        assert app.notifications is not None
+        settle = float(self.settings.verify or 0)
         self._checkpoints = await asyncio.to_thread(open_checkpoint_store, self.url)
-        reader = NotificationReader(store, self._checkpoints, CONSUMER, retention=app.notifications.retention,
-                                    settle=settle)  # fmt: skip
-        targets: dict[str, Any] = {p.name: index for p in app.projections}
-        targets.update({a.name: contributions for a in app.aggregates})
-        park = dlq_parker({v.name: (v, app.change_topic(v)) for v in app.views}, dlq)
-        self.verifier = ChangeVerifier(app.views, store, targets, reader, recheck=min(5.0, settle / 2),
-                                       park=park, tenant_of=app.notifications.tenant_of)  # fmt: skip
+        self.verifier = await app_verifier(self.app, store, index, contributions, self._checkpoints, dlq,
+                                           settle=settle, recheck=min(5.0, settle / 2))  # fmt: skip
         self._task = asyncio.create_task(self.verifier.run(self._stop), name="converge.verify")
 
     async def stop(self) -> None:

@@ -1,0 +1,41 @@
+"""The verifier of a whole app: its views with their targets, its notification reader and
+checkpoint, and parking into a dead-letter log (``converge verify`` and the worker's task)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from framework.coordination import CheckpointStore
+from framework.dlq import DeadLetterWAL
+from framework.notifications.reader import NotificationReader
+from framework.verify.park import dlq_parker
+from framework.verify.verifier import CONSUMER, ChangeVerifier
+from stores.base import SearchIndex, WideColumnStore
+
+__all__ = ["app_verifier"]
+
+
+async def app_verifier(
+    app: Any,
+    store: WideColumnStore,
+    index: SearchIndex | None,
+    contributions: SearchIndex | None,
+    checkpoints: CheckpointStore,
+    dlq: DeadLetterWAL,
+    *,
+    settle: float,
+    recheck: float,
+) -> ChangeVerifier:
+    """The verifier of every view of ``app`` (a ``framework.App`` whose notifications are on):
+    projections against ``index``, aggregates against ``contributions``."""
+    notifications = app.notifications
+    if notifications is None:
+        raise ValueError(f"verify: app {app.name} records no notifications (App(notifications=True))")
+    retention = notifications.retention
+    reader = NotificationReader(store, checkpoints, CONSUMER, retention=retention, settle=settle)
+    await reader.ensure()
+    targets: dict[str, Any] = {p.name: index for p in app.projections}
+    targets.update({a.name: contributions for a in app.aggregates})
+    park = dlq_parker({v.name: (v, app.change_topic(v)) for v in app.views}, dlq)
+    return ChangeVerifier(app.views, store, targets, reader, recheck=recheck, park=park,
+                          tenant_of=notifications.tenant_of)  # fmt: skip
