@@ -77,4 +77,4 @@ async def changed_documents(
 
 
 def _partition(view: Projection, key: Mapping[str, CellValue]) -> PartitionKey:
-    return {c.name: key[c.name] for c in view.partition_key}
+    return {name: key[name] for name in view.key_names}
