@@ -37,6 +37,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 
+from framework.core.json_codec import encode
 from stores.base import IndexOp
 
 __all__ = ["Fingerprint", "Position", "WrittenDocuments"]
@@ -46,7 +47,7 @@ Fingerprint = tuple[int, bytes | None]
 #: A change record's place: ``(topic partition, offset)``.
 Position = tuple[Hashable, int]
 
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 
 
 def _fingerprint(op: IndexOp) -> Fingerprint | None:
@@ -54,7 +55,7 @@ def _fingerprint(op: IndexOp) -> Fingerprint | None:
     if op.doc is None:
         return op.version, None
     try:
-        data = _CANONICAL.encode(op.doc).encode("utf-8")
+        data = encode(op.doc, _CANONICAL, sort_keys=True)
     except (TypeError, ValueError):  # not JSON, or text with a lone surrogate
         return None
     return op.version, hashlib.blake2b(data, digest_size=16).digest()

@@ -4,7 +4,8 @@ A packed row is ``{"column": [value, writetime]}``, or ``[value, writetime, expi
 an expiring cell (an *item*); a cell tombstone's value is ``null``. JSON has no bytes, so blob
 values are base64 text: the column's type in the schema tells them apart. Every other value
 survives JSON as it is: int64 integers, doubles (``-0.0`` and infinities included; NaN is never
-stored), booleans and text (ASCII-escaped, so a packed row is always valid UTF-8).
+stored), booleans and text (never a lone surrogate, so a packed row is always valid UTF-8).
+Rows are packed and read through ``framework.core.json_codec`` (orjson where it is exact).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from framework.core.cells import Cell
+from framework.core.json_codec import decode, encode
 from framework.core.schema import TableSchema
 
 __all__ = [
@@ -32,9 +34,16 @@ __all__ = [
 #: One packed cell: ``[value, writetime]`` or ``[value, writetime, expires_at]``.
 Item = list[Any]
 
-#: The packed row as JSON text (compact), and the packed row from it.
-dump = json.JSONEncoder(separators=(",", ":")).encode
-items: Any = json.JSONDecoder().decode
+_exact = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def dump(row: Mapping[str, Item]) -> str:
+    """The packed row as JSON text (compact)."""
+    return encode(row, _exact).decode("utf-8")
+
+
+#: The packed row from its JSON text.
+items: Any = decode
 
 #: The regular columns of each type of each schema seen, by the schema's identity (hashing a
 #: schema costs more than the lookup saves).
