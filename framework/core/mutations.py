@@ -25,6 +25,7 @@ __all__ = [
     "CellValue",
     "check_identifier",
     "check_version",
+    "checked_upsert",
     "MAX_VERSION",
     "MAX_TEXT_BYTES",
 ]
@@ -147,6 +148,22 @@ class Upsert:
                 raise MutationError("ttl", f"must be a positive integer of seconds, got {self.ttl!r}")
             if self.ttl > 630_720_000:
                 raise MutationError("ttl", "must be at most 20 years (Cassandra's limit)")
+
+
+def checked_upsert(
+    table: str, key: Mapping[str, CellValue], cells: Mapping[str, CellValue], version: int
+) -> Upsert:
+    """An ``Upsert`` (no TTL) built from parts that have passed its checks already, without
+    checking them again: for the framework's own writes derived from checked mutations (a
+    version mark: another mutation's key, one integer cell, its version)."""
+    upsert = object.__new__(Upsert)
+    put = object.__setattr__
+    put(upsert, "table", table)
+    put(upsert, "key", MappingProxyType(dict(key)))
+    put(upsert, "cells", MappingProxyType(dict(cells)))
+    put(upsert, "version", version)
+    put(upsert, "ttl", None)
+    return upsert
 
 
 @dataclass(frozen=True, slots=True)

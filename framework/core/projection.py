@@ -35,7 +35,7 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from framework.core.mutations import CellValue, Mutation, Upsert, check_identifier
+from framework.core.mutations import CellValue, Mutation, Upsert, check_identifier, checked_upsert
 from framework.core.rows import Row
 from framework.core.schema import Column, SchemaError, TableSchema
 
@@ -150,7 +150,7 @@ class Projection(abc.ABC):
         or at ``at`` for all of them (a join's, 0: the partition has a mark, not raised)."""
         name = self.version_table.name
         marks = [(key, version if at is None else at) for key, version in self.touched(mutations).values()]
-        return [Upsert(name, dict(key), {_VERSION_COLUMN: v}, v) for key, v in marks]
+        return [checked_upsert(name, key, {_VERSION_COLUMN: v}, v) for key, v in marks]
 
     def document(self, key: PartitionKey, rows: Mapping[str, Sequence[Row]], mark: Row | None) -> Document:
         """The document of a partition at its version: the mark when there is one (a join's
