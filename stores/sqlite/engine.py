@@ -596,19 +596,21 @@ class SqliteEngine:
         clustered = bool(schema.clustering_key)
         partition: bytes | None = None
         partition_tombstone: int | None = None
+        values: tuple[CellValue, ...] | None = None  # the partition key's, decoded once a partition
         for pk, ck, tombstone, text in records:
             if pk != partition:
-                partition, partition_tombstone = pk, deleted.get(pk)
+                partition, partition_tombstone, values = pk, deleted.get(pk), None
             if clustered and ck == _PARTITION:
                 partition_tombstone = _later(partition_tombstone, tombstone)
                 continue
             cells = live_cells(schema, text, now, _later(partition_tombstone, tombstone))
             if cells:
-                yield self._row(schema, (pk, ck), cells)
+                if values is None:
+                    values = decode_key(schema.partition_key, pk)
+                yield self._row(schema, values + decode_key(schema.clustering_key, ck), cells)
 
     @staticmethod
-    def _row(schema: TableSchema, key: tuple[bytes, bytes], cells: dict[str, Cell]) -> Row:
-        values = decode_key(schema.partition_key, key[0]) + decode_key(schema.clustering_key, key[1])
+    def _row(schema: TableSchema, values: tuple[CellValue, ...], cells: dict[str, Cell]) -> Row:
         names, columns = _layout(schema)
         ordered = {name: cells[name] for name in columns if name in cells}
         return Row(key=dict(zip(names, values, strict=True)), cells=ordered)
