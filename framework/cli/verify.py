@@ -7,6 +7,8 @@ runs until interrupted, printing a summary every ``--report-every``. ``--once`` 
 has settled and exits: 0 when nothing is left divergent, 1 when a divergence was parked.
 Unrepairable divergences are parked in the dead-letter log at ``--dlq-root`` (default
 ``<data_dir>/verify/dlq``; ``converge dlq list --root`` shows them, ``replay`` re-projects them).
+``--metrics-port`` serves its ``converge_verify_*`` metrics on 127.0.0.1 (``converge status
+--url`` reads them; the setting ``metrics_token``, when set, is required of every request).
 Store, index, broker and checkpoints come from the app's settings and the flags.
 """
 
@@ -41,6 +43,7 @@ async def _verify(args: argparse.Namespace, app: Any, settings: Any) -> Any:
     from framework.cli.job_turn import aggregate_targets
     from framework.coordination import open_checkpoint_store
     from framework.dlq import DeadLetterWAL
+    from framework.metrics.verifier_endpoint import serve_verifier_metrics
     from framework.verify.assembly import app_verifier
     from stores.open import open_search_index, open_wide_store
 
@@ -52,9 +55,14 @@ async def _verify(args: argparse.Namespace, app: Any, settings: Any) -> Any:
     checkpoints = await asyncio.to_thread(open_checkpoint_store, url)
     wal = DeadLetterWAL(args.dlq_root or settings.data_dir / "verify" / "dlq")
     announcer, contributions = aggregate_targets(app, settings, store)
+    server = None
     try:
         verifier = await app_verifier(app, store, index, contributions, checkpoints, wal,
                                       settle=args.settle, recheck=args.recheck)  # fmt: skip
+        if args.metrics_port is not None:
+            server, port = await serve_verifier_metrics(lambda: verifier.stats, args.metrics_port,
+                                                        token=settings.metrics_token)  # fmt: skip
+            print(f"metrics: http://127.0.0.1:{port}/metrics", flush=True)
         if args.once:
             while await verifier.step():
                 pass
@@ -70,6 +78,8 @@ async def _verify(args: argparse.Namespace, app: Any, settings: Any) -> Any:
         await runner
         return verifier.stats
     finally:
+        if server is not None:
+            await server.cleanup()
         if announcer is not None:
             await announcer.close()
         wal.close()
@@ -128,4 +138,6 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     p.add_argument("--report-every", type=parse_duration, default=60.0,
                    help=f"summary interval ({DURATION_HELP})")  # fmt: skip
     p.add_argument("--dlq-root", type=Path, default=None, help="where unrepairable divergences are parked")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="serve the metrics at http://127.0.0.1:PORT/metrics (0: a free port)")  # fmt: skip
     p.set_defaults(func=_run)

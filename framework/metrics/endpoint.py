@@ -21,7 +21,7 @@ from framework.metrics.collector import ConvergeCollector
 from framework.metrics.observers import BATCH_BUCKETS, SINK_LATENCY, observe_batches, time_sinks
 from framework.metrics.snapshot import Snapshot, take_snapshot
 
-__all__ = ["METRICS_PATH", "MetricsEndpoint", "mount_metrics"]
+__all__ = ["METRICS_PATH", "CONTENT_TYPE", "MetricsEndpoint", "mount_metrics", "bearer_challenge"]
 
 METRICS_PATH = "/metrics"
 #: The classic text format, read by every Prometheus version (the names here are plain ASCII).
@@ -39,7 +39,7 @@ class MetricsEndpoint:
         if worker.converge is None:
             raise ValueError("metrics need a worker built by build_worker (it has no wiring)")
         self.worker = worker
-        self._token = None if token is None else token.encode("utf-8")
+        self._token = token
         self._last = Snapshot()
         self._lock = asyncio.Lock()
         self.registry = CollectorRegistry(auto_describe=False)
@@ -61,17 +61,22 @@ class MetricsEndpoint:
             self._last = await take_snapshot(self.worker, self._last)
             return generate_latest(self.registry)
 
-    def _authorized(self, request: web.Request) -> bool:
-        if self._token is None:
-            return True
-        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode("utf-8"), self._token)
-
     async def handle(self, request: web.Request) -> web.Response:
-        if not self._authorized(request):
-            challenge = {"WWW-Authenticate": 'Bearer realm="converge-metrics"'}
-            return web.json_response({"error": "missing or wrong token"}, status=401, headers=challenge)
+        refused = bearer_challenge(request, self._token)
+        if refused is not None:
+            return refused
         return web.Response(body=await self.render(), headers={"Content-Type": CONTENT_TYPE})
+
+
+def bearer_challenge(request: web.Request, token: str | None) -> web.Response | None:
+    """The 401 answer to ``request`` when ``token`` is set and the request does not bear it."""
+    if token is None:
+        return None
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
+        return None
+    challenge = {"WWW-Authenticate": 'Bearer realm="converge-metrics"'}
+    return web.json_response({"error": "missing or wrong token"}, status=401, headers=challenge)
 
 
 def mount_metrics(worker: Any, *, token: str | None = None, path: str = METRICS_PATH) -> MetricsEndpoint:

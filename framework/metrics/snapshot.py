@@ -38,6 +38,7 @@ __all__ = [
     "parked_counts",
     "declared_sinks",
     "split_tp",
+    "verify_status",
 ]
 
 log = logging.getLogger(__name__)
@@ -181,12 +182,12 @@ async def take_snapshot(worker: Any, last: Snapshot | None = None) -> Snapshot:
         except Exception as exc:  # noqa: BLE001 - a scrape must not fail on a closing WAL
             log.warning("metrics: could not read the dead-letter index: %r", exc)
     sinks = {r.name: declared_sinks(r.processor) for r in wiring.runtimes}
-    return Snapshot(runtimes, offsets, parked, sinks, _verify_status(wiring))
+    verifier = getattr(wiring, "verifier", None)
+    verify = None if verifier is None else verify_status(verifier.stats)
+    return Snapshot(runtimes, offsets, parked, sinks, verify)
 
 
-def _verify_status(wiring: Any) -> dict[str, Any] | None:
-    stats = wiring.verifier.stats if getattr(wiring, "verifier", None) is not None else None
-    if stats is None:
-        return None
+def verify_status(stats: Any) -> dict[str, Any]:
+    """``Snapshot.verify`` of a change verifier's ``VerifyStats``: its counts and how far behind."""
     at = stats.last_position
     return {**stats.to_dict(), "behind_seconds": None if at is None else max(0.0, time.time() - at / 1e6)}

@@ -4,14 +4,19 @@ desk (see ``test_verifier``), with documents deleted behind the framework's back
 
 from __future__ import annotations
 
+import asyncio
+import urllib.error
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from framework.metrics import ConvergeCollector, Snapshot, names
-from framework.metrics.summary import summarize, summarize_verify
+from framework.metrics.summary import fetch_metrics, summarize, summarize_verify
+from framework.metrics.verifier_endpoint import serve_verifier_metrics
 from framework.testing import Driver
-from tests.verify.test_verifier import drain, support_desk, verifier
+from tests.verify.test_verifier import Example, activity_platform, drain, support_desk, verifier
 
 
 def _text(snap: Snapshot) -> str:
@@ -58,3 +63,36 @@ def test_quantiles_come_from_the_buckets_as_prometheus_estimates_them() -> None:
     assert bucket_quantile(buckets, 0.25) == 15.0  # halfway into it
     assert bucket_quantile(buckets, 0.99) == 29.8
     assert bucket_quantile([(10.0, 1), (inf, 4)], 0.9) == 10.0  # past the last finite bound: that bound
+
+
+@pytest.mark.parametrize("example", [support_desk, activity_platform], ids=["desk", "platform"])
+def test_the_standalone_verifier_serves_its_figures_on_loopback(
+    tmp_path: Path, example: Callable[[], Example]
+) -> None:
+    """``converge verify --metrics-port``'s server, fetched as ``converge status --url`` does."""
+    ex = example()
+    with Driver(ex.app) as d:
+        assert d.send(ex.events) == []
+        view = d.app.projections[0]
+        doc_id = sorted(ex.documents)[0]
+        d.run(d.index.delete(view.alias, doc_id, ex.documents[doc_id][1]))
+        v = verifier(d, tmp_path)
+        drain(d, v)
+
+    async def scrape(token: str | None, sent: str | None) -> str:
+        runner, port = await serve_verifier_metrics(lambda: v.stats, 0, token=token)
+        try:
+            assert runner.addresses[0][0] == "127.0.0.1"
+            url = f"http://127.0.0.1:{port}"
+            return await asyncio.to_thread(fetch_metrics, url, token=sent)
+        finally:
+            await runner.cleanup()
+
+    summary = summarize_verify(asyncio.run(scrape(None, None)))
+    stats = v.stats.to_dict()
+    assert summary is not None and summary.documents == stats["verified"] > 0
+    assert summary.repaired["missing"] == 1 and summary.entries == stats["entries"] > 0
+    assert summary.behind_s is not None
+    assert summarize_verify(asyncio.run(scrape("s3cret", "s3cret"))) == summary
+    with pytest.raises(urllib.error.HTTPError, match="401"):
+        asyncio.run(scrape("s3cret", "wrong"))
