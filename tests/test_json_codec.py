@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framework.core.json_codec import decode, encode
+from framework.core.json_codec import decode, encode, round_trip
 
 _plain = json.JSONEncoder(separators=(",", ":")).encode
 _sorted = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
@@ -103,3 +103,8 @@ def test_decode_contract_is_64_bit_integers() -> None:
     assert decode("[9223372036854775807,-9223372036854775808]") == [2**63 - 1, -(2**63)]
     with pytest.raises(json.JSONDecodeError):
         decode("{not json")
+
+
+@given(_values)
+def test_round_trip_reads_back_what_the_fallback_writes(value: Any) -> None:
+    assert _same(round_trip(value, _plain), json.loads(_plain(value)))

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["decode", "encode"]
+__all__ = ["decode", "encode", "round_trip"]
 
 _PLAIN = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
 _SORTED = _PLAIN | orjson.OPT_SORT_KEYS
@@ -41,6 +41,21 @@ def encode(value: Any, fallback: Callable[[Any], str], *, sort_keys: bool = Fals
     if b"null" in out:  # maybe a NaN or an infinity, which orjson writes as null
         return fallback(value).encode("utf-8")
     return out
+
+
+def round_trip(value: Any, fallback: Callable[[Any], str]) -> Any:
+    """``json.loads(fallback(value))``: ``value`` as read back from the JSON ``fallback`` writes.
+
+    When orjson writes ``value`` exactly, it also reads it back exactly (the integers it writes
+    fit in 64 bits), so the standard library runs only for what orjson would not write.
+    """
+    try:
+        out = orjson.dumps(value, option=_PLAIN)
+    except orjson.JSONEncodeError:
+        return json.loads(fallback(value))
+    if b"null" in out:
+        return json.loads(fallback(value))
+    return orjson.loads(out)
 
 
 def decode(text: str | bytes) -> Any:

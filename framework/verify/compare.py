@@ -11,11 +11,13 @@ expected one is compared as the index would store it (``encode_document``).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, Literal
 
+from framework.core.json_codec import round_trip
 from framework.core.projection import Document
 from stores.base import SearchHit
-from stores.elasticsearch.checks import encode_document
+from stores.elasticsearch.checks import METADATA_FIELDS, encode_document
 
 __all__ = ["Category", "CATEGORIES", "classify", "as_stored"]
 
@@ -27,9 +29,16 @@ CATEGORIES: tuple[Category, ...] = ("missing", "orphaned", "stale", "ahead", "co
 _UNLIMITED = 1 << 62
 
 
+def _encoded(doc: Any) -> str:
+    return encode_document(doc, _UNLIMITED).decode("utf-8")
+
+
 def as_stored(doc: Any) -> Any:
-    """``doc`` as the index returns it: encoded as it is written, then parsed."""
-    return json.loads(encode_document(doc, _UNLIMITED))
+    """``doc`` as the index returns it: encoded as it is written (``encode_document``, whose
+    errors it raises), then parsed."""
+    if not isinstance(doc, Mapping) or not METADATA_FIELDS.isdisjoint(doc):
+        return json.loads(_encoded(doc))  # encode_document raises its error
+    return round_trip(doc, _encoded)
 
 
 def classify(expected: Document, found: SearchHit | None, *, versions: bool = True) -> Category | None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 import pytest
 
 from framework.verify import CATEGORIES, classify
+from framework.verify.compare import as_stored
 from stores.base import SearchHit
+from stores.elasticsearch.checks import DocumentError
 
 DOC = {"title": "t", "n": 3, "at": datetime.date(2026, 1, 2)}
 
@@ -30,3 +33,22 @@ DOC = {"title": "t", "n": 3, "at": datetime.date(2026, 1, 2)}
 def test_each_category(expected, found, versions, category) -> None:  # type: ignore[no-untyped-def]
     assert classify(expected, found, versions=versions) == category
     assert category is None or category in CATEGORIES
+
+
+@pytest.mark.parametrize(
+    ("doc", "stored"),
+    [
+        ({"n": 1, "x": 1.0, "b": True, "t": ("a", "b")}, {"n": 1, "x": 1.0, "b": True, "t": ["a", "b"]}),
+        ({"big": 2**70, "none": None}, {"big": 2**70, "none": None}),  # beyond orjson: the stdlib reads it
+        ({"at": datetime.date(2026, 1, 2)}, {"at": "2026-01-02"}),  # as the Elasticsearch client writes it
+    ],
+)
+def test_as_stored_is_the_document_as_the_index_returns_it(doc: Any, stored: dict[str, Any]) -> None:
+    out = as_stored(doc)
+    assert out == stored and [type(v) for v in out.values()] == [type(v) for v in stored.values()]
+
+
+@pytest.mark.parametrize("doc", [{"_id": "x"}, {"x": float("nan")}, ["not", "a", "mapping"], {1: "key"}])
+def test_as_stored_refuses_what_the_index_writer_refuses(doc: Any) -> None:
+    with pytest.raises(DocumentError):
+        as_stored(doc)
