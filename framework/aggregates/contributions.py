@@ -24,6 +24,7 @@ announce those groups.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -155,7 +156,13 @@ class ContributionIndex(SearchIndex):
 
 def _gid(key: Mapping[str, Any]) -> str:
     """The group id of a ``_contrib`` or ``_members`` row's key."""
-    return Group(tuple(parse_series(str(key["series"]))), int(key["window"])).id
+    return _group_id(str(key["series"]), int(key["window"]))
+
+
+@functools.lru_cache(maxsize=65_536)
+def _group_id(series: str, window: int) -> str:
+    """The id of the group of ``series`` (its stored text) and ``window`` (rows repeat groups)."""
+    return Group(tuple(parse_series(series)), window).id
 
 
 def _mark(row: Any) -> int:
