@@ -9,6 +9,8 @@ surrogates, and reads integers beyond 64 bits as floats. So:
   the one that encoder means, and its errors stay the caller's errors. Dataclasses, dates and
   subclasses of built-in types also go to the fallback, so only plain JSON values take the
   fast path.
+- ``round_trip`` (a value as read back from its JSON) takes orjson's way only where ``encode``
+  does.
 - ``decode`` falls back to ``json.loads`` whenever orjson refuses the text (``NaN`` and
   ``Infinity`` literals, escaped lone surrogates) and is only for text whose integers fit in
   64 bits, as every value the stores accept does (``framework.core.mutations.check_value``).
@@ -28,34 +30,34 @@ _PLAIN = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | or
 _SORTED = _PLAIN | orjson.OPT_SORT_KEYS
 
 
+def _exact(value: Any, option: int) -> bytes | None:
+    """orjson's text of ``value`` when it is the value itself (no ``null`` that may have been a
+    NaN or an infinity, nothing orjson refuses), else None."""
+    try:
+        out = orjson.dumps(value, option=option)
+    except orjson.JSONEncodeError:
+        return None
+    return None if b"null" in out else out
+
+
 def encode(value: Any, fallback: Callable[[Any], str], *, sort_keys: bool = False) -> bytes:
     """``value`` as compact UTF-8 JSON, equal in value to ``fallback(value).encode()``.
 
     ``fallback`` is a standard-library encoder with separators ``(",", ":")`` and the same
     ``sort_keys``; it also decides every value orjson would not write exactly as it does.
     """
-    try:
-        out = orjson.dumps(value, option=_SORTED if sort_keys else _PLAIN)
-    except orjson.JSONEncodeError:
-        return fallback(value).encode("utf-8")
-    if b"null" in out:  # maybe a NaN or an infinity, which orjson writes as null
-        return fallback(value).encode("utf-8")
-    return out
+    out = _exact(value, _SORTED if sort_keys else _PLAIN)
+    return fallback(value).encode("utf-8") if out is None else out
 
 
 def round_trip(value: Any, fallback: Callable[[Any], str]) -> Any:
     """``json.loads(fallback(value))``: ``value`` as read back from the JSON ``fallback`` writes.
 
-    When orjson writes ``value`` exactly, it also reads it back exactly (the integers it writes
-    fit in 64 bits), so the standard library runs only for what orjson would not write.
+    What orjson writes exactly it also reads back exactly (the integers it writes fit in 64
+    bits), so the standard library runs only for what orjson would not write.
     """
-    try:
-        out = orjson.dumps(value, option=_PLAIN)
-    except orjson.JSONEncodeError:
-        return json.loads(fallback(value))
-    if b"null" in out:
-        return json.loads(fallback(value))
-    return orjson.loads(out)
+    out = _exact(value, _PLAIN)
+    return json.loads(fallback(value)) if out is None else orjson.loads(out)
 
 
 def decode(text: str | bytes) -> Any:
