@@ -10,6 +10,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Literal
 
 from framework.core.projection import Document, PartitionKey, Projection
+from framework.core.rows import Row
 from framework.runtime.change_feed import changed_partitions
 from framework.runtime.errors import MessageError
 from framework.runtime.processor import bounded, parse_work
@@ -22,6 +23,7 @@ __all__ = [
     "read_document",
     "read_documents",
     "read_shared_documents",
+    "read_shared_sources",
     "write_document",
     "project_partition",
     "ProjectionProcessor",
@@ -63,10 +65,18 @@ async def read_shared_documents(
     for p in projections[1:]:
         if p.version_table.name != first.version_table.name or p.source_names != first.source_names:
             raise ValueError(f"{p.name} does not share the marks and source tables of {first.name}")
-    marks = await store.read_rows(first.version_table.name, keys)
-    by_table = {t.name: await store.read_partitions(t.name, keys) for t in first.tables}
-    rows = [{name: read[i] for name, read in by_table.items()} for i in range(len(keys))]
+    marks, rows = await read_shared_sources(store, first, keys)
     return [[p.document(key, rows[i], marks[i]) for i, key in enumerate(keys)] for p in projections]
+
+
+async def read_shared_sources(
+    store: WideColumnStore, projection: Projection, keys: Sequence[PartitionKey]
+) -> tuple[list[Row | None], list[dict[str, list[Row]]]]:
+    """What the documents of ``keys`` are built from: each partition's version mark and its rows
+    by source table (the marks read first, as ``read_documents`` says)."""
+    marks = await store.read_rows(projection.version_table.name, keys)
+    by_table = {t.name: await store.read_partitions(t.name, keys) for t in projection.tables}
+    return marks, [{name: read[i] for name, read in by_table.items()} for i in range(len(keys))]
 
 
 async def write_document(

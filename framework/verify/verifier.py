@@ -38,12 +38,13 @@ from framework.core.projection import Document, PartitionKey, Projection
 from framework.metrics.summary import bucket_quantile
 from framework.notifications.entries import TenantOf, key_ident
 from framework.notifications.reader import NotificationReader
-from framework.runtime.projector import project_partition, read_shared_documents
+from framework.runtime.projector import project_partition, read_shared_sources
 from framework.verify.changes import Changed, changed_documents
 from framework.verify.compare import CATEGORIES, Category, classify
+from framework.verify.digests import rows_digest
 from stores.base import SearchHit, SearchIndex, WideColumnStore
 
-__all__ = ["ChangeVerifier", "Divergence", "VerifyStats", "Park", "CONSUMER", "LAG_BUCKETS"]
+__all__ = ["ChangeVerifier", "Divergence", "VerifyStats", "Park", "Right", "CONSUMER", "LAG_BUCKETS"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ class Divergence:
 
 #: ``park(divergence, reason)``: keep an unrepairable divergence for an operator.
 Park = Callable[[Divergence, str], Awaitable[None]]
+#: A document found right: its view, id, the index's copy and the digest of its rows.
+Right = tuple[Projection, str, SearchHit | None, int]
 
 
 async def _log_only(divergence: Divergence, reason: str) -> None:
@@ -184,10 +187,21 @@ class ChangeVerifier:
 
     async def _verify(self, group: list[Changed]) -> None:
         """Verify the changed documents of views sharing a version table (so the same sources)."""
-        views = [c.view for c in group]
         keys = {key_ident(k): k for c in group for k in c.keys.values()}
-        first = await self._compare(views, list(keys.values()))
+        await self.verify_keys([c.view for c in group], list(keys.values()))
         self.stats.verified += sum(len(c.keys) for c in group)
+        now = self.clock()
+        for c in group:
+            for at in c.since.values():
+                self.stats.observe_lag(now - at / 1e6)
+
+    async def verify_keys(
+        self, views: list[Projection], keys: list[PartitionKey], right: list[Right] | None = None
+    ) -> None:
+        """Compare the documents of ``views`` (sharing a version table) at ``keys``, look again
+        at those that differ, repair or park what differs twice. ``right``: receives each document
+        found right at the first look, with the digests of its rows and of the index's copy."""
+        first = await self._compare(views, keys, right)
         if first:
             await self.sleep(self.recheck)
             differing = {key_ident(key): key for key, _, _, _ in first.values()}
@@ -197,28 +211,29 @@ class ChangeVerifier:
                 if before is None or before[2] != expected:  # the store moved on: no longer the same
                     continue
                 await self._settle(view, key, expected, found)
-        now = self.clock()
-        for c in group:
-            for at in c.since.values():
-                self.stats.observe_lag(now - at / 1e6)
 
     async def _compare(
-        self, views: list[Projection], keys: list[PartitionKey]
+        self, views: list[Projection], keys: list[PartitionKey], right: list[Right] | None = None
     ) -> dict[tuple[str, str], tuple[PartitionKey, Projection, Document, SearchHit | None]]:
         """The documents of ``views`` among ``keys`` whose copy in the target differs, by view
         name and document id; the views' rows are read once."""
         out: dict[tuple[str, str], tuple[PartitionKey, Projection, Document, SearchHit | None]] = {}
+        marks_table = views[0].version_table.name
         for i in range(0, len(keys), self.page):
             chunk = keys[i : i + self.page]
-            documents = await read_shared_documents(self.store, views, chunk)
-            for view, expected in zip(views, documents, strict=True):
+            marks, rows = await read_shared_sources(self.store, views[0], chunk)
+            for view in views:
                 versions = not isinstance(view, Aggregate)
+                expected = [view.document(key, rows[j], marks[j]) for j, key in enumerate(chunk)]
                 if not versions:  # an entity without contributions has none stored: no document
                     expected = [(doc_id, doc or None, v) for doc_id, doc, v in expected]
                 found = await self.targets[view.name].get_many(view.alias, [doc[0] for doc in expected])
-                for key, doc, hit in zip(chunk, expected, found, strict=True):
+                for j, (key, doc, hit) in enumerate(zip(chunk, expected, found, strict=True)):
                     if classify(doc, hit, versions=versions) is not None:
                         out[(view.name, doc[0])] = (key, view, doc, hit)
+                    elif right is not None:
+                        digest = rows_digest(marks_table, marks[j], rows[j])
+                        right.append((view, doc[0], hit, digest))
         return out
 
     async def _settle(

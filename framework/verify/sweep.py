@@ -1,0 +1,263 @@
+"""A full sweep: every document of every view checked, building in full only those whose digests
+differ from the ledger's record of their last verification.
+
+For each view the sweep reads the index's documents (a scan: only the index's copy witnesses
+damage done behind the framework's back) and digests each (``hit_digest``), then scans the
+view's source tables and version marks and digests each partition's rows (``rows_digest``): no
+document is built. It compares the two sides top-down against the ledger
+(``framework.verify.digests``): first one digest per bucket of document ids (the exclusive-or of
+its documents' leaves, kept in ``converge_verified_buckets`` when the bucket was last found
+right), then, in a bucket that differs, each document's record. A document whose digests both
+equal its record is right (a projection is pure); any other one is verified in full by the
+change verifier's routine (``ChangeVerifier.verify_keys``: built from the store's rows, compared,
+looked at again, repaired or parked), and recorded once found right. A document only the index
+holds (no row, no mark: no partition key) is looked up again after ``recheck`` seconds and
+deleted at the version it holds when still there unchanged: the repair ``converge spark check
+--repair`` makes of an orphan.
+
+The index is scanned before the store: a document's rows are written before it is, so a
+partition absent from the later scan of the store was gone by then (an erasure, an expiry) and
+its document is an orphan indeed. The first sweep of a view has no record and verifies every
+document in full (the cost of ``converge spark check``); the next ones build only what changed
+since, or was damaged.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from framework.core.aggregate import Aggregate
+from framework.core.mutations import CellValue, Mutation, Upsert
+from framework.core.projection import PartitionKey, Projection
+from framework.core.schema import Column, TableSchema
+from framework.runtime.projector import write_document
+from framework.verify.digests import BUCKETS, Ledger, Record, bucket_of, hit_digest, row_digest
+from framework.verify.verifier import ChangeVerifier, Right
+
+__all__ = ["BUCKET_DIGESTS", "Sweep", "SweepReport"]
+
+log = logging.getLogger(__name__)
+
+#: One digest per bucket of a view's ledger, written when the whole bucket was found right.
+BUCKET_DIGESTS = TableSchema(
+    name="converge_verified_buckets",
+    partition_key=(Column("app", "text"), Column("view_name", "text")),
+    clustering_key=(Column("bucket", "int"),),
+    columns=(Column("digest", "text"),),
+)
+
+#: Ledger buckets read at a time.
+_CHUNK = 64
+#: One bucket's documents as both scans give them: doc id -> (index digest, rows digest, partition
+#: key, None for a document only the index holds).
+Side = dict[str, tuple[int, int, PartitionKey | None]]
+
+
+def _leaf(doc_id: str, index_digest: int, rows: int) -> int:
+    data = b"%s:%x:%x" % (doc_id.encode("utf-8", "surrogatepass"), index_digest, rows)
+    return int.from_bytes(hashlib.blake2b(data, digest_size=16).digest(), "big")
+
+
+@dataclass
+class SweepReport:
+    """What one sweep read and did, summed over the views."""
+
+    documents: int = 0  # documents on either side (index, store)
+    index_read: int = 0  # index documents scanned
+    rows_read: int = 0  # store rows scanned (version marks included)
+    buckets: int = 0  # buckets compared
+    buckets_differing: int = 0
+    verified_in_full: int = 0  # documents built from their rows and compared in full
+    recorded: int = 0  # documents recorded right in the ledger
+    orphans: int = 0  # index documents no partition maps to, looked at again
+    divergent: collections.Counter[str] = field(default_factory=collections.Counter)
+    repaired: collections.Counter[str] = field(default_factory=collections.Counter)
+    parked: collections.Counter[str] = field(default_factory=collections.Counter)
+    started_at: float = 0.0
+    finished_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The counts and times as JSON-able data."""
+        out = {k: v for k, v in self.__dict__.items() if not isinstance(v, collections.Counter)}
+        out.update({k: dict(v) for k, v in self.__dict__.items() if isinstance(v, collections.Counter)})
+        return out
+
+
+class Sweep:
+    """Sweeps every view ``verifier`` verifies, with ``ledger`` as the record of verified ones.
+
+    ``clock`` gives the ledger's write times (epoch seconds) and the report's times."""
+
+    def __init__(
+        self,
+        verifier: ChangeVerifier,
+        ledger: Ledger,
+        *,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[Any]] | None = None,
+    ) -> None:
+        self.verifier, self.ledger, self.clock = verifier, ledger, clock
+        self.sleep = sleep or verifier.sleep
+        self.store = verifier.store
+
+    async def ensure(self) -> None:
+        await self.ledger.ensure()
+        await self.store.ensure_table(BUCKET_DIGESTS)
+
+    async def run(self) -> SweepReport:
+        """Sweep every view once; the report (the verifier's stats count what it repaired)."""
+        report = SweepReport(started_at=self.clock())
+        before = (self.verifier.stats.divergent.copy(), self.verifier.stats.repaired.copy(),
+                  self.verifier.stats.parked.copy())  # fmt: skip
+        groups: dict[str, list[Projection]] = {}
+        for view in self.verifier.views:
+            groups.setdefault(view.version_table.name, []).append(view)
+        for views in groups.values():
+            indexed = {v.name: await self._scan_index(v, report) for v in views}
+            partitions = await self._scan_rows(views[0], report)
+            for view in views:
+                await self._sweep_view(view, indexed[view.name], partitions, report)
+        stats = self.verifier.stats
+        report.divergent += stats.divergent - before[0]
+        report.repaired += stats.repaired - before[1]
+        report.parked += stats.parked - before[2]
+        report.finished_at = self.clock()
+        return report
+
+    async def _scan_index(self, view: Projection, report: SweepReport) -> dict[str, tuple[int, int]]:
+        """The index's documents of ``view``: digest and version, by document id."""
+        versions = not isinstance(view, Aggregate)
+        out: dict[str, tuple[int, int]] = {}
+        target = self.verifier.targets[view.name]
+        await target.refresh(view.alias)
+        async for hit in target.scan(view.alias):
+            out[hit.doc_id] = (hit_digest(hit, versions=versions), hit.version or 0)
+        report.index_read += len(out)
+        return out
+
+    async def _scan_rows(self, view: Projection, report: SweepReport) -> dict[tuple[Any, ...], int]:
+        """The digest of each partition's rows and mark in ``view``'s sources, by key values."""
+        names = view.key_names
+        out: dict[tuple[Any, ...], int] = {}
+        for table in (view.version_table.name, *(t.name for t in view.tables)):
+            async for row in self.store.scan(table):
+                if not row.cells:
+                    continue
+                report.rows_read += 1
+                key = row.key
+                part = tuple(key[n] for n in names)
+                out[part] = out.get(part, 0) ^ row_digest(table, row)
+        return out
+
+    async def _sweep_view(
+        self,
+        view: Projection,
+        indexed: dict[str, tuple[int, int]],
+        partitions: dict[tuple[Any, ...], int],
+        report: SweepReport,
+    ) -> None:
+        names = view.key_names
+        sides: list[Side] = [{} for _ in range(BUCKETS)]
+        for part, digest in partitions.items():
+            partition: PartitionKey = dict(zip(names, part, strict=True))
+            doc_id = view.document_id(partition)
+            sides[bucket_of(doc_id)][doc_id] = (indexed.get(doc_id, (0, 0))[0], digest, partition)
+        for doc_id, (found, _) in indexed.items():
+            bucket = sides[bucket_of(doc_id)]
+            if doc_id not in bucket:
+                bucket[doc_id] = (found, 0, None)
+        report.documents += sum(map(len, sides))
+        report.buckets += BUCKETS
+        kept = await self._bucket_digests(view)
+        differing = [b for b in range(BUCKETS) if kept.get(b, 0) != _bucket_digest(sides[b])]
+        report.buckets_differing += len(differing)
+        records: dict[str, Record] = {}
+        for i in range(0, len(differing), _CHUNK):
+            records.update(await self.ledger.read(view.name, differing[i : i + _CHUNK]))
+        keys: list[PartitionKey] = []
+        orphans: list[str] = []
+        for b in differing:
+            for doc_id, (found, rows, key) in sides[b].items():
+                record = records.get(doc_id)
+                if record is not None and (record.index_digest, record.rows_digest) == (found, rows):
+                    continue
+                if key is None:
+                    orphans.append(doc_id)
+                else:
+                    keys.append(key)
+        right: list[Right] = []
+        if keys:
+            report.verified_in_full += len(keys)
+            await self.verifier.verify_keys([view], keys, right)
+        if orphans:
+            await self._orphans(view, orphans, indexed, report)
+        versions = not isinstance(view, Aggregate)
+        verified = [
+            Record(doc_id, hit_digest(hit, versions=versions), rows) for _, doc_id, hit, rows in right
+        ]
+        gone = [r for doc_id, r in records.items() if doc_id not in sides[bucket_of(doc_id)]]
+        now = int(self.clock() * 1e6)
+        # a record of a document now absent on both sides is removed (both digests 0)
+        await self.ledger.record(view.name, [*verified, *(Record(r.doc_id, 0, 0) for r in gone)], now)
+        report.recorded += len(verified)
+        records.update((r.doc_id, r) for r in verified)
+        await self._keep_digests(view, differing, sides, records, now)
+
+    async def _orphans(
+        self, view: Projection, doc_ids: list[str], indexed: dict[str, tuple[int, int]], report: SweepReport
+    ) -> None:
+        """Delete the documents only the index holds that are still there, unchanged, after
+        ``recheck`` seconds."""
+        report.orphans += len(doc_ids)
+        target = self.verifier.targets[view.name]
+        await self.sleep(self.verifier.recheck)
+        versions = not isinstance(view, Aggregate)
+        stats = self.verifier.stats
+        for doc_id, hit in zip(doc_ids, await target.get_many(view.alias, doc_ids), strict=True):
+            if hit is None or hit_digest(hit, versions=versions) != indexed[doc_id][0]:
+                continue
+            held = hit.version or 0
+            stats.divergent["orphaned"] += 1
+            log.warning("verify: %s document %s is orphaned (no partition in the store, index version %s)",
+                        view.name, doc_id, held)  # fmt: skip
+            await write_document(target, view.alias, (doc_id, None, 0), held)
+            stats.repaired["orphaned"] += 1
+
+    async def _bucket_digests(self, view: Projection) -> dict[int, int]:
+        rows = await self.store.read_partition(
+            BUCKET_DIGESTS.name, {"app": self.ledger.app, "view_name": view.name}
+        )
+        return {int(str(r.key["bucket"])): int(str(r.values().get("digest") or "0"), 16) for r in rows}
+
+    async def _keep_digests(
+        self,
+        view: Projection,
+        buckets: Iterable[int],
+        sides: list[Side],
+        records: dict[str, Record],
+        version: int,
+    ) -> None:
+        """Keep the digest of each of ``buckets`` whose every document is recorded right."""
+        writes: list[Mutation] = []
+        for b in buckets:
+            side = sides[b]
+            if all((r := records.get(d)) is not None and (r.index_digest, r.rows_digest) == (f, rows)
+                   for d, (f, rows, _) in side.items()):  # fmt: skip
+                key: dict[str, CellValue] = {"app": self.ledger.app, "view_name": view.name, "bucket": b}
+                digest = f"{_bucket_digest(side):x}"
+                writes.append(Upsert(BUCKET_DIGESTS.name, key, {"digest": digest}, version))
+        if writes:
+            await self.store.apply(writes)
+
+
+def _bucket_digest(side: Side) -> int:
+    out = 0
+    for doc_id, (found, rows, _) in side.items():
+        out ^= _leaf(doc_id, found, rows)
+    return out
