@@ -46,6 +46,7 @@ ENV: dict[str, str] = {
     "erasure_key": "CONVERGE_ERASURE_KEY",
     "metrics_token": "CONVERGE_METRICS_TOKEN",
     "verify": "CONVERGE_VERIFY",
+    "verify_sweep": "CONVERGE_VERIFY_SWEEP",
     "loglevel": "CONVERGE_LOGLEVEL",
     "loop": "CONVERGE_LOOP",
     "gc": "CONVERGE_GC",
@@ -101,6 +102,8 @@ class Settings:
       once subjects are erased (``framework.erasure.keyed``); never printed
     - ``verify``: off; a duration (e.g. ``30s``) runs the change verifier (``framework.verify``)
       in the worker with that settle time: on one worker of an app, whose notifications are on
+    - ``verify_sweep``: off; a duration (e.g. ``6h``): the worker's verifier also sweeps every view
+      in full that often (``framework.verify.sweep``), the first sweep at its start
     - ``metrics_token``: none; the bearer token ``converge status`` sends to a worker's metrics
     - ``loglevel``: ``warning``, of the workers ``framework.worker.processes`` spawns
     - ``loop``: ``uvloop`` (or ``asyncio``), the event loop of ``converge worker``
@@ -132,6 +135,7 @@ class Settings:
     erasure_key: str | None = dataclasses.field(default=None, repr=False)
     metrics_token: str | None = dataclasses.field(default=None, repr=False)
     verify: float | None = None
+    verify_sweep: float | None = None
     loglevel: str = "warning"
     loop: str = "uvloop"
     gc: str = "freeze"
@@ -176,6 +180,9 @@ class Settings:
             denylist_store=get("denylist_store"),
             dlq_retention=_retention(get("dlq_retention") or "forever"),
             verify=None if get("verify") is None else _duration(get("verify"), "verify"),
+            verify_sweep=None
+            if get("verify_sweep") is None
+            else _duration(get("verify_sweep"), "verify_sweep"),
             **{name: get(name) for name in _OPTIONAL if get(name) is not None},
             debug=get("debug") in (True, "1"),
         )

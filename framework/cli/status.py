@@ -70,6 +70,8 @@ def _status(args: argparse.Namespace) -> int:
                       f"{verify.behind_s if verify.behind_s is not None else '-'}s; divergences {found}; "
                       f"repaired {sum(verify.repaired.values())}, parked {sum(verify.parked.values())}; "
                       f"write to verification {lag}")  # fmt: skip
+        age = "never" if verify.last_sweep_age_s is None else f"{verify.last_sweep_age_s}s ago"
+        console.print(f"verify: {verify.sweeps} full sweeps since start; the last finished {age}")
     return 0
 
 

@@ -7,6 +7,10 @@ runs until interrupted, printing a summary every ``--report-every``. ``--once`` 
 has settled and exits: 0 when nothing is left divergent, 1 when a divergence was parked.
 Unrepairable divergences are parked in the dead-letter log at ``--dlq-root`` (default
 ``<data_dir>/verify/dlq``; ``converge dlq list --root`` shows them, ``replay`` re-projects them).
+``--sweep`` first sweeps every view in full, ``--sweep-every`` again and again while it runs: a
+sweep digests both sides and builds only the documents whose digests differ from the ledger's
+record of their last verification (``framework.verify.sweep``), so it also finds what no
+notification announced (index documents changed by hand, rows written past the change feed).
 ``--metrics-port`` serves its ``converge_verify_*`` metrics on 127.0.0.1 (``converge status
 --url`` reads them; the setting ``metrics_token``, when set, is required of every request).
 Store, index, broker and checkpoints come from the app's settings and the flags.
@@ -44,7 +48,7 @@ async def _verify(args: argparse.Namespace, app: Any, settings: Any) -> Any:
     from framework.coordination import open_checkpoint_store
     from framework.dlq import DeadLetterWAL
     from framework.metrics.verifier_endpoint import serve_verifier_metrics
-    from framework.verify.assembly import app_verifier
+    from framework.verify.assembly import app_sweep, app_verifier
     from stores.open import open_search_index, open_wide_store
 
     if app.projections and not settings.es_url:
@@ -63,6 +67,12 @@ async def _verify(args: argparse.Namespace, app: Any, settings: Any) -> Any:
             server, port = await serve_verifier_metrics(lambda: verifier.stats, args.metrics_port,
                                                         token=settings.metrics_token)  # fmt: skip
             print(f"metrics: http://127.0.0.1:{port}/metrics", flush=True)
+        every = args.sweep_every
+        sweep = None
+        if every is not None or args.sweep:
+            sweep = await app_sweep(verifier, app, checkpoints, every)
+        if args.sweep and sweep is not None:
+            _print_sweep(await sweep.run(), app.name, args.json)
         if args.once:
             while await verifier.step():
                 pass
@@ -71,7 +81,8 @@ async def _verify(args: argparse.Namespace, app: Any, settings: Any) -> Any:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        runner = asyncio.create_task(verifier.run(stop))
+        between = None if every is None or sweep is None else sweep.when_due
+        runner = asyncio.create_task(verifier.run(stop, between=between))
         while not runner.done():
             await asyncio.wait([runner], timeout=args.report_every)
             _print(verifier.stats, app.name, args.json)
@@ -100,6 +111,19 @@ def _print(stats: Any, app: str, as_json: bool) -> None:
     print(f"{app}: {d['verified']} documents verified from {d['entries']} entries; divergent: {found}; "
           f"repaired {sum(d['repaired'].values())}, parked {sum(d['parked'].values())}; "
           f"write to verification {lag}", flush=True)  # fmt: skip
+
+
+def _print_sweep(report: Any, app: str, as_json: bool) -> None:
+    d = report.to_dict()
+    if as_json:
+        print_json({"app": app, "sweep": d})
+        return
+    found = ", ".join(f"{c} {n}" for c, n in d["divergent"].items() if n) or "none"
+    print(f"{app}: full sweep of {d['documents']} documents ({d['index_read']} index documents, "
+          f"{d['rows_read']} rows read) in {d['finished_at'] - d['started_at']:.1f}s: "
+          f"{d['buckets_differing']} of {d['buckets']} buckets differed, {d['verified_in_full']} "
+          f"documents verified in full; divergent: {found}; repaired {sum(d['repaired'].values())}, "
+          f"parked {sum(d['parked'].values())}", flush=True)  # fmt: skip
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -135,6 +159,12 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
                    help=f"look at a difference again after this long before repairing it "
                         f"({DURATION_HELP}; default 5s)")  # fmt: skip
     p.add_argument("--once", action="store_true", help="verify what has settled, then exit")
+    p.add_argument("--sweep", action="store_true",
+                   help="first sweep every view in full (only the documents whose digests moved are "
+                        "built: framework.verify.sweep)")  # fmt: skip
+    p.add_argument("--sweep-every", type=parse_duration, default=None, metavar="DURATION",
+                   help=f"sweep every view in full this often while running, the first at the start "
+                        f"({DURATION_HELP})")  # fmt: skip
     p.add_argument("--report-every", type=parse_duration, default=60.0,
                    help=f"summary interval ({DURATION_HELP})")  # fmt: skip
     p.add_argument("--dlq-root", type=Path, default=None, help="where unrepairable divergences are parked")

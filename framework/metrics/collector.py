@@ -86,6 +86,10 @@ def _verify_families(status: Mapping[str, Any]) -> Iterator[Metric]:
     if behind is not None:
         yield GaugeMetricFamily(names.VERIFY_BEHIND, "seconds the verifier's position is behind now",
                                 value=behind)  # fmt: skip
+    age = status.get("last_sweep_age_seconds")
+    if age is not None:
+        text = "seconds since the last full sweep finished"
+        yield GaugeMetricFamily(names.VERIFY_SWEEP_AGE, text, value=age)
 
 
 def _runtime_families(runtimes: Mapping[str, Mapping[str, Any]]) -> Iterator[Metric]:

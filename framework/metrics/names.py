@@ -82,11 +82,13 @@ GROUP_MEMBERS_REMOVED = "converge_group_members_removed"
 #: The change verifier (``framework.verify``) of a worker with the ``verify`` setting: counters of
 #: documents verified, entries committed and failed steps; by category (label ``category``):
 #: divergences found, repaired and parked; seconds from a change's ingestion to its verification
-#: (a histogram); seconds the verifier's position is behind now (the settle time when it keeps up).
+#: (a histogram); seconds the verifier's position is behind now (the settle time when it keeps up);
+#: full sweeps finished, and the seconds since the last one finished.
 VERIFY_COUNTERS: dict[str, str] = {
     "verified": "converge_verify_documents",
     "entries": "converge_verify_entries",
     "errors": "converge_verify_errors",
+    "sweeps": "converge_verify_sweeps",
 }
 VERIFY_BY_CATEGORY: dict[str, str] = {
     "divergent": "converge_verify_divergences",
@@ -95,6 +97,7 @@ VERIFY_BY_CATEGORY: dict[str, str] = {
 }
 VERIFY_LAG = "converge_verify_lag_seconds"
 VERIFY_BEHIND = "converge_verify_behind_seconds"
+VERIFY_SWEEP_AGE = "converge_verify_last_sweep_age_seconds"
 
 
 def counter_name(field: str) -> str:

@@ -188,6 +188,8 @@ async def take_snapshot(worker: Any, last: Snapshot | None = None) -> Snapshot:
 
 
 def verify_status(stats: Any) -> dict[str, Any]:
-    """``Snapshot.verify`` of a change verifier's ``VerifyStats``: its counts and how far behind."""
-    at = stats.last_position
-    return {**stats.to_dict(), "behind_seconds": None if at is None else max(0.0, time.time() - at / 1e6)}
+    """``Snapshot.verify`` of a change verifier's ``VerifyStats``: its counts, how far behind, and
+    the age of the last full sweep."""
+    at, swept, now = stats.last_position, stats.last_sweep_at, time.time()
+    return {**stats.to_dict(), "behind_seconds": None if at is None else max(0.0, now - at / 1e6),
+            "last_sweep_age_seconds": None if swept is None else max(0.0, now - swept)}  # fmt: skip

@@ -52,7 +52,8 @@ class RuntimeSummary:
 
 @dataclass
 class VerifySummary:
-    """The worker's change verifier at a glance: counts, by category, lag quantiles, behind."""
+    """The worker's change verifier at a glance: counts, by category, lag quantiles, behind, full
+    sweeps and the last one's age."""
 
     documents: int = 0
     entries: int = 0
@@ -63,6 +64,8 @@ class VerifySummary:
     lag_p50_s: float | None = None
     lag_p99_s: float | None = None
     behind_s: float | None = None
+    sweeps: int = 0
+    last_sweep_age_s: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -103,6 +106,8 @@ def summarize_verify(text: str) -> VerifySummary | None:
                 lags.append((float(s.labels["le"]), s.value))
             elif s.name == names.VERIFY_BEHIND and out is not None:
                 out.behind_s = round(s.value, 1)
+            elif s.name == names.VERIFY_SWEEP_AGE and out is not None:
+                out.last_sweep_age_s = round(s.value, 1)
     if out is not None:
         lags.sort()
         for name, q in (("lag_p50_s", 0.5), ("lag_p99_s", 0.99)):

@@ -1,5 +1,6 @@
 """The verifier of a whole app: its views with their targets, its notification reader and
-checkpoint, and parking into a dead-letter log (``converge verify`` and the worker's task)."""
+checkpoint, and parking into a dead-letter log; and its full sweep (``converge verify`` and the
+worker's task)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from typing import Any
 from framework.coordination import CheckpointStore
 from framework.dlq import DeadLetterWAL
 from framework.notifications.reader import NotificationReader
+from framework.verify.digests import Ledger
 from framework.verify.park import dlq_parker
+from framework.verify.sweep import Sweep
 from framework.verify.verifier import CONSUMER, ChangeVerifier
 from stores.base import SearchIndex, WideColumnStore
 
-__all__ = ["app_verifier"]
+__all__ = ["app_verifier", "app_sweep"]
 
 
 async def app_verifier(
@@ -39,3 +42,13 @@ async def app_verifier(
     park = dlq_parker({v.name: (v, app.change_topic(v)) for v in app.views}, dlq)
     return ChangeVerifier(app.views, store, targets, reader, recheck=recheck, park=park,
                           tenant_of=notifications.tenant_of)  # fmt: skip
+
+
+async def app_sweep(
+    verifier: ChangeVerifier, app: Any, checkpoints: CheckpointStore, every: float | None
+) -> Sweep:
+    """The full sweep of every view ``verifier`` verifies, every ``every`` seconds (None: when
+    run), its ledger in the verifier's store (tables created), its last report in ``checkpoints``."""
+    sweep = Sweep(verifier, Ledger(verifier.store, app.name), checkpoints=checkpoints, every=every)
+    await sweep.ensure()
+    return sweep

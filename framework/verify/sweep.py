@@ -25,20 +25,23 @@ since, or was damaged.
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from framework.coordination import CheckpointConflict, CheckpointStore
 from framework.core.aggregate import Aggregate
 from framework.core.mutations import CellValue, Mutation, Upsert
 from framework.core.projection import PartitionKey, Projection
 from framework.core.schema import Column, TableSchema
 from framework.runtime.projector import write_document
 from framework.verify.digests import BUCKETS, Ledger, Record, bucket_of, hit_digest, row_digest
-from framework.verify.verifier import ChangeVerifier, Right
+from framework.verify.verifier import CONSUMER, ChangeVerifier, Right
 
 __all__ = ["BUCKET_DIGESTS", "Sweep", "SweepReport"]
 
@@ -99,36 +102,82 @@ class Sweep:
         verifier: ChangeVerifier,
         ledger: Ledger,
         *,
+        checkpoints: CheckpointStore | None = None,
+        every: float | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[Any]] | None = None,
     ) -> None:
-        self.verifier, self.ledger, self.clock = verifier, ledger, clock
+        if every is not None and every <= 0:
+            raise ValueError(f"sweep: every must be positive, got {every}")
+        self.verifier, self.ledger, self.checkpoints, self.every = verifier, ledger, checkpoints, every
+        self.clock = clock
         self.sleep = sleep or verifier.sleep
         self.store = verifier.store
 
+    @property
+    def checkpoint(self) -> str:
+        """The checkpoint name keeping the last full sweep's report."""
+        return f"{CONSUMER}.{self.ledger.app}.sweep"
+
     async def ensure(self) -> None:
+        """Create the ledger's tables; take the last full sweep's time from the checkpoint."""
         await self.ledger.ensure()
         await self.store.ensure_table(BUCKET_DIGESTS)
+        if self.checkpoints is not None:
+            kept = await self.checkpoints.get(self.checkpoint)
+            if kept is not None:
+                self.verifier.stats.last_sweep_at = float(json.loads(kept.value)["finished_at"])
 
-    async def run(self) -> SweepReport:
-        """Sweep every view once; the report (the verifier's stats count what it repaired)."""
+    async def when_due(self) -> SweepReport | None:
+        """A full sweep when ``every`` seconds have passed since the last one finished (at once
+        when none has); its report, None when none was due."""
+        last = self.verifier.stats.last_sweep_at
+        if self.every is None or (last is not None and self.clock() - last < self.every):
+            return None
+        report = await self.run()
+        log.info("verify: full sweep: %s", report.to_dict())
+        return report
+
+    async def run(self, views: Iterable[str] | None = None) -> SweepReport:
+        """Sweep every view (or those named in ``views``) once; the report (the verifier's stats
+        also count what it found, repaired and parked)."""
+        chosen = self.verifier.views
+        if views is not None:
+            names = set(views)
+            unknown = names - {v.name for v in chosen}
+            if unknown:
+                raise ValueError(f"sweep: no view {sorted(unknown)} (views: {[v.name for v in chosen]})")
+            chosen = [v for v in chosen if v.name in names]
         report = SweepReport(started_at=self.clock())
         before = (self.verifier.stats.divergent.copy(), self.verifier.stats.repaired.copy(),
                   self.verifier.stats.parked.copy())  # fmt: skip
         groups: dict[str, list[Projection]] = {}
-        for view in self.verifier.views:
+        for view in chosen:
             groups.setdefault(view.version_table.name, []).append(view)
-        for views in groups.values():
-            indexed = {v.name: await self._scan_index(v, report) for v in views}
-            partitions = await self._scan_rows(views[0], report)
-            for view in views:
+        for group in groups.values():
+            indexed = {v.name: await self._scan_index(v, report) for v in group}
+            partitions = await self._scan_rows(group[0], report)
+            for view in group:
                 await self._sweep_view(view, indexed[view.name], partitions, report)
         stats = self.verifier.stats
         report.divergent += stats.divergent - before[0]
         report.repaired += stats.repaired - before[1]
         report.parked += stats.parked - before[2]
         report.finished_at = self.clock()
+        if views is None:
+            stats.sweeps += 1
+            stats.last_sweep_at = report.finished_at
+            await self._keep_report(report)
         return report
+
+    async def _keep_report(self, report: SweepReport) -> None:
+        if self.checkpoints is None:
+            return
+        value = json.dumps(report.to_dict(), sort_keys=True)
+        kept = await self.checkpoints.get(self.checkpoint)
+        expected = None if kept is None else kept.version
+        with contextlib.suppress(CheckpointConflict):  # another sweep's report, as recent
+            await self.checkpoints.compare_and_set(self.checkpoint, value, expected)
 
     async def _scan_index(self, view: Projection, report: SweepReport) -> dict[str, tuple[int, int]]:
         """The index's documents of ``view``: digest and version, by document id."""

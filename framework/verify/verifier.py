@@ -92,6 +92,8 @@ class VerifyStats:
     lag_counts: list[int] = field(default_factory=lambda: [0] * (len(LAG_BUCKETS) + 1))
     lag_sum: float = 0.0
     last_position: int | None = None  # ingestion time (epoch µs) of the last committed entry
+    sweeps: int = 0  # full sweeps finished (``framework.verify.sweep``)
+    last_sweep_at: float | None = None  # when the last full sweep finished (epoch seconds)
 
     def observe_lag(self, seconds: float) -> None:
         """Count one document verified ``seconds`` after its change's ingestion."""
@@ -117,6 +119,7 @@ class VerifyStats:
             "lag_buckets": [[None if b == math.inf else b, n] for b, n in self.lag_buckets()],
             "lag_sum": self.lag_sum,
             "last_position": self.last_position,
+            "sweeps": self.sweeps, "last_sweep_at": self.last_sweep_at,
         }  # fmt: skip
 
 
@@ -168,12 +171,21 @@ class ChangeVerifier:
         self.stats.last_position = entries[-1].ingested_at
         return len(entries)
 
-    async def run(self, stop: asyncio.Event, idle: float = 1.0, retry: float = 5.0) -> None:
+    async def run(
+        self,
+        stop: asyncio.Event,
+        idle: float = 1.0,
+        retry: float = 5.0,
+        between: Callable[[], Awaitable[Any]] | None = None,
+    ) -> None:
         """``step`` until ``stop`` is set, pausing ``idle`` seconds when nothing has settled and
         ``retry`` seconds after a failed step (a store or index outage, another instance's
-        commit: the page is verified again)."""
+        commit: the page is verified again). ``between`` runs before each step (a sweep when
+        one is due: ``Sweep.when_due``); its failure counts as a failed step."""
         while not stop.is_set():
             try:
+                if between is not None:
+                    await between()
                 pause = idle if await self.step() == 0 else 0.0
             except Exception as exc:  # noqa: BLE001 - the verifier must outlive an outage
                 self.stats.errors += 1

@@ -5,6 +5,8 @@ the worker's store, index and aggregates' contributions, parks what it cannot re
 worker's dead-letter log, and keeps its checkpoint in the checkpoint store (``checkpoints``,
 else ``checkpoints.db`` beside a SQLite store). Run it on one worker of an app: instances
 share the consumer's checkpoint, and one that loses a commit to another retries its page.
+With the setting ``verify_sweep``, the same task sweeps every view in full that often
+(``framework.verify.sweep``), between two pages.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from framework.app import App
 from framework.coordination import open_checkpoint_store
 from framework.settings import Settings
 from framework.verify import ChangeVerifier, VerifyStats
-from framework.verify.assembly import app_verifier
+from framework.verify.assembly import app_sweep, app_verifier
 from stores.base import SearchIndex
 from stores.open import sqlite_beside
 
@@ -59,7 +61,13 @@ class WorkerVerifier:
         self._checkpoints = await asyncio.to_thread(open_checkpoint_store, self.url)
         self.verifier = await app_verifier(self.app, store, index, contributions, self._checkpoints, dlq,
                                            settle=settle, recheck=min(5.0, settle / 2))  # fmt: skip
-        self._task = asyncio.create_task(self.verifier.run(self._stop), name="converge.verify")
+        between = None
+        if self.settings.verify_sweep is not None:
+            sweep = await app_sweep(self.verifier, self.app, self._checkpoints, self.settings.verify_sweep)
+            between = sweep.when_due
+        self._task = asyncio.create_task(
+            self.verifier.run(self._stop, between=between), name="converge.verify"
+        )
 
     async def stop(self) -> None:
         """Stop after the step under way (its page is verified again at the next start)."""

@@ -69,3 +69,46 @@ def test_verify_once_repairs_what_was_damaged_and_parks_what_is_ahead(
     assert main(verify[:-3] + ["--dlq-root", str(tmp_path / "again"), "--json"]) == 0  # checkpointed
     again = json.loads(capsys.readouterr().out)
     assert again["entries"] == 0 and sum(again["divergent"].values()) == 0
+
+
+@pytest.mark.timeout(300)
+def test_verify_sweep_finds_damage_no_notification_names(
+    fresh_stack: LocalStack,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A first ``--sweep`` records every document right; damage done later, with every entry
+    already verified, is found only by the next sweep, which builds just the damaged documents."""
+    desk = LiveDesk.create(
+        fresh_stack, tmp_path, SEED + 1, CONVERGE_BROKER=f"kafka://{fresh_stack.info.kafka_bootstrap}"
+    )
+    desk.produce()
+    worker = desk.start_worker()
+    try:
+        desk.drain()
+    finally:
+        code = stop_worker(worker)
+    assert code == 0, desk.log.read_text()[-3000:]
+    written = desk.documents()
+    assert len(written) > 4
+    for name, value in desk.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("CONVERGE_DATA_DIR", str(tmp_path / "verify"))
+    verify = ["verify", "--app", "tests.notifications.notified_desk:app", "--once", "--settle", "0",
+              "--recheck", "0", "--dlq-root", str(tmp_path / "dlq"), "--json", "--sweep"]  # fmt: skip
+
+    assert main(verify) == 0
+    first, _ = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert first["sweep"]["verified_in_full"] >= len(written)
+    assert sum(first["sweep"]["divergent"].values()) == 0
+
+    ids = sorted(written)[:3]
+    desk.damage(written, ids)
+    assert main(verify) == 0
+    second, stats = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert stats["entries"] == 0  # every entry was verified by the first run: only the sweep saw it
+    assert second["sweep"]["divergent"] == {"missing": 2, "content": 1}
+    assert second["sweep"]["repaired"] == second["sweep"]["divergent"]
+    assert second["sweep"]["verified_in_full"] == 3 and second["sweep"]["index_read"] >= len(written) - 2
+    assert desk.documents() == written

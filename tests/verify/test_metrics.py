@@ -5,6 +5,7 @@ desk (see ``test_verifier``), with documents deleted behind the framework's back
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import urllib.error
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,8 @@ from framework.metrics import ConvergeCollector, Snapshot, names
 from framework.metrics.summary import fetch_metrics, summarize, summarize_verify
 from framework.metrics.verifier_endpoint import serve_verifier_metrics
 from framework.testing import Driver
+from framework.verify.digests import Ledger
+from framework.verify.sweep import Sweep
 from tests.verify.test_verifier import Example, activity_platform, drain, support_desk, verifier
 
 
@@ -78,6 +81,9 @@ def test_the_standalone_verifier_serves_its_figures_on_loopback(
         d.run(d.index.delete(view.alias, doc_id, ex.documents[doc_id][1]))
         v = verifier(d, tmp_path)
         drain(d, v)
+        sweep = Sweep(v, Ledger(d.store, d.app.name))
+        d.run(sweep.ensure())
+        d.run(sweep.run())
 
     async def scrape(token: str | None, sent: str | None) -> str:
         runner, port = await serve_verifier_metrics(lambda: v.stats, 0, token=token)
@@ -92,7 +98,11 @@ def test_the_standalone_verifier_serves_its_figures_on_loopback(
     stats = v.stats.to_dict()
     assert summary is not None and summary.documents == stats["verified"] > 0
     assert summary.repaired["missing"] == 1 and summary.entries == stats["entries"] > 0
-    assert summary.behind_s is not None
-    assert summarize_verify(asyncio.run(scrape("s3cret", "s3cret"))) == summary
+    assert summary.behind_s is not None and summary.sweeps == 1 and summary.last_sweep_age_s is not None
+    again = summarize_verify(asyncio.run(scrape("s3cret", "s3cret")))
+    assert again is not None  # the ages move with the clock between the two scrapes
+    assert dataclasses.replace(again, behind_s=None, last_sweep_age_s=None) == dataclasses.replace(
+        summary, behind_s=None, last_sweep_age_s=None
+    )
     with pytest.raises(urllib.error.HTTPError, match="401"):
         asyncio.run(scrape("s3cret", "wrong"))
