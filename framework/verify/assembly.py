@@ -49,6 +49,7 @@ async def app_sweep(
 ) -> Sweep:
     """The full sweep of every view ``verifier`` verifies, every ``every`` seconds (None: when
     run), its ledger in the verifier's store (tables created), its last report in ``checkpoints``."""
-    sweep = Sweep(verifier, Ledger(verifier.store, app.name), checkpoints=checkpoints, every=every)
+    sweep = Sweep(verifier, Ledger(verifier.store, app.name), settle=verifier.reader.settle,
+                  checkpoints=checkpoints, every=every)  # fmt: skip
     await sweep.ensure()
     return sweep

@@ -95,13 +95,18 @@ class SweepReport:
 class Sweep:
     """Sweeps every view ``verifier`` verifies, with ``ledger`` as the record of verified ones.
 
-    ``clock`` gives the ledger's write times (epoch seconds) and the report's times."""
+    ``settle``: the projector's lag (the change verifier's settle time); a difference is looked
+    at again no sooner, since a sweep, unlike the change verifier, meets changes still being
+    projected. ``checkpoints``: where the last full sweep's report is kept (``checkpoint``);
+    ``every``: the seconds between sweeps of ``when_due``. ``clock`` gives the ledger's write
+    times (epoch seconds) and the report's times."""
 
     def __init__(
         self,
         verifier: ChangeVerifier,
         ledger: Ledger,
         *,
+        settle: float = 0.0,
         checkpoints: CheckpointStore | None = None,
         every: float | None = None,
         clock: Callable[[], float] = time.time,
@@ -110,9 +115,15 @@ class Sweep:
         if every is not None and every <= 0:
             raise ValueError(f"sweep: every must be positive, got {every}")
         self.verifier, self.ledger, self.checkpoints, self.every = verifier, ledger, checkpoints, every
-        self.clock = clock
+        self.clock, self.settle = clock, settle
         self.sleep = sleep or verifier.sleep
         self.store = verifier.store
+
+    @property
+    def _second_look(self) -> float:
+        """Seconds between the two looks at a difference: at least ``settle``, since a sweep
+        also meets changes the projector has not written yet."""
+        return max(self.settle, self.verifier.recheck)
 
     @property
     def checkpoint(self) -> str:
@@ -243,7 +254,7 @@ class Sweep:
         right: list[Right] = []
         if keys:
             report.verified_in_full += len(keys)
-            await self.verifier.verify_keys([view], keys, right)
+            await self.verifier.verify_keys([view], keys, right, self._second_look)
         if orphans:
             await self._orphans(view, orphans, indexed, report)
         versions = not isinstance(view, Aggregate)
@@ -265,7 +276,7 @@ class Sweep:
         ``recheck`` seconds."""
         report.orphans += len(doc_ids)
         target = self.verifier.targets[view.name]
-        await self.sleep(self.verifier.recheck)
+        await self.sleep(self._second_look)
         versions = not isinstance(view, Aggregate)
         stats = self.verifier.stats
         for doc_id, hit in zip(doc_ids, await target.get_many(view.alias, doc_ids), strict=True):

@@ -208,14 +208,19 @@ class ChangeVerifier:
                 self.stats.observe_lag(now - at / 1e6)
 
     async def verify_keys(
-        self, views: list[Projection], keys: list[PartitionKey], right: list[Right] | None = None
+        self,
+        views: list[Projection],
+        keys: list[PartitionKey],
+        right: list[Right] | None = None,
+        recheck: float | None = None,
     ) -> None:
         """Compare the documents of ``views`` (sharing a version table) at ``keys``, look again
-        at those that differ, repair or park what differs twice. ``right``: receives each document
-        found right at the first look, with the digests of its rows and of the index's copy."""
+        ``recheck`` seconds later (default: the verifier's) at those that differ, repair or park
+        what differs twice. ``right``: receives each document found right at the first look, with
+        the digest of its rows."""
         first = await self._compare(views, keys, right)
         if first:
-            await self.sleep(self.recheck)
+            await self.sleep(self.recheck if recheck is None else recheck)
             differing = {key_ident(key): key for key, _, _, _ in first.values()}
             again = await self._compare(views, list(differing.values()))
             for where, (key, view, expected, found) in again.items():

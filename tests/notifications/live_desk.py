@@ -1,5 +1,6 @@
 """A live support desk with notifications on, for the tests that run its worker: the history,
-the worker's settings, producing, draining, and the index read or damaged behind its back.
+the worker's settings, producing, draining, and the index and the store read or damaged behind
+its back.
 
 Real parts: the test's own noida-db (``fresh_stack``), a ``converge worker`` subprocess of
 ``tests.notifications.notified_desk:app``, a SQLite store in the test's directory.
@@ -15,10 +16,11 @@ from typing import Any
 
 from examples.support_desk.generator import generate_history
 from examples.support_desk.history import by_topic, deliver
+from framework.core.mutations import Upsert
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack
 from framework.worker.processes import start_worker
-from stores.open import open_search_index
+from stores.open import open_search_index, open_wide_store
 from tests.notifications.notified_desk import app
 
 SPEC = "tests.notifications.notified_desk:app"
@@ -107,3 +109,24 @@ async def damage_index(es_url: str, alias: str, docs: Documents, ids: list[str],
         await index.refresh(alias)
     finally:
         await index.close()
+
+
+async def add_orphan(es_url: str, alias: str, doc_id: str) -> None:
+    """Index a document no partition of the store maps to, behind the framework's back."""
+    index = open_search_index(es_url, "document")
+    try:
+        await index.index(alias, doc_id, {"made": "up by hand"}, 7)
+        await index.refresh(alias)
+    finally:
+        await index.close()
+
+
+async def write_past_the_feed(store_url: str, table: str, key: dict[str, Any], cells: dict[str, Any],
+                              version: int) -> None:  # fmt: skip
+    """Write ``cells`` into a row of the store directly: no change record, no notification entry
+    (a fix by hand, a tool that bypasses the framework)."""
+    store = await open_wide_store(store_url)
+    try:
+        await store.apply([Upsert(table, key, cells, version)])
+    finally:
+        await store.close()
