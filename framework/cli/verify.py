@@ -72,7 +72,7 @@ async def _verify(args: argparse.Namespace, app: Any, settings: Any) -> Any:
         if every is not None or args.sweep:
             sweep = await app_sweep(verifier, app, checkpoints, every)
         if args.sweep and sweep is not None:
-            _print_sweep(await sweep.run(), app.name, args.json)
+            _print_sweep(await sweep.run(fresh=args.fresh), app.name, args.json)
         if args.once:
             while await verifier.step():
                 pass
@@ -162,6 +162,9 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     p.add_argument("--sweep", action="store_true",
                    help="first sweep every view in full (only the documents whose digests moved are "
                         "built: framework.verify.sweep)")  # fmt: skip
+    p.add_argument("--fresh", action="store_true",
+                   help="with --sweep: ignore the record of verified documents and verify every one "
+                        "in full (after a projection's code changed)")  # fmt: skip
     p.add_argument("--sweep-every", type=parse_duration, default=None, metavar="DURATION",
                    help=f"sweep every view in full this often while running, the first at the start "
                         f"({DURATION_HELP})")  # fmt: skip

@@ -10,7 +10,8 @@ its documents' leaves, kept in ``converge_verified_buckets`` when the bucket was
 right), then, in a bucket that differs, each document's record. A document whose digests both
 equal its record is right (a projection is pure); any other one is verified in full by the
 change verifier's routine (``ChangeVerifier.verify_keys``: built from the store's rows, compared,
-looked at again, repaired or parked), and recorded once found right. A document only the index
+looked at again, repaired or parked), and recorded once found right (a repaired one: when a
+look after its repair finds it right). A document only the index
 holds (no row, no mark: no partition key) is looked up again after ``recheck`` seconds and
 deleted at the version it holds when still there unchanged: the repair ``converge spark check
 --repair`` makes of an orphan.
@@ -57,6 +58,8 @@ BUCKET_DIGESTS = TableSchema(
 
 #: Ledger buckets read at a time.
 _CHUNK = 64
+#: Index documents a page of the scan (the Spark check's page: fewer, larger requests).
+_PAGE = 10_000
 #: One bucket's documents as both scans give them: doc id -> (index digest, rows digest, partition
 #: key, None for a document only the index holds).
 Side = dict[str, tuple[int, int, PartitionKey | None]]
@@ -149,9 +152,11 @@ class Sweep:
         log.info("verify: full sweep: %s", report.to_dict())
         return report
 
-    async def run(self, views: Iterable[str] | None = None) -> SweepReport:
+    async def run(self, views: Iterable[str] | None = None, *, fresh: bool = False) -> SweepReport:
         """Sweep every view (or those named in ``views``) once; the report (the verifier's stats
-        also count what it found, repaired and parked)."""
+        also count what it found, repaired and parked). ``fresh``: ignore the ledger, verify
+        every document in full and record it again (after a projection's code changed: the
+        records hold what the old code built)."""
         chosen = self.verifier.views
         if views is not None:
             names = set(views)
@@ -169,7 +174,7 @@ class Sweep:
             indexed = {v.name: await self._scan_index(v, report) for v in group}
             partitions = await self._scan_rows(group[0], report)
             for view in group:
-                await self._sweep_view(view, indexed[view.name], partitions, report)
+                await self._sweep_view(view, indexed[view.name], partitions, report, fresh)
         stats = self.verifier.stats
         report.divergent += stats.divergent - before[0]
         report.repaired += stats.repaired - before[1]
@@ -196,7 +201,7 @@ class Sweep:
         out: dict[str, tuple[int, int]] = {}
         target = self.verifier.targets[view.name]
         await target.refresh(view.alias)
-        async for hit in target.scan(view.alias):
+        async for hit in target.scan(view.alias, page_size=_PAGE):
             out[hit.doc_id] = (hit_digest(hit, versions=versions), hit.version or 0)
         report.index_read += len(out)
         return out
@@ -221,6 +226,7 @@ class Sweep:
         indexed: dict[str, tuple[int, int]],
         partitions: dict[tuple[Any, ...], int],
         report: SweepReport,
+        fresh: bool,
     ) -> None:
         names = view.key_names
         sides: list[Side] = [{} for _ in range(BUCKETS)]
@@ -234,17 +240,18 @@ class Sweep:
                 bucket[doc_id] = (found, 0, None)
         report.documents += sum(map(len, sides))
         report.buckets += BUCKETS
-        kept = await self._bucket_digests(view)
-        differing = [b for b in range(BUCKETS) if kept.get(b, 0) != _bucket_digest(sides[b])]
+        kept = {} if fresh else await self._bucket_digests(view)
+        differing = [b for b in range(BUCKETS) if fresh or kept.get(b, 0) != _bucket_digest(sides[b])]
         report.buckets_differing += len(differing)
         records: dict[str, Record] = {}
         for i in range(0, len(differing), _CHUNK):
             records.update(await self.ledger.read(view.name, differing[i : i + _CHUNK]))
+        trusted = {} if fresh else records
         keys: list[PartitionKey] = []
         orphans: list[str] = []
         for b in differing:
             for doc_id, (found, rows, key) in sides[b].items():
-                record = records.get(doc_id)
+                record = trusted.get(doc_id)
                 if record is not None and (record.index_digest, record.rows_digest) == (found, rows):
                     continue
                 if key is None:
@@ -254,7 +261,9 @@ class Sweep:
         right: list[Right] = []
         if keys:
             report.verified_in_full += len(keys)
-            await self.verifier.verify_keys([view], keys, right, self._second_look)
+            repaired = await self.verifier.verify_keys([view], keys, right, self._second_look)
+            if repaired:  # record them as repaired, so that the next sweep does not build them
+                await self.verifier.right_now([view], repaired, right)
         if orphans:
             await self._orphans(view, orphans, indexed, report)
         versions = not isinstance(view, Aggregate)

@@ -213,12 +213,13 @@ class ChangeVerifier:
         keys: list[PartitionKey],
         right: list[Right] | None = None,
         recheck: float | None = None,
-    ) -> None:
+    ) -> list[PartitionKey]:
         """Compare the documents of ``views`` (sharing a version table) at ``keys``, look again
         ``recheck`` seconds later (default: the verifier's) at those that differ, repair or park
-        what differs twice. ``right``: receives each document found right at the first look, with
-        the digest of its rows."""
+        what differs twice; the keys of the partitions repaired. ``right``: receives each
+        document found right at the first look, with the digest of its rows."""
         first = await self._compare(views, keys, right)
+        repaired: dict[str, PartitionKey] = {}
         if first:
             await self.sleep(self.recheck if recheck is None else recheck)
             differing = {key_ident(key): key for key, _, _, _ in first.values()}
@@ -227,7 +228,14 @@ class ChangeVerifier:
                 before = first.get(where)
                 if before is None or before[2] != expected:  # the store moved on: no longer the same
                     continue
-                await self._settle(view, key, expected, found)
+                if await self._settle(view, key, expected, found):
+                    repaired[key_ident(key)] = key
+        return list(repaired.values())
+
+    async def right_now(self, views: list[Projection], keys: list[PartitionKey], right: list[Right]) -> None:
+        """Add to ``right`` the documents of ``views`` at ``keys`` that are right now (one look:
+        the others are left as they are)."""
+        await self._compare(views, keys, right)
 
     async def _compare(
         self, views: list[Projection], keys: list[PartitionKey], right: list[Right] | None = None
@@ -255,10 +263,11 @@ class ChangeVerifier:
 
     async def _settle(
         self, view: Projection, key: PartitionKey, expected: Document, found: SearchHit | None
-    ) -> None:
+    ) -> bool:
+        """Repair (True) or park a document found to differ twice."""
         category = classify(expected, found, versions=not isinstance(view, Aggregate))
         if category is None:
-            return
+            return False
         held = None if found is None else found.version
         divergence = Divergence(view.name, expected[0], dict(key), category, expected[2], held)
         self.stats.divergent[category] += 1
@@ -268,6 +277,7 @@ class ChangeVerifier:
             self.stats.parked[category] += 1
             await self.park(divergence, f"the index holds version {held}, above the partition's mark "
                                         f"{expected[2]}: a projection cannot lower it")  # fmt: skip
-            return
+            return False
         await project_partition(self.store, self.targets[view.name], view, key, floor=held or 0)
         self.stats.repaired[category] += 1
+        return True

@@ -28,7 +28,7 @@ def verify_names() -> set[str]:
 
     counters = {*names.VERIFY_COUNTERS.values(), *names.VERIFY_BY_CATEGORY.values()}
     lag = {f"{names.VERIFY_LAG}_{part}" for part in ("bucket", "sum", "count")}
-    return {f"{n}_total" for n in counters} | lag | {names.VERIFY_BEHIND}
+    return {f"{n}_total" for n in counters} | lag | {names.VERIFY_BEHIND, names.VERIFY_SWEEP_AGE}
 
 
 def metric_names(dashboard: dict[str, Any]) -> set[str]:

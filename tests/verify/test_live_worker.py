@@ -1,6 +1,7 @@
 """A live support-desk worker running the change verifier (``CONVERGE_VERIFY``): index documents
 deleted and edited behind its back before their changes settled are repaired by the worker
-itself, and its figures reach ``/metrics`` and ``converge status``.
+itself, and its figures reach ``/metrics`` and ``converge status``, those of the full sweep it
+makes at its start (``CONVERGE_VERIFY_SWEEP``) too.
 
 Real parts: a noida-db of its own (Kafka and Elasticsearch), a ``converge worker`` subprocess
 with notifications on and its web server on a free loopback port, a SQLite store and
@@ -33,7 +34,8 @@ def test_a_worker_verifies_its_changes_repairs_damage_and_reports_it(
 ) -> None:
     port = free_port()
     desk = LiveDesk.create(
-        fresh_stack, tmp_path, SEED, CONVERGE_VERIFY=f"{SETTLE}s", CONVERGE_WEB_PORT=str(port)
+        fresh_stack, tmp_path, SEED, CONVERGE_VERIFY=f"{SETTLE}s", CONVERGE_WEB_PORT=str(port),
+        CONVERGE_VERIFY_SWEEP="1h",  # one full sweep, at the start
     )
     worker, log = desk.start_worker(), desk.log
     try:
@@ -64,6 +66,7 @@ def test_a_worker_verifies_its_changes_repairs_damage_and_reports_it(
         assert main(["status", "--url", url, "--json"]) == 0
         status = json.loads(capsys.readouterr().out)
         assert status["converge.verify"]["repaired"] == summary.repaired
+        assert status["converge.verify"]["sweeps"] == 1 and status["converge.verify"]["last_sweep_age_s"] > 0
     finally:
         code = stop_worker(worker)
     assert code == 0, log.read_text()[-3000:]

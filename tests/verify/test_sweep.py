@@ -153,3 +153,28 @@ def test_any_delivery_then_damage_is_swept_back_to_the_oracle(
         report = sweep(d, path)
         assert report.repaired == {"content": len(damaged)} and report.verified_in_full == len(damaged)
         assert not compare_documents(ex.documents, d.documents(view))
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_a_fresh_sweep_finds_documents_a_new_projection_code_builds_otherwise(
+    example: Callable[[], Example], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ledger records what the code built: after the projection's code changed, only a sweep
+    with ``fresh`` sees the documents whose rows did not change."""
+    with sent(example) as (ex, d):
+        view = d.app.projections[0]
+        sweep(d, tmp_path)
+        old = type(view).build
+
+        def build(self: Any, key: Any, rows: Any) -> Any:
+            doc = old(self, key, rows)
+            return None if doc is None else {**doc, "new_field": 1}
+
+        monkeypatch.setattr(type(view), "build", build)
+        assert sum(sweep(d, tmp_path).divergent.values()) == 0  # the records hide them
+        s = Sweep(verifier(d, tmp_path), Ledger(d.store, d.app.name), clock=lambda: d.now + next(_TICKS))
+        report = d.run(s.run(fresh=True))
+        assert report.divergent == {"content": len(ex.documents)} == report.repaired
+        model = {k: ({**doc, "new_field": 1}, v) for k, (doc, v) in ex.documents.items()}
+        assert not compare_documents(model, d.documents(view))
+        assert sweep(d, tmp_path).verified_in_full == 0  # the repaired documents were recorded
