@@ -44,7 +44,7 @@ from framework.runtime.projector import write_document
 from framework.verify.digests import BUCKETS, Ledger, Record, bucket_of, hit_digest, row_digest
 from framework.verify.verifier import CONSUMER, ChangeVerifier, Right
 
-__all__ = ["BUCKET_DIGESTS", "Sweep", "SweepReport"]
+__all__ = ["BUCKET_DIGESTS", "RETRY", "Sweep", "SweepReport"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,8 @@ BUCKET_DIGESTS = TableSchema(
 
 #: Ledger buckets read at a time.
 _CHUNK = 64
+#: Seconds at most from a failed sweep of ``when_due`` to the next attempt.
+RETRY = 60.0
 #: Index documents a page of the scan (the Spark check's page: fewer, larger requests).
 _PAGE = 10_000
 #: One bucket's documents as both scans give them: doc id -> (index digest, rows digest, partition
@@ -121,6 +123,7 @@ class Sweep:
         self.clock, self.settle = clock, settle
         self.sleep = sleep or verifier.sleep
         self.store = verifier.store
+        self._retry_at = 0.0
 
     @property
     def _second_look(self) -> float:
@@ -144,11 +147,16 @@ class Sweep:
 
     async def when_due(self) -> SweepReport | None:
         """A full sweep when ``every`` seconds have passed since the last one finished (at once
-        when none has); its report, None when none was due."""
-        last = self.verifier.stats.last_sweep_at
-        if self.every is None or (last is not None and self.clock() - last < self.every):
+        when none has; a failed one again ``RETRY`` seconds later at most); its report, None
+        when none was due."""
+        last, now = self.verifier.stats.last_sweep_at, self.clock()
+        if self.every is None or (last is not None and now - last < self.every) or now < self._retry_at:
             return None
-        report = await self.run()
+        try:
+            report = await self.run()
+        except Exception:
+            self._retry_at = self.clock() + min(self.every, RETRY)
+            raise
         log.info("verify: full sweep: %s", report.to_dict())
         return report
 

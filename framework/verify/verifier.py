@@ -181,11 +181,15 @@ class ChangeVerifier:
         """``step`` until ``stop`` is set, pausing ``idle`` seconds when nothing has settled and
         ``retry`` seconds after a failed step (a store or index outage, another instance's
         commit: the page is verified again). ``between`` runs before each step (a sweep when
-        one is due: ``Sweep.when_due``); its failure counts as a failed step."""
+        one is due: ``Sweep.when_due``); its failure is counted and logged, and the step runs."""
         while not stop.is_set():
-            try:
-                if between is not None:
+            if between is not None:
+                try:
                     await between()
+                except Exception as exc:  # noqa: BLE001 - a failed sweep must not stop the verifier
+                    self.stats.errors += 1
+                    log.warning("verify: a sweep failed (%r)", exc)
+            try:
                 pause = idle if await self.step() == 0 else 0.0
             except Exception as exc:  # noqa: BLE001 - the verifier must outlive an outage
                 self.stats.errors += 1

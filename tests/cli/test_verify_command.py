@@ -16,10 +16,16 @@ import pytest
 
 from framework.cli import main
 from framework.local_stack import LocalStack
-from framework.worker.processes import stop_worker
 from tests.notifications.live_desk import LiveDesk
 
 SEED = 23
+
+
+def _settings_of(desk: LiveDesk, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's settings for the commands, their data dir apart."""
+    for name, value in desk.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("CONVERGE_DATA_DIR", str(tmp_path / "verify"))
 
 
 @pytest.mark.timeout(300)
@@ -33,20 +39,13 @@ def test_verify_once_repairs_what_was_damaged_and_parks_what_is_ahead(
         fresh_stack, tmp_path, SEED, CONVERGE_BROKER=f"kafka://{fresh_stack.info.kafka_bootstrap}"
     )
     desk.produce()
-    worker = desk.start_worker()
-    try:
-        desk.drain()
-    finally:
-        code = stop_worker(worker)
-    assert code == 0, desk.log.read_text()[-3000:]
+    desk.run_worker()
     written = desk.documents()
     assert len(written) > 4
     ids = sorted(written)[:4]
     desk.damage(written, ids, ahead=True)
 
-    for name, value in desk.env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("CONVERGE_DATA_DIR", str(tmp_path / "verify"))
+    _settings_of(desk, tmp_path, monkeypatch)
     dlq = tmp_path / "verify-dlq"
     verify = ["verify", "--app", "tests.notifications.notified_desk:app", "--once", "--settle", "0",
               "--recheck", "0", "--dlq-root", str(dlq), "--json"]  # fmt: skip
@@ -84,17 +83,10 @@ def test_verify_sweep_finds_damage_no_notification_names(
         fresh_stack, tmp_path, SEED + 1, CONVERGE_BROKER=f"kafka://{fresh_stack.info.kafka_bootstrap}"
     )
     desk.produce()
-    worker = desk.start_worker()
-    try:
-        desk.drain()
-    finally:
-        code = stop_worker(worker)
-    assert code == 0, desk.log.read_text()[-3000:]
+    desk.run_worker()
     written = desk.documents()
     assert len(written) > 4
-    for name, value in desk.env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("CONVERGE_DATA_DIR", str(tmp_path / "verify"))
+    _settings_of(desk, tmp_path, monkeypatch)
     verify = ["verify", "--app", "tests.notifications.notified_desk:app", "--once", "--settle", "0",
               "--recheck", "0", "--dlq-root", str(tmp_path / "dlq"), "--json", "--sweep"]  # fmt: skip
 

@@ -19,7 +19,7 @@ from examples.support_desk.history import by_topic, deliver
 from framework.core.mutations import Upsert
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack
-from framework.worker.processes import start_worker
+from framework.worker.processes import start_worker, stop_worker
 from stores.open import open_search_index, open_wide_store
 from tests.notifications.notified_desk import app
 
@@ -74,6 +74,15 @@ class LiveDesk:
         for topic in app.topics():
             drained = asyncio.run(wait_drained(self.broker, self.app_id, topic, 150))
             assert drained, self.log.read_text()[-3000:]
+
+    def run_worker(self) -> None:
+        """Start a worker, wait until it drained what was produced, stop it (SIGINT): exit 0."""
+        worker = self.start_worker()
+        try:
+            self.drain()
+        finally:
+            code = stop_worker(worker)
+        assert code == 0, self.log.read_text()[-3000:]
 
     def documents(self) -> Documents:
         """The tickets projection's documents in the index, with their versions."""

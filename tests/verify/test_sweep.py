@@ -26,7 +26,7 @@ from framework.core.mutations import Delete, Upsert
 from framework.testing import Driver, deliveries
 from framework.testing.compare import compare_documents
 from framework.verify.digests import Ledger
-from framework.verify.sweep import Sweep, SweepReport
+from framework.verify.sweep import RETRY, Sweep, SweepReport
 from tests.verify.test_verifier import EXAMPLES, Example, sent, support_desk, totals_right, verifier
 
 _TICKS = itertools.count()
@@ -178,3 +178,29 @@ def test_a_fresh_sweep_finds_documents_a_new_projection_code_builds_otherwise(
         model = {k: ({**doc, "new_field": 1}, v) for k, (doc, v) in ex.documents.items()}
         assert not compare_documents(model, d.documents(view))
         assert sweep(d, tmp_path).verified_in_full == 0  # the repaired documents were recorded
+
+
+def test_sweeps_when_due_and_a_failed_one_again_later(tmp_path: Path) -> None:
+    with sent(support_desk) as (_, d):
+        now = [d.now]
+        s = Sweep(verifier(d, tmp_path), Ledger(d.store, d.app.name), every=100.0, clock=lambda: now[0])
+        d.run(s.ensure())
+        assert d.run(s.when_due()) is not None  # none yet: at once
+        now[0] += 50
+        assert d.run(s.when_due()) is None
+        now[0] += 60
+        real, failing = s._scan_index, True
+
+        async def scan(view: Any, report: SweepReport) -> Any:
+            if failing:
+                raise ConnectionError("index down")
+            return await real(view, report)
+
+        s._scan_index = scan  # type: ignore[method-assign]
+        with pytest.raises(ConnectionError):
+            d.run(s.when_due())
+        failing = False
+        assert d.run(s.when_due()) is None  # not before RETRY seconds
+        now[0] += RETRY
+        assert d.run(s.when_due()) is not None
+        assert s.verifier.stats.sweeps == 2 and s.verifier.stats.last_sweep_at == now[0]
