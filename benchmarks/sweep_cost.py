@@ -99,8 +99,8 @@ async def damage(b: Bench, total: int) -> dict[str, int]:
     hubs = [f"hub-{i:09d}" for i in picks]
     missing, content = hubs[: sizes["missing"]], hubs[sizes["missing"] : len(hubs) - sizes["stale"]]
     (name,) = await b.index.alias_indices(ALIAS)
-    for doc_id in missing:
-        await b.index.client.delete(index=name, id=doc_id)
+    # one bulk request: noida-db writes its whole index state again on every write
+    await b.index.client.bulk(operations=[{"delete": {"_index": name, "_id": d}} for d in missing])
     ops = [IndexOp(h.doc_id, h.version or 0, {**h.source, "subject": f"tampered {b.draws}"})
            for h in await b.index.get_many(ALIAS, content) if h is not None]  # fmt: skip
     ops += [IndexOp(f"orphan-{b.draws}-{j}", BASE, {"hub_id": f"orphan-{b.draws}-{j}", "has_record": False})

@@ -8,13 +8,13 @@ document is built. It compares the two sides top-down against the ledger
 (``framework.verify.digests``): first one digest per bucket of document ids (the exclusive-or of
 its documents' leaves, kept in ``converge_verified_buckets`` when the bucket was last found
 right), then, in a bucket that differs, each document's record. A document whose digests both
-equal its record is right (a projection is pure); any other one is verified in full by the
-change verifier's routine (``ChangeVerifier.verify_keys``: built from the store's rows, compared,
-looked at again, repaired or parked), and recorded once found right (a repaired one: when a
-look after its repair finds it right). A document only the index
-holds (no row, no mark: no partition key) is looked up again after ``recheck`` seconds and
-deleted at the version it holds when still there unchanged: the repair ``converge spark check
---repair`` makes of an orphan.
+equal its record is right (a projection is pure); any other one is verified in full as the
+change verifier verifies a change (``ChangeVerifier.first_look`` and ``second_look``: built
+from the store's rows and compared, looked at again, repaired or parked), and recorded once
+found right (a repaired one: when a look after its repair finds it right). A document only the
+index holds (no row, no mark: no partition key) is deleted at the version it holds when the
+second look finds it there unchanged: the repair ``converge spark check --repair`` makes of an
+orphan. The second look comes once for every view, at least ``settle`` seconds after the first.
 
 The index is scanned before the store: a document's rows are written before it is, so a
 partition absent from the later scan of the store was gone by then (an erasure, an expiry) and
@@ -42,7 +42,7 @@ from framework.core.projection import PartitionKey, Projection
 from framework.core.schema import Column, TableSchema
 from framework.runtime.projector import write_document
 from framework.verify.digests import BUCKETS, Ledger, Record, bucket_of, hit_digest, row_digest
-from framework.verify.verifier import CONSUMER, ChangeVerifier, Right
+from framework.verify.verifier import CONSUMER, ChangeVerifier, Differing, Right
 
 __all__ = ["BUCKET_DIGESTS", "RETRY", "Sweep", "SweepReport"]
 
@@ -70,6 +70,19 @@ Side = dict[str, tuple[int, int, PartitionKey | None]]
 def _leaf(doc_id: str, index_digest: int, rows: int) -> int:
     data = b"%s:%x:%x" % (doc_id.encode("utf-8", "surrogatepass"), index_digest, rows)
     return int.from_bytes(hashlib.blake2b(data, digest_size=16).digest(), "big")
+
+
+@dataclass
+class _Looked:
+    """One view after the first look: the buckets that differ with both scans' documents, their
+    records, the documents found right, differing, and only in the index (with their digests)."""
+
+    view: Projection
+    sides: dict[int, Side]
+    records: dict[str, Record] = field(default_factory=dict)
+    right: list[Right] = field(default_factory=list)
+    differing: Differing = field(default_factory=dict)
+    orphans: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -178,11 +191,17 @@ class Sweep:
         groups: dict[str, list[Projection]] = {}
         for view in chosen:
             groups.setdefault(view.version_table.name, []).append(view)
+        looked: list[_Looked] = []
         for group in groups.values():
             indexed = {v.name: await self._scan_index(v, report) for v in group}
             partitions = await self._scan_rows(group[0], report)
             for view in group:
-                await self._sweep_view(view, indexed[view.name], partitions, report, fresh)
+                looked.append(await self._first_look(view, indexed.pop(view.name), partitions, report, fresh))
+            del partitions
+        if any(v.differing or v.orphans for v in looked):
+            await self.sleep(self._second_look)  # once for every view
+        for v in looked:
+            await self._second_look_at(v, report)
         stats = self.verifier.stats
         report.divergent += stats.divergent - before[0]
         report.repaired += stats.repaired - before[1]
@@ -228,14 +247,16 @@ class Sweep:
                 out[part] = out.get(part, 0) ^ row_digest(table, row)
         return out
 
-    async def _sweep_view(
+    async def _first_look(
         self,
         view: Projection,
         indexed: dict[str, tuple[int, int]],
         partitions: dict[tuple[Any, ...], int],
         report: SweepReport,
         fresh: bool,
-    ) -> None:
+    ) -> _Looked:
+        """Compare ``view``'s buckets, then its documents in the buckets that differ, with the
+        ledger; build and compare the others once (``ChangeVerifier.first_look``)."""
         names = view.key_names
         sides: list[Side] = [{} for _ in range(BUCKETS)]
         for part, digest in partitions.items():
@@ -251,53 +272,56 @@ class Sweep:
         kept = {} if fresh else await self._bucket_digests(view)
         differing = [b for b in range(BUCKETS) if fresh or kept.get(b, 0) != _bucket_digest(sides[b])]
         report.buckets_differing += len(differing)
-        records: dict[str, Record] = {}
+        looked = _Looked(view, {b: sides[b] for b in differing})
         for i in range(0, len(differing), _CHUNK):
-            records.update(await self.ledger.read(view.name, differing[i : i + _CHUNK]))
-        trusted = {} if fresh else records
+            looked.records.update(await self.ledger.read(view.name, differing[i : i + _CHUNK]))
+        trusted = {} if fresh else looked.records
         keys: list[PartitionKey] = []
-        orphans: list[str] = []
-        for b in differing:
-            for doc_id, (found, rows, key) in sides[b].items():
+        for side in looked.sides.values():
+            for doc_id, (found, rows, key) in side.items():
                 record = trusted.get(doc_id)
                 if record is not None and (record.index_digest, record.rows_digest) == (found, rows):
                     continue
                 if key is None:
-                    orphans.append(doc_id)
+                    looked.orphans[doc_id] = found
                 else:
                     keys.append(key)
-        right: list[Right] = []
         if keys:
             report.verified_in_full += len(keys)
-            repaired = await self.verifier.verify_keys([view], keys, right, self._second_look)
+            looked.differing = await self.verifier.first_look([view], keys, looked.right)
+        report.orphans += len(looked.orphans)
+        return looked
+
+    async def _second_look_at(self, looked: _Looked, report: SweepReport) -> None:
+        """Repair or park what still differs, delete the orphans still there, record what is right."""
+        view = looked.view
+        if looked.differing:
+            repaired = await self.verifier.second_look([view], looked.differing)
             if repaired:  # record them as repaired, so that the next sweep does not build them
-                await self.verifier.right_now([view], repaired, right)
-        if orphans:
-            await self._orphans(view, orphans, indexed, report)
+                await self.verifier.right_now([view], repaired, looked.right)
+        if looked.orphans:
+            await self._orphans(view, looked.orphans)
         versions = not isinstance(view, Aggregate)
-        verified = [
-            Record(doc_id, hit_digest(hit, versions=versions), rows) for _, doc_id, hit, rows in right
-        ]
+        verified = [Record(doc_id, hit_digest(hit, versions=versions), rows)
+                    for _, doc_id, hit, rows in looked.right]  # fmt: skip
+        records, sides = looked.records, looked.sides
         gone = [r for doc_id, r in records.items() if doc_id not in sides[bucket_of(doc_id)]]
         now = int(self.clock() * 1e6)
         # a record of a document now absent on both sides is removed (both digests 0)
         await self.ledger.record(view.name, [*verified, *(Record(r.doc_id, 0, 0) for r in gone)], now)
         report.recorded += len(verified)
         records.update((r.doc_id, r) for r in verified)
-        await self._keep_digests(view, differing, sides, records, now)
+        await self._keep_digests(view, sides, records, now)
 
-    async def _orphans(
-        self, view: Projection, doc_ids: list[str], indexed: dict[str, tuple[int, int]], report: SweepReport
-    ) -> None:
-        """Delete the documents only the index holds that are still there, unchanged, after
-        ``recheck`` seconds."""
-        report.orphans += len(doc_ids)
+    async def _orphans(self, view: Projection, orphans: dict[str, int]) -> None:
+        """Delete the documents only the index held at the first look that it still holds,
+        unchanged (``orphans``: their digests then)."""
         target = self.verifier.targets[view.name]
-        await self.sleep(self._second_look)
         versions = not isinstance(view, Aggregate)
         stats = self.verifier.stats
+        doc_ids = list(orphans)
         for doc_id, hit in zip(doc_ids, await target.get_many(view.alias, doc_ids), strict=True):
-            if hit is None or hit_digest(hit, versions=versions) != indexed[doc_id][0]:
+            if hit is None or hit_digest(hit, versions=versions) != orphans[doc_id]:
                 continue
             held = hit.version or 0
             stats.divergent["orphaned"] += 1
@@ -313,17 +337,11 @@ class Sweep:
         return {int(str(r.key["bucket"])): int(str(r.values().get("digest") or "0"), 16) for r in rows}
 
     async def _keep_digests(
-        self,
-        view: Projection,
-        buckets: Iterable[int],
-        sides: list[Side],
-        records: dict[str, Record],
-        version: int,
+        self, view: Projection, sides: dict[int, Side], records: dict[str, Record], version: int
     ) -> None:
-        """Keep the digest of each of ``buckets`` whose every document is recorded right."""
+        """Keep the digest of each bucket of ``sides`` whose every document is recorded right."""
         writes: list[Mutation] = []
-        for b in buckets:
-            side = sides[b]
+        for b, side in sides.items():
             if all((r := records.get(d)) is not None and (r.index_digest, r.rows_digest) == (f, rows)
                    for d, (f, rows, _) in side.items()):  # fmt: skip
                 key: dict[str, CellValue] = {"app": self.ledger.app, "view_name": view.name, "bucket": b}

@@ -44,7 +44,9 @@ from framework.verify.compare import CATEGORIES, Category, classify
 from framework.verify.digests import rows_digest
 from stores.base import SearchHit, SearchIndex, WideColumnStore
 
-__all__ = ["ChangeVerifier", "Divergence", "VerifyStats", "Park", "Right", "CONSUMER", "LAG_BUCKETS"]
+__all__ = [
+    "ChangeVerifier", "Divergence", "Differing", "VerifyStats", "Park", "Right", "CONSUMER", "LAG_BUCKETS",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,8 @@ class Divergence:
 Park = Callable[[Divergence, str], Awaitable[None]]
 #: A document found right: its view, id, the index's copy and the digest of its rows.
 Right = tuple[Projection, str, SearchHit | None, int]
+#: Documents that differ, by (view name, document id): partition, view, expected, the copy found.
+Differing = dict[tuple[str, str], tuple[PartitionKey, Projection, Document, SearchHit | None]]
 
 
 async def _log_only(divergence: Divergence, reason: str) -> None:
@@ -222,18 +226,31 @@ class ChangeVerifier:
         ``recheck`` seconds later (default: the verifier's) at those that differ, repair or park
         what differs twice; the keys of the partitions repaired. ``right``: receives each
         document found right at the first look, with the digest of its rows."""
-        first = await self._compare(views, keys, right)
+        first = await self.first_look(views, keys, right)
+        if not first:
+            return []
+        await self.sleep(self.recheck if recheck is None else recheck)
+        return await self.second_look(views, first)
+
+    async def first_look(
+        self, views: list[Projection], keys: list[PartitionKey], right: list[Right] | None = None
+    ) -> Differing:
+        """The documents of ``views`` at ``keys`` that differ from their copy (``right``: as in
+        ``verify_keys``)."""
+        return await self._compare(views, keys, right)
+
+    async def second_look(self, views: list[Projection], first: Differing) -> list[PartitionKey]:
+        """Compare again what differed at the ``first`` look; repair or park what differs the
+        same way; the keys of the partitions repaired."""
         repaired: dict[str, PartitionKey] = {}
-        if first:
-            await self.sleep(self.recheck if recheck is None else recheck)
-            differing = {key_ident(key): key for key, _, _, _ in first.values()}
-            again = await self._compare(views, list(differing.values()))
-            for where, (key, view, expected, found) in again.items():
-                before = first.get(where)
-                if before is None or before[2] != expected:  # the store moved on: no longer the same
-                    continue
-                if await self._settle(view, key, expected, found):
-                    repaired[key_ident(key)] = key
+        differing = {key_ident(key): key for key, _, _, _ in first.values()}
+        again = await self._compare(views, list(differing.values()))
+        for where, (key, view, expected, found) in again.items():
+            before = first.get(where)
+            if before is None or before[2] != expected:  # the store moved on: no longer the same
+                continue
+            if await self._settle(view, key, expected, found):
+                repaired[key_ident(key)] = key
         return list(repaired.values())
 
     async def right_now(self, views: list[Projection], keys: list[PartitionKey], right: list[Right]) -> None:
@@ -243,10 +260,10 @@ class ChangeVerifier:
 
     async def _compare(
         self, views: list[Projection], keys: list[PartitionKey], right: list[Right] | None = None
-    ) -> dict[tuple[str, str], tuple[PartitionKey, Projection, Document, SearchHit | None]]:
+    ) -> Differing:
         """The documents of ``views`` among ``keys`` whose copy in the target differs, by view
         name and document id; the views' rows are read once."""
-        out: dict[tuple[str, str], tuple[PartitionKey, Projection, Document, SearchHit | None]] = {}
+        out: Differing = {}
         marks_table = views[0].version_table.name
         for i in range(0, len(keys), self.page):
             chunk = keys[i : i + self.page]
