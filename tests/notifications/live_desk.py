@@ -19,6 +19,8 @@ from examples.support_desk.history import by_topic, deliver
 from framework.core.mutations import Upsert
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 from framework.local_stack import LocalStack
+from framework.notifications.entries import entry_from_row
+from framework.notifications.schema import NOTIFICATION_TABLE
 from framework.worker.processes import start_worker, stop_worker
 from stores.open import open_search_index, open_wide_store
 from tests.notifications.notified_desk import app
@@ -137,5 +139,15 @@ async def write_past_the_feed(store_url: str, table: str, key: dict[str, Any], c
     store = await open_wide_store(store_url)
     try:
         await store.apply([Upsert(table, key, cells, version)])
+    finally:
+        await store.close()
+
+
+async def last_ingestion(store_url: str) -> int:
+    """The ingestion time (epoch µs) of the newest notification entry in the store: once a
+    verifier's position reaches it, it has verified every entry."""
+    store = await open_wide_store(store_url)
+    try:
+        return max([entry_from_row(r).ingested_at async for r in store.scan(NOTIFICATION_TABLE.name)])
     finally:
         await store.close()
