@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framework.core.json_codec import decode, encode, round_trip
+from framework.core.json_codec import canonical, decode, encode, round_trip
 
 _plain = json.JSONEncoder(separators=(",", ":")).encode
 _sorted = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
@@ -108,3 +108,10 @@ def test_decode_contract_is_64_bit_integers() -> None:
 @given(_values)
 def test_round_trip_reads_back_what_the_fallback_writes(value: Any) -> None:
     assert _same(round_trip(value, _plain), json.loads(_plain(value)))
+
+
+@given(_values)
+def test_canonical_is_the_sorted_encoding_whatever_the_key_order(value: Any) -> None:
+    assert canonical(value) == encode(value, _sorted, sort_keys=True)
+    if isinstance(value, dict):
+        assert canonical(dict(reversed(list(value.items())))) == canonical(value)

@@ -11,6 +11,7 @@ surrogates, and reads integers beyond 64 bits as floats. So:
   fast path.
 - ``round_trip`` (a value as read back from its JSON) takes orjson's way only where ``encode``
   does.
+- ``canonical`` is ``encode`` with sorted keys: the text a document's digest is taken of.
 - ``decode`` falls back to ``json.loads`` whenever orjson refuses the text (``NaN`` and
   ``Infinity`` literals, escaped lone surrogates) and is only for text whose integers fit in
   64 bits, as every value the stores accept does (``framework.core.mutations.check_value``).
@@ -24,7 +25,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["decode", "encode", "round_trip"]
+__all__ = ["canonical", "decode", "encode", "round_trip"]
 
 _PLAIN = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
 _SORTED = _PLAIN | orjson.OPT_SORT_KEYS
@@ -48,6 +49,15 @@ def encode(value: Any, fallback: Callable[[Any], str], *, sort_keys: bool = Fals
     """
     out = _exact(value, _SORTED if sort_keys else _PLAIN)
     return fallback(value).encode("utf-8") if out is None else out
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
+
+def canonical(value: Any) -> bytes:
+    """``value`` as canonical UTF-8 JSON (keys sorted, compact), the text to digest a document by;
+    TypeError or ValueError when it is not JSON (a lone surrogate among them)."""
+    return encode(value, _CANONICAL, sort_keys=True)
 
 
 def round_trip(value: Any, fallback: Callable[[Any], str]) -> Any:

@@ -33,11 +33,10 @@ every write after ``forget``, which the runtime calls on every rebalance.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 
-from framework.core.json_codec import encode
+from framework.core.json_codec import canonical
 from stores.base import IndexOp
 
 __all__ = ["Fingerprint", "Position", "WrittenDocuments"]
@@ -47,15 +46,12 @@ Fingerprint = tuple[int, bytes | None]
 #: A change record's place: ``(topic partition, offset)``.
 Position = tuple[Hashable, int]
 
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-
-
 def _fingerprint(op: IndexOp) -> Fingerprint | None:
     """None when the document cannot be digested (it is then always written)."""
     if op.doc is None:
         return op.version, None
     try:
-        data = encode(op.doc, _CANONICAL, sort_keys=True)
+        data = canonical(op.doc)
     except (TypeError, ValueError):  # not JSON, or text with a lone surrogate
         return None
     return op.version, hashlib.blake2b(data, digest_size=16).digest()

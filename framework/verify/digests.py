@@ -17,11 +17,10 @@ bucket is one partition read.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from framework.core.json_codec import encode
+from framework.core.json_codec import canonical
 from framework.core.mutations import Delete, Mutation, Upsert
 from framework.core.rows import Row
 from framework.core.schema import Column, TableSchema
@@ -47,9 +46,6 @@ LEDGER = TableSchema(
     clustering_key=(Column("doc_id", "text"),),
     columns=(Column("index_digest", "text"), Column("rows_digest", "text")),
 )
-
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-
 
 def _blake(data: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=16).digest(), "big")
@@ -83,7 +79,7 @@ def hit_digest(hit: SearchHit | None, *, versions: bool = True) -> int:
     and content (0: absent)."""
     if hit is None:
         return 0
-    content = encode(dict(hit.source), _CANONICAL, sort_keys=True)
+    content = canonical(dict(hit.source))
     return _blake(b"%d:" % ((hit.version or 0) if versions else 0) + content)
 
 
