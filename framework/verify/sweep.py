@@ -222,14 +222,14 @@ class Sweep:
         with contextlib.suppress(CheckpointConflict):  # another sweep's report, as recent
             await self.checkpoints.compare_and_set(self.checkpoint, value, expected)
 
-    async def _scan_index(self, view: Projection, report: SweepReport) -> dict[str, tuple[int, int]]:
-        """The index's documents of ``view``: digest and version, by document id."""
+    async def _scan_index(self, view: Projection, report: SweepReport) -> dict[str, int]:
+        """The digest of each of the index's documents of ``view``, by document id."""
         versions = not isinstance(view, Aggregate)
-        out: dict[str, tuple[int, int]] = {}
+        out: dict[str, int] = {}
         target = self.verifier.targets[view.name]
         await target.refresh(view.alias)
         async for hit in target.scan(view.alias, page_size=_PAGE):
-            out[hit.doc_id] = (hit_digest(hit, versions=versions), hit.version or 0)
+            out[hit.doc_id] = hit_digest(hit, versions=versions)
         report.index_read += len(out)
         return out
 
@@ -250,7 +250,7 @@ class Sweep:
     async def _first_look(
         self,
         view: Projection,
-        indexed: dict[str, tuple[int, int]],
+        indexed: dict[str, int],
         partitions: dict[tuple[Any, ...], int],
         report: SweepReport,
         fresh: bool,
@@ -262,8 +262,8 @@ class Sweep:
         for part, digest in partitions.items():
             partition: PartitionKey = dict(zip(names, part, strict=True))
             doc_id = view.document_id(partition)
-            sides[bucket_of(doc_id)][doc_id] = (indexed.get(doc_id, (0, 0))[0], digest, partition)
-        for doc_id, (found, _) in indexed.items():
+            sides[bucket_of(doc_id)][doc_id] = (indexed.get(doc_id, 0), digest, partition)
+        for doc_id, found in indexed.items():
             bucket = sides[bucket_of(doc_id)]
             if doc_id not in bucket:
                 bucket[doc_id] = (found, 0, None)
