@@ -209,10 +209,11 @@ def populate_live(
     alias: str,
     shards: int,
     build: Callable[[str, str, int], None] | None = None,
+    damaged: bool = True,
 ) -> tuple[str, float]:
-    """The rows in a SQLite store, the (damaged) documents in the index; (store URL, load seconds).
-    The documents are built by the reindex build job on ``spark``, or by ``build(store URL, index,
-    shards)``."""
+    """The rows in a SQLite store, the (``damaged``) documents in the index; (store URL, load
+    seconds). The documents are built by the reindex build job on ``spark``, or by ``build(store
+    URL, index, shards)``."""
     started = time.perf_counter()
     path = work / f"wide-{n}.db"
     fill_store(path, reference_app.tables, synth, n)
@@ -245,7 +246,8 @@ def populate_live(
         args = (APP, PROJECTION.name, url, es_url, "document", target, shards, opts)
         task = functools.partial(build_task, *args)
         spark.sparkContext.parallelize(range(shards), shards).mapPartitions(task).collect()
-    asyncio.run(damage())
+    if damaged:
+        asyncio.run(damage())
     return url, time.perf_counter() - started
 
 

@@ -29,9 +29,9 @@ from benchmarks.proc_cpu import TreeSampler, cpu_by_process, cpu_split, load_ave
 from benchmarks.spark_runs import CLASSES, print_table
 
 
-def populate(n: int, work: Path, es_url: str) -> str:
-    """``n`` hub rows in a SQLite store under ``work`` and their (damaged) documents under the alias
-    ``bench-N``, built in this process (no Spark); the store URL."""
+def populate(n: int, work: Path, es_url: str, damaged: bool = True) -> str:
+    """``n`` hub rows in a SQLite store under ``work`` and their documents (0.4 % ``damaged``) under
+    the alias ``bench-N``, built in this process (no Spark); the store URL."""
     from benchmarks.spark_check import APP, PROJECTION, populate_live
     from spark_batch.io import WriteOptions
     from spark_batch.reindex import build_task
@@ -51,7 +51,7 @@ def populate(n: int, work: Path, es_url: str) -> str:
         for _ in task:
             pass
 
-    url, _ = populate_live(None, n, work, es_url, f"bench-{n}", 1, build=build)
+    url, _ = populate_live(None, n, work, es_url, f"bench-{n}", 1, build=build, damaged=damaged)
     return url
 
 
