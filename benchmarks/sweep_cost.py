@@ -6,8 +6,9 @@ The calibration line comes first (``benchmarks.scale_out.calibrate``). The data:
 rows of ``benchmarks.spark_check`` in a SQLite store and their documents in the embedded stack's
 index (``benchmarks.spark_check_command.populate``: alias ``bench-N``, undamaged), the
 projection's own alias added to that index; both tools use ``PROJECTION.alias``. A first sweep
-(no ledger yet: every document built in full) records the ledger. The benchmark's index client
-waits up to 10 minutes a request: noida-db writes its whole index state again on every write.
+(no ledger yet: every document built in full) records the ledger. Both tools' index clients wait
+up to 10 minutes a request (the URL's ``request_timeout``): at 1,000,000 documents noida-db takes
+longer than the default 30 s to open a point in time.
 Then ``--runs`` rounds, each with a fresh ``--damage`` fraction of the documents damaged (other
 documents each time) in four near-equal parts: index documents deleted (``missing``), edited at
 the same version (``content``), added with no partition (``orphaned``), and source rows changed at
@@ -56,6 +57,7 @@ from framework.dlq import DeadLetterWAL
 from framework.local_stack import LocalStack
 from framework.verify.assembly import app_sweep, app_verifier
 from framework.verify.sweep import Sweep
+from spark_batch.io import open_index
 from stores.base import IndexOp, WideColumnStore
 from stores.elasticsearch.index import ElasticsearchIndex
 from stores.open import open_wide_store
@@ -161,13 +163,13 @@ async def session(
 ) -> list[dict[str, Any]]:
     """The first sweep, then ``runs`` rounds (module docstring) on the store and index at ``urls``;
     every measured run's figures."""
-    store_url, es_url = urls
+    store_url, es_url = urls[0], f"{urls[1]}?request_timeout=600"  # the check's too
     total = max(4, round(n * fraction))
     need = (runs + runs // 2) * (total - split(total)["orphaned"])  # draws: 1 a round, 2 when odd
     if need > n:
         raise SystemExit(f"--docs {n} too few for {runs} rounds of {total} damaged documents")
     store = await open_wide_store(store_url)
-    index = ElasticsearchIndex.from_url(es_url, tombstones="document", request_timeout=600.0)
+    index = open_index(es_url, "document")
     checkpoints = open_checkpoint_store(f"sqlite:///{work / 'checkpoints.db'}")
     wal = DeadLetterWAL(work / "dlq")
     try:

@@ -50,6 +50,7 @@ from stores.elasticsearch.checks import (
     encode_document,
 )
 from stores.elasticsearch.error_map import bulk_item, error_summary, map_error
+from stores.elasticsearch.url import parse_url
 from stores.errors import PermanentStoreError, TransientStoreError
 
 __all__ = ["ElasticsearchIndex", "DocumentError", "TOMBSTONE_FIELD"]
@@ -104,8 +105,10 @@ class ElasticsearchIndex(SearchIndex):
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> ElasticsearchIndex:
-        """An index on the cluster at ``url`` (e.g. ``StackInfo.es_url``)."""
-        return cls(url, **kwargs)
+        """An index on the cluster at ``url`` (e.g. ``StackInfo.es_url``); the URL's options
+        (``stores.elasticsearch.url``) override ``kwargs``."""
+        hosts, options = parse_url(url)
+        return cls(hosts, **{**kwargs, **options})
 
     @property
     def client(self) -> AsyncElasticsearch:

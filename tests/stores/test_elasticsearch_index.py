@@ -321,6 +321,25 @@ async def test_timeout_and_refused_connection_are_transient() -> None:
         await es.close()
 
 
+async def test_url_options_override_the_callers() -> None:
+    async with FakeElasticsearch(lambda m, p: Reply(200, {"_id": "d", "_version": 1, "found": True,
+                                                          "_source": {}}, delay=0.3)) as fake:  # fmt: skip
+        slow = ElasticsearchIndex.from_url(f"{fake.url}?request_timeout=5", request_timeout=0.1)
+        fast = ElasticsearchIndex.from_url(f"{fake.url}?request_timeout=0.1", request_timeout=5)
+        try:
+            hit = await slow.get("a", "d")  # the URL's 5 s, not the caller's 0.1 s
+            assert hit is not None and hit.version == 1
+            with pytest.raises(TransientStoreError, match="timed out"):
+                await fast.get("a", "d")
+        finally:
+            await slow.close()
+            await fast.close()
+    for bad in ("?request_timeout=soon", "?retries=2", "?max_retries=-1"):
+        with pytest.raises(ValueError, match="127.0.0.1:9200") as error:
+            ElasticsearchIndex.from_url(f"http://user:secret@127.0.0.1:9200{bad}")
+        assert "secret" not in str(error.value)
+
+
 async def test_bulk_item_statuses_are_classified() -> None:
     statuses = [201, 200, 409, 429, 503, 500, 400, 404, 404]
     items: list[dict[str, Any]] = []
