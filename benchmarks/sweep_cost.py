@@ -83,6 +83,7 @@ class Bench:
     index: ElasticsearchIndex
     sweep: Sweep
     picks: Iterator[int]
+    slices: int | None = None  # the check's index scan slices (None: its default)
     draws: int = 0
 
 
@@ -143,6 +144,8 @@ def run_check(b: Bench, expected: dict[str, int]) -> dict[str, Any]:
     report = b.work / f"check-{time.time_ns()}.json"
     cmd = command(b.n, b.store_url, b.es_url, report)
     cmd[cmd.index("--alias") + 1] = ALIAS
+    if b.slices is not None:
+        cmd += ["--slices", str(b.slices)]
     server, started = tree_cpu_seconds(b.server), time.perf_counter()
     with (b.work / "check.log").open("a") as log:
         proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=log)
@@ -159,7 +162,7 @@ def run_check(b: Bench, expected: dict[str, int]) -> dict[str, Any]:
 
 
 async def session(
-    n: int, runs: int, fraction: float, work: Path, urls: tuple[str, str], server: int
+    n: int, runs: int, fraction: float, work: Path, urls: tuple[str, str], server: int, slices: int | None
 ) -> list[dict[str, Any]]:
     """The first sweep, then ``runs`` rounds (module docstring) on the store and index at ``urls``;
     every measured run's figures."""
@@ -178,7 +181,7 @@ async def session(
         verifier = await app_verifier(app, store, index, None, checkpoints, wal, settle=0, recheck=0)
         sweep = await app_sweep(verifier, app, checkpoints, None)
         picks = iter(random.Random(7).sample(range(n), need))
-        b = Bench(n, work, store_url, es_url, server, store, index, sweep, picks)
+        b = Bench(n, work, store_url, es_url, server, store, index, sweep, picks, slices)
         out = [await run_sweep(b, {}, "sweep, first (no ledger)")]
         print(json.dumps(out[-1]), flush=True)
         for r in range(runs):
@@ -228,6 +231,9 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=1_000_000, help="hub rows, so documents (default 1,000,000)")
     ap.add_argument("--runs", type=int, default=5, help="rounds (default 5)")
     ap.add_argument("--damage", type=float, default=0.001, help="documents damaged a round (default 0.001)")
+    ap.add_argument("--check-slices", type=int, default=None,
+                    help="the check's index scan slices (default: its own, the parallelism); each opens a "
+                         "point in time, which noida-db serves from a copy of the index")  # fmt: skip
     ap.add_argument("--work", type=Path, default=None, help="working directory (default: a temporary one)")
     args = ap.parse_args()
     logging.getLogger("framework.verify").setLevel(logging.ERROR)  # else a warning a divergence
@@ -240,7 +246,9 @@ def main() -> None:
             started = time.perf_counter()
             urls = populate(args.docs, work, stack.info.es_url, damaged=False), stack.info.es_url
             print(f"populated {args.docs:,} hub rows in {time.perf_counter() - started:.1f} s", flush=True)
-            results = asyncio.run(session(args.docs, args.runs, args.damage, work, urls, stack.info.pid))
+            results = asyncio.run(
+                session(args.docs, args.runs, args.damage, work, urls, stack.info.pid, args.check_slices)
+            )
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
