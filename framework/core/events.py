@@ -29,6 +29,7 @@ class EventError(BadMessage):
 #: ``json.dumps(value, separators=(",", ":"), sort_keys=True)``, its encoder built once.
 _canonical = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
 
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """One source event.

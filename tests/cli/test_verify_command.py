@@ -35,6 +35,7 @@ def test_verify_once_repairs_what_was_damaged_and_parks_what_is_ahead(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    assert fresh_stack.info is not None
     desk = LiveDesk.create(
         fresh_stack, tmp_path, SEED, CONVERGE_BROKER=f"kafka://{fresh_stack.info.kafka_bootstrap}"
     )
@@ -79,6 +80,7 @@ def test_verify_sweep_finds_damage_no_notification_names(
 ) -> None:
     """A first ``--sweep`` records every document right; damage done later, with every entry
     already verified, is found only by the next sweep, which builds just the damaged documents."""
+    assert fresh_stack.info is not None
     desk = LiveDesk.create(
         fresh_stack, tmp_path, SEED + 1, CONVERGE_BROKER=f"kafka://{fresh_stack.info.kafka_bootstrap}"
     )
