@@ -1,9 +1,10 @@
 """What each stage of the change verifier's compare costs per document (issue 28's cost goal).
 
-    python -m benchmarks.verify_stages --events 20000 --runs 5
+    python -m benchmarks.verify_stages --events 20000 --runs 5 [--app desk]
 
 The demo's history (``examples.activity_platform.generator``, the one ``benchmarks.verify_cost``
-sends) goes through ``framework.testing.Driver`` (the worker's processing code, a SQLite store in
+sends; ``--app desk``: the support desk's, ``--events`` tickets) goes through
+``framework.testing.Driver`` (the worker's processing code, a SQLite store in
 memory); the projection's documents are then copied into the embedded stack's index (noida-db).
 Every document any entry names is then compared as ``ChangeVerifier`` compares it, a page of 500
 at a time, each stage timed apart by ``time.process_time`` (this process, every thread; the index
@@ -27,14 +28,17 @@ import argparse
 import statistics
 import tempfile
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from benchmarks.scale_out import calibrate
 from benchmarks.spark_runs import spread
-from examples.activity_platform.app import app
-from examples.activity_platform.generator import generate_history
+from examples.activity_platform.app import app as platform_app
+from examples.activity_platform.generator import generate_history as platform_history
+from examples.support_desk.app import app as desk_app
+from examples.support_desk.generator import generate_history as desk_history
+from framework import App
 from framework.coordination.sqlite import SqliteCheckpointStore
 from framework.core.aggregate import Aggregate
 from framework.core.projection import PartitionKey, Projection
@@ -51,6 +55,11 @@ from stores.base import IndexOp, SearchIndex
 from stores.elasticsearch.index import ElasticsearchIndex
 
 PAGE = 500
+#: The example apps and their histories, by ``--app`` (the desk's ``--events`` counts tickets).
+APPS: dict[str, tuple[App, Callable[[int, int], Any]]] = {
+    "platform": (platform_app, platform_history),
+    "desk": (desk_app, desk_history),
+}
 STAGES = ("read", "build", "index", "compare", "look")
 
 
@@ -96,7 +105,7 @@ async def measure(
     checkpoints = SqliteCheckpointStore(str(work_dir / "checkpoints.db"))
     try:
         targets: dict[str, SearchIndex] = {}
-        for p in app.projections:
+        for p in d.app.projections:
             await index.ensure_index(p.alias, p.mappings)
             docs = list(documents[p.name].items())
             for i in range(0, len(docs), 5000):
@@ -104,10 +113,10 @@ async def measure(
                 assert not (await index.bulk(p.alias, ops)).failed
             await index.refresh(p.alias)
             targets[p.name] = index
-        targets.update({a.name: d.aggregates for a in app.aggregates})
+        targets.update({a.name: d.aggregates for a in d.app.aggregates})
         reader = NotificationReader(d.store, checkpoints, CONSUMER, settle=0)
-        verifier = ChangeVerifier(app.views, d.store, targets, reader)
-        changed = await changed_documents(entries, app.views, d.store)
+        verifier = ChangeVerifier(d.app.views, d.store, targets, reader)
+        changed = await changed_documents(entries, d.app.views, d.store)
         work = [(c.view, list(c.keys.values())) for c in changed]
         return sum(len(k) for _, k in work), [await one_pass(verifier, work) for _ in range(runs)]
     finally:
@@ -122,10 +131,14 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=5, help="passes over every document")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--app", choices=sorted(APPS), default="platform", help="the example app (default: the demo's)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="converge-verify-stages-") as tmp:
         work_dir = Path(tmp)
         print(calibrate(work_dir / "calibration", 100_000), flush=True)
+        app, generate_history = APPS[args.app]
         history = generate_history(args.seed, args.events)
         events = list(history.events)
         with Driver(app) as d:
