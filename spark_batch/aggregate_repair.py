@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from framework.aggregates.contributions import Changed, ContributionIndex
 from framework.aggregates.tables import decode_measures
-from framework.aggregates.totals import recompute
+from framework.aggregates.totals import recompute, repair_version
 from framework.core.aggregate import Aggregate, Group, parse_group_id, parse_series
 from framework.core.sync import run_sync
 from framework.jobs.kafka_ranges import RangeError, partition_bounds
@@ -53,27 +53,29 @@ async def group_ends(broker: str, topic: str) -> dict[int, int]:
 
 
 def totals_version(ends: Mapping[int, int], g: Group) -> int:
-    """The version a repair writes the totals of ``g`` at: the end offset of its group topic
-    partition (read before the repair reads any group's contributions) plus one.
+    """The version a repair writes the totals of ``g`` at: ``repair_version`` of the end offset of
+    its group topic partition (read before the repair reads any group's contributions), twice the
+    end plus one.
 
-    The stream writes a group's totals at the offset of the record announcing it plus one
-    (``framework.aggregates.totals``). Every record below the end was announced, so its
-    contributions written, before the repair reads them: the repair's totals include its change,
-    and the stream's write for it is at or below the end, below the repair's. The records
-    announced later write from the end plus one up, computed after their change: all but the
-    first above the repair. So the end is one version clock for the totals present, the deleted ones and the
-    records not yet processed.
+    The stream writes a group's totals at ``stream_version`` of the record announcing it, twice
+    its offset plus two (``framework.aggregates.totals``). Every record below the end was
+    announced, so its contributions written, before the repair reads them: the repair's totals
+    include its change, and the stream's write for it is at most twice the end, below the
+    repair's. The records announced later write from twice the end plus two up, strictly above
+    the repair's: the stream's next write for the group, computed when it is processed, always
+    replaces the repair's totals, never ties with them (a tie is won by the larger value, not the
+    newer: a repaired 900 would shadow the stream's next 100). So the end is one version clock
+    for the totals present, the deleted ones and the records not yet processed.
 
     Not the highest write time of the totals rows plus one: a deleted row's tombstone is not
     read back, so a row deleted above that maximum would stay deleted; and a maximum over the
     table mixes partitions whose offsets are unrelated, so a group of a partition far behind
     would be written above everything its stream writes for a long time, freezing its totals.
-    Not the end itself: the partition's last record may have written this group at exactly the
-    end, and a tie is won by the larger value, not the newer. The one record a repair can tie
-    with is the first announced after the end was read; if its change came after the repair's
-    read, the group's next change or a second check sets it right.
+    One limit: the repair's own contribution writes are not announced on the group topic, so a
+    record processed after the end was read but before those writes computes totals without
+    them, above the repair's; the group's next change or a second check sets it right.
     """
-    return ends[change_partition(g.id, len(ends))] + 1
+    return repair_version(ends[change_partition(g.id, len(ends))])
 
 
 def _documents(rows: Iterable[Any]) -> Iterator[IndexOp]:

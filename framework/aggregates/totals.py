@@ -5,18 +5,25 @@ aggregate's group topic (``<app>.<aggregate>.groups``), in records of type
 ``groups_changed`` sent to the partition Kafka's default partitioner gives each group id, so
 one consumer sees every announcement of a group, in order. For each record it reads the
 group's ``_members`` partition, reduces it (``reduce``) and writes the ``_totals`` row at the
-record's offset plus one (a group with no contribution left has its row deleted). Within a
-topic partition offsets only grow, and a record is read after the contributions it announces
-were written, so the write at the highest offset is the one computed last, from a state that
-includes every announced change: a replayed or duplicated record, or a worker still finishing
-a record after its partition moved, writes at a lower offset and changes nothing. A total is
-never adjusted by a delta.
+record's ``stream_version``, twice its offset plus two (a group with no contribution left has
+its row deleted). Within a topic partition offsets only grow, and a record is read after the
+contributions it announces were written, so the write at the highest offset is the one computed
+last, from a state that includes every announced change: a replayed or duplicated record, or a
+worker still finishing a record after its partition moved, writes at a lower offset and changes
+nothing. A total is never adjusted by a delta.
+
+Versions are spaced by two so that a writer outside the stream (``converge spark check
+--repair``) has one of its own: ``repair_version(end)``, twice the partition's end offset plus
+one, lies strictly above every record below the end and strictly below the next record's write,
+so it neither ties with (a tie is won by the larger value, not the newer) nor shadows the
+stream's next write. Totals stored under the former rule (offset plus one) lie at or below
+``repair_version`` and strictly below ``stream_version`` of the same offset, so both replace them.
 
 Buckets, for an aggregate that declares more than one (``Aggregate.buckets``): a record names,
 beside each group, the buckets whose members changed (``buckets``: one list per group; a record
 without it means every bucket). Each named bucket's ``_members`` partition is reduced into its
 ``_buckets`` row and the total is reduced from the group's bucket rows, all written at the same
-offset plus one: the same argument makes each bucket row, and so the total, a pure function of
+version: the same argument makes each bucket row, and so the total, a pure function of
 the current contributions.
 
 Revisions, for a windowed aggregate that declares ``final_after_s`` (others pay nothing): the
@@ -48,9 +55,29 @@ from framework.runtime.processor import bounded, parse_work
 from framework.runtime.work import Work
 from stores.base import WideColumnStore
 
-__all__ = ["GROUPS_TYPE", "group_records", "groups_named", "recompute", "TotalsProcessor"]
+__all__ = [
+    "GROUPS_TYPE",
+    "group_records",
+    "groups_named",
+    "recompute",
+    "repair_version",
+    "stream_version",
+    "TotalsProcessor",
+]
 
 GROUPS_TYPE = "groups_changed"
+
+
+def stream_version(offset: int) -> int:
+    """The version the stream writes a group's totals at, for the record at ``offset``: even."""
+    return 2 * offset + 2
+
+
+def repair_version(end: int) -> int:
+    """The version a writer outside the stream writes totals at, with ``end`` the group topic
+    partition's end offset read before it read any contribution: odd, above every record below
+    ``end`` (at most ``stream_version(end - 1)``) and below the next one (``stream_version(end)``)."""
+    return 2 * end + 1
 
 
 def group_records(aggregate: Aggregate, changed: Sequence[Changed], partitions: int) -> list[ChangeRecord]:
@@ -209,7 +236,8 @@ def _revisions(before: Row | None, cells: Mapping[str, CellValue], final: bool) 
 
 
 class TotalsProcessor:
-    """Recomputes the totals of the groups each ``groups_changed`` record names, at its offset + 1."""
+    """Recomputes the totals of the groups each ``groups_changed`` record names, at its
+    ``stream_version``."""
 
     batchable = True
 
@@ -255,7 +283,7 @@ class TotalsProcessor:
         buckets: dict[Group, set[int] | None] = {}
         for work, groups in items:
             for g, bs in groups:
-                versions[g] = max(versions.get(g, 0), work.offset + 1)
+                versions[g] = max(versions.get(g, 0), stream_version(work.offset))
                 had = buckets.get(g, set())
                 buckets[g] = None if bs is None or had is None else had | set(bs)
         written = recompute(self.store, self.aggregate, versions, buckets=buckets, clock=self.clock)

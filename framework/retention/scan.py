@@ -5,7 +5,8 @@ Per chunk of partitions (``chunk`` partitions) one ``apply`` writes, together
 records of partitions whose tenant cell expires (``framework.retention.tenants``),
 the version marks of the projections that read the table (the higher of the
 cutoff - 1 and one above the document's current version: a changed document
-is never at or below the version indexed; one read of the changed documents
+is never below the version indexed, and above it unless that is already
+``MAX_VERSION``, where the mark stays; one read of the changed documents
 per chunk), the notification entries of the rows that lost data (stamped when
 written, again when the write was late: ``write_stamped``), and the partitions
 the index must re-project (``converge_retention_pending``, read by the index
@@ -19,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from framework.core.mutations import CellValue, Delete, Mutation, Upsert
+from framework.core.mutations import MAX_VERSION, CellValue, Delete, Mutation, Upsert
 from framework.core.projection import Projection, mark_writers
 from framework.core.rows import Row
 from framework.jobs.reprojection import pending_row
@@ -132,7 +133,13 @@ async def _marks(store: WideColumnStore, p: Projection, tombstones: Sequence[Del
     """The version marks of ``p`` for the partitions the tombstones change: at the cutoff - 1, or
     above the document's current version when that is not below it (a changed document never
     keeps its version: a writer that remembers what it indexed at that version must not take the
-    new content for the old)."""
+    new content for the old).
+
+    A document already at ``MAX_VERSION`` (a version events may carry) has no version above it:
+    its mark is written at ``MAX_VERSION`` again and the document keeps its version. It still
+    converges: the index takes a write at the version it holds (``external_gte``), and the
+    stream's projector compares content as well as version (``framework.runtime.written``), so
+    the re-projection of the changed document at the same version replaces the old one."""
     if not tombstones:
         return []
     touched = p.touched(tombstones)
@@ -140,7 +147,7 @@ async def _marks(store: WideColumnStore, p: Projection, tombstones: Sequence[Del
                await read_documents(store, p, [key for key, _ in touched.values()])}  # fmt: skip
     out = []
     for doc_id, (key, below) in touched.items():
-        version = max(below, current.get(doc_id, 0) + 1)
+        version = max(below, min(current.get(doc_id, 0) + 1, MAX_VERSION))
         out.append(Upsert(p.version_table.name, dict(key), {"version": version}, version))
     return out
 

@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 import framework.testing.driver as driver_module
 from framework import Delete, Event, Upsert
 from framework.aggregates.tables import decode_measures, encode_measures, tables_of
+from framework.aggregates.totals import repair_version
 from framework.cli import main
 from framework.core.aggregate import group_id, parse_series, series_id
 from framework.core.mutations import Mutation
@@ -104,9 +105,10 @@ async def _totals(url: str, name: str) -> dict[str, tuple[dict[str, float], int]
 
 
 def _damage(url: str) -> int:
-    """What a lost change announcement and a damaged table leave in the store; returns the highest
-    write time of the totals (the Driver numbers every topic's records from one counter, so every
-    totals write it made is at or below it: it stands for the group topic's end offset)."""
+    """What a lost change announcement and a damaged table leave in the store; returns the group
+    topic's end offset the Driver's totals stand for (the Driver numbers every topic's records from
+    one counter and writes a record's totals at ``stream_version``, twice its offset plus two: half
+    the highest write time is one past every record it wrote totals for)."""
     app = task_app()
     agg = app.aggregate(BY)
     t = tables_of(agg)
@@ -129,7 +131,7 @@ def _damage(url: str) -> int:
                {"measures": encode_measures({"tasks": 2, "points": 1.0}), "members": 2, "reflects": 1}, 1),
     ]  # fmt: skip
     run(_write(url, writes))
-    return highest
+    return highest // 2
 
 
 def test_check_finds_nothing_after_a_stream_run_and_aggregate_counts(
@@ -179,7 +181,7 @@ def test_check_reports_each_damage_and_repair_fixes_it(spark: SparkSession, stre
     totals = run(_totals(streamed, BY))
     assert totals[group_id(["amber", "done"])][0] == {"points": 34.0, "tasks": 2, "top": 30.0}
     rewritten = [g for g in totals if '"amber"' in g or '"green"' in g or g == group_id(["red", "open"])]
-    assert len(rewritten) == 4 and all(totals[g][1] == end + 1 for g in rewritten)
+    assert len(rewritten) == 4 and all(totals[g][1] == repair_version(end) for g in rewritten)
 
 
 def test_cli_aggregate_counts_and_check_exits_1_on_damage(
@@ -204,7 +206,7 @@ def test_cli_repair_writes_totals_above_the_group_topic_end(
     spark: SparkSession, streamed: str, stack: StackInfo, tmp_path: Path
 ) -> None:
     """``check --repair`` reads the group topic's end from the broker: the topic stands for the
-    Driver's, so it is filled up to the Driver's highest totals write first."""
+    Driver's, so it is filled up to the end the Driver's totals stand for first."""
     highest = _damage(streamed)
     broker, topic = f"kafka://{stack.kafka_bootstrap}", task_app().group_topic(task_app().aggregate(BY))
     run(ensure_topics(broker, {topic: 1}))
@@ -217,7 +219,7 @@ def test_cli_repair_writes_totals_above_the_group_topic_end(
     done = json.loads(report.read_text())[BY]
     assert done["check"]["repair"]["writes"] == {"contributions": 4, "totals": 5, "totals_deleted": 2}
     assert done["after_repair"]["clean"] and not done["check"]["clean"]
-    assert run(_totals(streamed, BY))[group_id(["red", "open"])][1] == end + 1
+    assert run(_totals(streamed, BY))[group_id(["red", "open"])][1] == repair_version(end)
 
 
 def test_cli_aggregate_write_materializes_a_store_the_stream_never_aggregated(
