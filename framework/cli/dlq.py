@@ -372,6 +372,36 @@ def _count(store: DeadLetterStore, flt: SegmentFilter) -> tuple[int, int, list[S
     return len(segs), n, [h for h in health if h.damaged]
 
 
+def _withhold(args: argparse.Namespace) -> Any:
+    """The erasure's replay screen of ``--app`` (``framework.erasure.parked``; None without ``--app``,
+    personal data or erased subjects): from the store of record when another is named, else the app's."""
+    if args.app is None:
+        return None
+    from framework.erasure.keyed import ErasureKeyError, erasure_key
+    from framework.erasure.parked import parked_screen
+    from framework.erasure.record import TARGET
+    from framework.settings import Settings
+    from stores.open import open_wide_store
+
+    app = load_spec(args.app)
+    if not getattr(app, "personal_data", ()):
+        return None
+    settings = Settings.resolve(app.name)
+    url = settings.wide_store if settings.denylist_store in (None, TARGET) else settings.denylist_store
+
+    async def load() -> Any:
+        store = await open_wide_store(url)
+        try:
+            return await parked_screen(store, app, erasure_key(required=False))
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(load())
+    except ErasureKeyError as exc:
+        raise UserError(str(exc)) from None
+
+
 def _replay(where: _Where, args: argparse.Namespace) -> int:
     from framework.dlq.replay import replay
 
@@ -382,10 +412,14 @@ def _replay(where: _Where, args: argparse.Namespace) -> int:
         return _report_damage(bad, "would not be replayed")
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     broker = _broker(args)
+    withhold = _withhold(args)  # records of erased subjects are not replayed
     with _changing(where, flt) as store:
-        rep = asyncio.run(replay(store, flt, broker=broker, topic=args.topic, progress=progress))
+        rep = asyncio.run(replay(store, flt, broker=broker, topic=args.topic, progress=progress,
+                                 withhold=withhold))  # fmt: skip
     to = ", ".join(f"{k}: {v}" for k, v in sorted(rep.topics.items())) or "-"
     print(f"replayed {rep.records} records ({to}); {rep.segments} segments marked replayed")
+    if rep.withheld:
+        print(f"{rep.withheld} records of erased subjects withheld (not replayed)")
     if rep.skipped_open:
         print(
             f"{rep.skipped_open} open segments left out: a live worker is writing them (sealed on rotation)"

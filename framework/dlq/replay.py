@@ -11,12 +11,18 @@ sealed, so a second replay may send some records twice (at least once).
 Every selected segment is read in full before anything is sent: a damaged one
 (see ``health.py``) is left out whole, none of its records sent and its status
 unchanged, and named in ``ReplayReport.damaged``.
+
+``withhold`` (``framework.erasure.parked.parked_screen``: a record that
+mentions an erased subject) screens every record: a withheld record is not
+sent, is counted in ``ReplayReport.withheld``, and its segment is marked
+replayed like the others (a later replay does not send it either).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from aiokafka import AIOKafkaProducer
@@ -25,6 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from framework.dlq.health import SegmentHealth
 from framework.dlq.index import SegmentFilter, Status
 from framework.dlq.lifecycle import settle
+from framework.dlq.record import ParkedRecord
 from framework.dlq.store import DeadLetterStore, Entry, SegmentEnd
 
 __all__ = ["replay", "ReplayReport", "ORIGIN_HEADER"]
@@ -41,6 +48,8 @@ class ReplayReport:
     skipped_open: int = 0
     topics: dict[str, int] = field(default_factory=dict)
     damaged: tuple[SegmentHealth, ...] = ()
+    #: records not sent: ``withhold`` (the erasure's replay screen) was true for them
+    withheld: int = 0
 
 
 def _progress(enabled: bool) -> Progress:
@@ -58,17 +67,19 @@ async def replay(
     topic: str | None = None,
     progress: bool = False,
     batch_size: int = 500,
+    withhold: Callable[[ParkedRecord], bool] | None = None,
 ) -> ReplayReport:
     """Send the sealed records matching ``flt`` to their source topic (or ``topic``) and mark them.
 
-    Damaged segments are left out (see the module docstring).
+    Damaged segments are left out; records ``withhold`` is true for are not sent (see the module
+    docstring).
     """
     sealed = replace(flt, statuses=(Status.SEALED,))
     producer = AIOKafkaProducer(
         bootstrap_servers=broker.split("://", 1)[-1], acks="all", enable_idempotence=True, linger_ms=5
     )
     sent: Counter[str] = Counter()
-    marked = 0
+    marked = withheld = 0
     pending: list[asyncio.Future[object]] = []
     ended: list[SegmentEnd] = []
     damaged: dict[int, SegmentHealth] = {}
@@ -104,6 +115,10 @@ async def replay(
                         bar.advance(task, item.scanned - item.selected)
                         continue
                     assert isinstance(item, Entry)
+                    if withhold is not None and withhold(item.record):
+                        withheld += 1
+                        bar.advance(task)
+                        continue
                     pending.append(await _send(producer, item, topic))
                     sent[topic or item.record.topic] += 1
                     bar.advance(task)
@@ -113,7 +128,7 @@ async def replay(
         finally:
             await producer.stop()
         skipped = len(store.segments(replace(flt, statuses=(Status.OPEN,))))
-    return ReplayReport(sum(sent.values()), marked, skipped, dict(sent), tuple(damaged.values()))
+    return ReplayReport(sum(sent.values()), marked, skipped, dict(sent), tuple(damaged.values()), withheld)
 
 
 async def _send(producer: AIOKafkaProducer, item: Entry, topic: str | None) -> asyncio.Future[object]:

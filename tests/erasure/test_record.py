@@ -61,8 +61,8 @@ def test_a_store_without_a_deny_list_is_refused_unless_named(
 def test_a_named_store_of_record_is_copied_into_the_target(tmp_path: Path, erasure_key: bytes) -> None:
     record, fresh = sqlite_url(tmp_path / "record.db"), sqlite_url(tmp_path / "fresh.db")
     asyncio.run(_erase(record, erasure_key, "Ann@X.io", "bo@x.io"))
-    with pytest.raises(DenylistMissing, match="holds no erasure deny-list"):
-        adopt_denylist(app, record, sqlite_url(tmp_path / "none.db"))
+    with pytest.raises(DenylistMissing, match="holds no erasure deny-list"):  # neither has one
+        adopt_denylist(app, sqlite_url(tmp_path / "other.db"), sqlite_url(tmp_path / "none.db"))
     assert prepare(SPEC, fresh, denylist_store=record) == ()
     assert asyncio.run(_verify(fresh, erasure_key, "ann@x.io")) == []  # on the target's deny-list too
     assert adopt_denylist(app, fresh, record) == 2  # again: the same two entries
