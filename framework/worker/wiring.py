@@ -25,6 +25,7 @@ from framework.runtime.sinks import Sink
 from framework.settings import Settings
 from framework.state.dedupe import DedupedJoin
 from framework.state.worker import JoinWiring
+from framework.worker.denylist import denylist_settler
 from framework.worker.faust_app import ConvergeFaustApp, create_faust_app
 from framework.worker.resources import Resources
 from framework.worker.verifying import WorkerVerifier
@@ -96,6 +97,7 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
     counts: dict[str, int] = {}  # partitions of each change and group topic, once they exist
 
     screens = _screen_holder(app, worker, resources)
+    denylist = denylist_settler(app, worker, settings, resources)  # erasure's deny-list of record
     joins = JoinWiring(app, worker, settings) if app.lookups else None  # lookups (framework.state)
     id_map = _id_map_feed(app, settings)  # ID mutation: owner ids resolved through the map
     verifier = WorkerVerifier(app, settings) if settings.verify is not None else None
@@ -112,6 +114,8 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
         resolutions = id_map.resolutions() if id_map is not None else {}
         counts.update({t: len(await end_offsets(settings.broker, t)) for t in change_topics})
         await resources.open()
+        if denylist is not None:  # before the first event: refused without a deny-list to screen with
+            await denylist.start(resources.store)
         if screens is not None:
             await screens.refresh(resources.store)
         if app.notifications is not None:
@@ -167,6 +171,8 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
             await joins.close()
         if id_map is not None:
             await id_map.close()
+        if denylist is not None:
+            await denylist.close()
         await resources.close()
         for f in filters:
             f.close()
