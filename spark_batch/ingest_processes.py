@@ -3,8 +3,10 @@
 Every process reads the batch's ranges itself (executors, aiokafka) and maps
 the events itself (parse, ``App.route`` by event type, ``map_event``: the
 backfill's mapper), so any one of them can re-run a batch alone. A record
-whose Kafka key is not its event's ordering key is parked at stage ``key`` by
-the store process and skipped by the others, as the stream does:
+whose Kafka key is not its event's ordering key is parked at stage ``key``, and
+a record without a value (null: a Kafka tombstone) at stage ``parse``
+(``EventError`` "empty message"), by the store process, which counts them
+among its events; the other processes skip them, as the stream does:
 
 - ``store``: the agents' mutations and version marks into the wide-column
   store (``spark_batch.io.apply_batched``: batches, retries, a bad event
@@ -75,15 +77,22 @@ class IngestConfig:
 
 #: ``stray(kafka_key, raw, event, error)``: a record whose Kafka key is not its event's ordering key.
 Stray = Callable[[bytes | None, bytes | str, Event, EventError], None]
+#: ``empty(kafka_key)``: a record whose value is null.
+Empty = Callable[[bytes | None], None]
 
 
-def _values(broker: str, part: Iterable[Any], stray: Stray | None = None) -> Iterator[bytes | str]:
+def _values(
+    broker: str, part: Iterable[Any], stray: Stray | None = None, empty: Empty | None = None
+) -> Iterator[bytes | str]:
     """The values of the ranges' records (text when UTF-8), without those whose Kafka key is not
-    the ordering key of the event they hold (``key_mismatch``, the stream's rule): ``stray`` gets
-    them (the store process parks them at stage ``key``), the other processes skip them."""
+    the ordering key of the event they hold (``key_mismatch``, the stream's rule) nor those whose
+    value is null: ``stray`` and ``empty`` get them (the store process parks them at stage ``key``
+    and ``parse``, as the stream's ``parse_work``), the other processes skip them."""
     for r in part:
         for _, _, _, key, value in read_range_sync(broker, r):
             if value is None:
+                if empty is not None:
+                    empty(key)
                 continue
             try:
                 raw: bytes | str = value.decode("utf-8")
@@ -135,7 +144,13 @@ def _store_task(cfg: IngestConfig, part: Iterable[Any]) -> Iterator[tuple[Any, .
         mapper.stats[("events",)] += 1
         mapper.reject("-", error, raw, event, "key")
 
-    values = list(_values(cfg.broker, part, stray))  # read first: the apply runs its own event loop
+    def empty(key: bytes | None) -> None:
+        mapper.stats[("events",)] += 1
+        mapper.reject("-", EventError("event", "empty message"), b"", None, "parse")
+        parked = mapper.rejected.pop()  # parked as the stream parks it: no value, the Kafka key
+        mapper.rejected.append((*parked[:5], None, parked[6], key))
+
+    values = list(_values(cfg.broker, part, stray, empty))  # read first: the apply runs its own event loop
 
     def done(unit: Unit, error: BaseException | None) -> None:
         if error is not None:
@@ -178,7 +193,9 @@ def store_process(spark: SparkSession, cfg: IngestConfig, batch: Batch) -> dict[
     return {**counts, "rejected": dict(rejected), "parked": len(parked) if cfg.dlq_root else 0}
 
 
-def _park(dlq_root: str, job: str, batch_id: int, rejected: Sequence[tuple[str, ...]]) -> None:
+def _park(dlq_root: str, job: str, batch_id: int, rejected: Sequence[tuple[Any, ...]]) -> None:
+    """Park the rejected records (driver side: one WAL writer); a record's text and key may be
+    bytes (not UTF-8) or None (a null value, a record without a key)."""
     from framework.dlq import DeadLetterWAL, ParkedRecord
 
     wal = DeadLetterWAL(Path(dlq_root))
@@ -186,7 +203,8 @@ def _park(dlq_root: str, job: str, batch_id: int, rejected: Sequence[tuple[str, 
         for _, agent, stage, error_class, error, text, event_type, key in rejected:
             wal.park_sync(ParkedRecord(
                 pipeline=f"ingest:{agent}", topic=f"{job}/batch-{batch_id}", partition=-1, offset=-1,
-                key=key.encode() if key else None, value=text.encode(), stage=stage,
+                key=key if isinstance(key, bytes) or key is None else key.encode() or None,
+                value=text if isinstance(text, bytes) or text is None else text.encode(), stage=stage,
                 error_class=error_class, error=error, parked_at=time.time(), event_type=event_type,
             ))  # fmt: skip
     finally:
