@@ -64,10 +64,8 @@ def test_null_and_undecodable_values_are_parked_at_parse_and_counted(
         for k, n in r["rejected"].items():
             rejected[k] = rejected.get(k, 0) + n
     assert sum(rejected.values()) == len(bad)
-    parked = sorted(
-        ((p.stage, p.error_class, p.key, p.value) for p in (e.record for e in DeadLetterStore(tmp_path / "dlq").ordered())),
-        key=repr,
-    )  # fmt: skip
+    records = [e.record for e in DeadLetterStore(tmp_path / "dlq").ordered()]
+    parked = sorted(((p.stage, p.error_class, p.key, p.value) for p in records), key=repr)
     expected = sorted(
         [*(("parse", "EventError", k, None) for k in NULL_KEYS),
          ("parse", "EventError", None, NOT_UTF8)],  # its exact bytes; no event, so no key
