@@ -115,7 +115,7 @@ class App:
             p.partition_key  # noqa: B018 - raises SchemaError when the source tables disagree
             if p.marks_from is not None:
                 _check_marks_from(self.name, p, by_name.get(p.marks_from))
-        check_declarations(self.personal_data, self.tables)
+        check_declarations(self.personal_data, self.tables, self.aggregates)
         if self.id_mutation is not None:
             check_id_mutation(self.id_mutation, self.tables)
         self._check_lookup_topics(owner)

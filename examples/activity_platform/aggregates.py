@@ -8,7 +8,9 @@ one-day windows, never by the processing clock:
   (``owner_activity.created_at``): the emails sent and the meetings booked. The entity is one
   owner's ``owner_activity`` partition, so an ID mutation that moves an owner's rows to its
   final id moves its counts too; a meeting re-created after a cancellation counts on the day of
-  its re-creation.
+  its re-creation. An owner is a person: ``owner_id`` is personal data (``personal``, kind
+  ``owner``), so ``converge erase --subject owner:ID`` removes the owner's groups, every day of
+  them, for good (``personal.py``).
 - ``EngagementDaily`` (``engagement_daily``): per organisation (``org_id``) and kind
   (``email`` or ``meeting``), and day of the activity's ``starts_at`` (an email's sent time, a
   meeting's start): ``activities`` (emails sent, meetings held), and of those emails how many
@@ -61,6 +63,7 @@ class OwnerDaily(Aggregate):
     group_by: ClassVar[tuple[str, ...]] = ("org_id", "owner_id")
     measures = {"emails": "sum", "meetings": "sum"}
     window: ClassVar[Window | None] = Window(DAY_S)
+    personal: ClassVar[Mapping[str, str]] = {"owner_id": "owner"}
 
     def contribute(self, key: Mapping[str, Any], rows: Mapping[str, Sequence[Row]]) -> Iterable[Contribution]:
         days: dict[int, dict[str, float]] = {}

@@ -20,6 +20,11 @@ or not: a worker
 killed between writing an entity's contributions and announcing them leaves its change record
 unacknowledged, and the worker that projects it again finds nothing to write but must still
 announce those groups.
+
+Groups holding an erased subject in a personal part (``Aggregate.personal``): with a ``screen``
+(``framework.erasure.groups.group_screen``), a group it withholds is left out of every
+document written, so neither a contribution nor an announcement of it is written again; the
+erasure deleted its rows for good (``framework.erasure.groups``).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from framework.core.aggregate import Aggregate, Group, parse_group_id, parse_ser
 from framework.core.mutations import Mutation, Upsert
 from stores.base import BulkItem, BulkResult, IndexOp, SearchHit, SearchIndex, WideColumnStore
 
-__all__ = ["ContributionIndex", "Announce", "Changed", "NONE"]
+__all__ = ["ContributionIndex", "Announce", "Changed", "GroupScreen", "NONE"]
 
 #: The ``measures`` of a group an entity left: a live cell, so that its write time stays readable.
 NONE = ""
@@ -42,15 +47,26 @@ NONE = ""
 Changed = tuple[Group, int]
 #: ``announce(aggregate, changed)``: the groups (and buckets) entities are or were in, for their totals.
 Announce = Callable[[Aggregate, Sequence[Changed]], Awaitable[None]]
+#: ``withheld(aggregate, group)``: True for a group holding an erased subject (never written).
+GroupScreen = Callable[[Aggregate, Group], bool]
 
 
 class ContributionIndex(SearchIndex):
-    """The contributions of ``aggregates`` (by name, their alias) in ``store``."""
+    """The contributions of ``aggregates`` (by name, their alias) in ``store``; ``screen`` gives the
+    current test of erased subjects' groups (None, or giving None: nobody's groups withheld)."""
 
-    def __init__(self, store: WideColumnStore, aggregates: Sequence[Aggregate], announce: Announce) -> None:
+    def __init__(
+        self,
+        store: WideColumnStore,
+        aggregates: Sequence[Aggregate],
+        announce: Announce,
+        *,
+        screen: Callable[[], GroupScreen | None] | None = None,
+    ) -> None:
         self.store = store
         self.aggregates = {a.name: a for a in aggregates}
         self.announce = announce
+        self.screen = screen
 
     def _aggregate(self, alias: str) -> Aggregate:
         try:
@@ -90,11 +106,15 @@ class ContributionIndex(SearchIndex):
         writes: list[Mutation] = []
         groups: dict[str, Group] = {}
         touched: dict[Changed, None] = {}
+        withheld = self.screen() if self.screen is not None and agg.personal else None
         for op in ops:
             had = stored[op.doc_id]
             if op.version < max((mark for _, _, mark in had.values()), default=0):
                 continue  # computed at a lower mark than what is stored: from an older state
             now = {gid: encode_measures(m) for gid, m in (op.doc or {}).items()}
+            if withheld is not None:
+                now = {gid: m for gid, m in now.items()
+                       if not withheld(agg, groups.setdefault(gid, parse_group_id(gid)))}  # fmt: skip
             bucket = agg.bucket_of(op.doc_id)
             for gid in sorted(now.keys() | had.keys()):
                 g = groups.setdefault(gid, parse_group_id(gid))

@@ -18,6 +18,12 @@ the reduction of the contributions of the entities as they are now.
 ``Aggregate`` is a ``Projection`` whose document is the entity's contributions: the version
 marks, the change feed, the projector and every job that re-projects an entity (erasure,
 retention, ID mutation, repair) maintain aggregates the way they maintain documents.
+
+Group values that are personal data: ``personal`` maps a group-key name to the kind of data
+subject its values are (``{"owner_id": "owner"}``: the kind of an ``App(personal_data=...)``
+declaration, whose normalisation compares them). A group holding an erased subject in one of
+those parts goes whole, in every window (``framework.erasure.groups``): its contributions,
+members, bucket sub-totals and totals are deleted for good and no new contribution is written.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import abc
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -42,6 +49,8 @@ __all__ = [
 
 MeasureKind = Literal["count", "sum", "min", "max"]
 _KINDS = ("count", "sum", "min", "max")
+#: The form of a data subject kind (as ``framework.erasure.declare.PersonalData.kind``).
+_SUBJECT_KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 
 @dataclass(frozen=True)
@@ -153,7 +162,8 @@ class Aggregate(Projection):
     how long after a window's end readers may call it final (late edits still change it);
     ``buckets`` how many sub-totals a group's total is reduced from (more than 1 for groups of
     many entities: a change then reads one bucket and the sub-totals, not the whole group; fixed
-    for the aggregate's life, as its tables are laid out by it).
+    for the aggregate's life, as its tables are laid out by it); ``personal`` the group-key names
+    whose values are personal data, each with its subject kind (see the module docstring).
     """
 
     group_by: ClassVar[tuple[str, ...]]
@@ -161,6 +171,7 @@ class Aggregate(Projection):
     window: ClassVar[Window | None] = None
     final_after_s: ClassVar[float | None] = None
     buckets: ClassVar[int] = 1
+    personal: ClassVar[Mapping[str, str]] = {}
     mappings: ClassVar[Mapping[str, Any]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -170,6 +181,17 @@ class Aggregate(Projection):
             raise SchemaError("buckets", f"aggregate {cls.__name__}: an int of at least 1, not {n!r}")
         if "name" in cls.__dict__ and "alias" not in cls.__dict__:
             cls.alias = cls.name  # where the projector writes its contributions
+        personal = cls.personal
+        if not isinstance(personal, Mapping):
+            raise SchemaError("personal", f"aggregate {cls.__name__}: a mapping of group-key name to kind")
+        group_by = getattr(cls, "group_by", None)
+        for part, kind in personal.items():
+            if group_by is not None and part not in group_by:
+                raise SchemaError(
+                    "personal", f"aggregate {cls.__name__}: {part!r} is not in group_by {group_by}"
+                )
+            if not isinstance(kind, str) or not _SUBJECT_KIND.fullmatch(kind):
+                raise SchemaError("personal", f"aggregate {cls.__name__}: {kind!r} is not a subject kind")
 
     @abc.abstractmethod
     def contribute(self, key: PartitionKey, rows: Mapping[str, Sequence[Row]]) -> Iterable[Contribution]:
@@ -203,6 +225,13 @@ class Aggregate(Projection):
                 "contribute", f"aggregate {self.name}: a windowed contribution needs its time (at)"
             )
         return [Group(series, start) for start in self.window.starts(c.at)]
+
+    def personal_values(self, series: Sequence[CellValue]) -> list[tuple[str, str]]:
+        """The ``(kind, value)`` of each personal part of a group's ``series`` holding a string."""
+        if not self.personal:
+            return []
+        values = dict(zip(self.group_by, series, strict=False))
+        return [(kind, v) for part, kind in self.personal.items() if isinstance(v := values.get(part), str)]
 
     def bucket_of(self, entity: str) -> int:
         """The bucket of the group sub-totals that ``entity`` counts in (0 with one bucket): a

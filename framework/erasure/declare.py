@@ -6,10 +6,17 @@ person id). An erasure of ``KIND:VALUE`` finds the rows whose cells hold the
 value (a cell equal to it, or, with ``separator``, a list cell holding it as
 a member; both after ``normalize``) and either deletes each such row
 (``erase=None``, the default) or tombstones the cells ``erase`` names and
-keeps the rest of the row. With ``key_column`` the value is the table's
-partition key: without ``normalize`` the subject's rows are one partition
-read; with it a key may be stored in any spelling, so the table is scanned
+keeps the rest of the row. With ``key_column`` the value is a column of the
+table's partition key: when it is the whole partition key and there is no
+``normalize``, the subject's rows are one partition read; else (a key may be
+stored in any spelling, or beside other key columns) the table is scanned
 (``framework.erasure.find``).
+
+An aggregate grouped by personal data names the kind of each such group part
+(``Aggregate.personal``); the app must declare where that kind's values come
+from here (the kind's normalisation compares group values too), and an
+erasure of the kind removes the groups holding the subject
+(``framework.erasure.groups``).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from framework.core.mutations import CellValue, check_identifier
 from framework.core.schema import SchemaError, TableSchema
@@ -97,9 +105,12 @@ def parse_subject(text: str) -> Subject:
     return Subject(kind, value)
 
 
-def check_declarations(declared: Sequence[PersonalData], tables: Iterable[TableSchema]) -> None:
-    """SchemaError unless every declaration names a known table and its columns, and one kind
-    has one normalisation."""
+def check_declarations(
+    declared: Sequence[PersonalData], tables: Iterable[TableSchema], aggregates: Iterable[Any] = ()
+) -> None:
+    """SchemaError unless every declaration names a known table and its columns, one kind has
+    one normalisation, and every kind an aggregate's group parts are (``Aggregate.personal``) is
+    declared."""
     by_name = {t.name: t for t in tables}
     norms: dict[str, object] = {}
     for d in declared:
@@ -109,10 +120,17 @@ def check_declarations(declared: Sequence[PersonalData], tables: Iterable[TableS
         for c in (*d.columns, *(d.erase or ())):
             if c not in {x.name for x in schema.columns}:
                 raise SchemaError("personal_data", f"{d.table}.{c} is not a regular column")
-        if d.key_column is not None and [c.name for c in schema.partition_key] != [d.key_column]:
-            raise SchemaError("personal_data", f"{d.table}: key_column must be its one partition key column")
+        if d.key_column is not None and d.key_column not in [c.name for c in schema.partition_key]:
+            raise SchemaError("personal_data", f"{d.table}: key_column must be a partition key column")
         if norms.setdefault(d.kind, d.normalize) is not d.normalize:
             raise SchemaError("personal_data", f"kind {d.kind!r} is declared with two normalisations")
+    for a in aggregates:
+        for part, kind in a.personal.items():
+            if kind not in norms:
+                raise SchemaError(
+                    "personal_data", f"aggregate {a.name}: group part {part!r} is of kind {kind!r},"
+                    f" which no PersonalData declares (kinds: {sorted(norms)})",
+                )  # fmt: skip
 
 
 _BEFORE = r"(?<![\w.%+\-@])"

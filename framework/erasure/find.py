@@ -84,9 +84,11 @@ async def find_rows(store: Any, app: Any, subject: Subject) -> Found:
     by_table: dict[str, list[PersonalData]] = {}
     for d in declared_for(app, subject.kind):
         by_table.setdefault(d.table, []).append(d)
+    schemas = {t.name: t for t in app.tables}
     for table, decls in by_table.items():
         values = [(d, d.norm(subject.value)) for d in decls]
-        if all(d.key_column is not None and d.normalize is None and not d.columns for d in decls):
+        whole = [c.name for c in schemas[table].partition_key] if table in schemas else []
+        if all([d.key_column] == whole and d.normalize is None and not d.columns for d in decls):
             for d, value in values:
                 assert d.key_column is not None
                 for row in await store.read_partition(table, {d.key_column: value}):

@@ -13,8 +13,14 @@ The steps, in this order (each idempotent, so an interrupted erasure is run agai
    writes notifications: the erased keys, or "re-read" for rows keyed by
    the subject; stamped when written, again when the write was late:
    ``framework.notifications.stamping``);
+   the same apply deletes, at ``MAX_VERSION``, the aggregates' groups that hold
+   the subject in a personal part (``Aggregate.personal``) and the
+   contributions of entities keyed by the subject (``framework.erasure.groups``);
 3. the index: every touched partition is projected again, so its document is
-   rebuilt without the erased cells or deleted, at the new mark;
+   rebuilt without the erased cells or deleted, at the new mark; so are the
+   aggregates' contributions, and the other groups keyed entities left are
+   announced; then the version marks of partitions keyed by the subject are
+   deleted at ``MAX_VERSION`` (a mark keeps its key);
 4. notification entries listing the erased rows' keys are rewritten without them;
 5. parked records that mention the subject are removed from the dead-letter
    WAL, and from the named export files;
@@ -37,15 +43,16 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from framework.core.mutations import CellValue, Delete, Mutation, Upsert
+from framework.core.mutations import MAX_VERSION, CellValue, Delete, Mutation, Upsert
 from framework.core.projection import mark_writers
 from framework.erasure.declare import Subject
 from framework.erasure.find import declared_for, find_records, find_rows, finder, record_finder, spellings
+from framework.erasure.groups import find_groups
 from framework.erasure.keyed import subject_hash
 from framework.erasure.tables import AUDIT_TABLE, DENYLIST_TABLE, ERASURE_TABLES
 from framework.notifications.stamping import write_stamped
@@ -101,6 +108,11 @@ def _marks(app: Any, deletes: Sequence[Delete], at: int) -> dict[str, dict[str, 
         for doc_id, (key, _) in p.touched(deletes).items():
             out.setdefault(p.name, {})[doc_id] = dict(key)
     return out
+
+
+def _holds(key: Mapping[str, Any], find: Callable[[str], bool]) -> bool:
+    """True when a text value of ``key`` mentions the subject (``find``)."""
+    return any(isinstance(v, str) and find(v) for v in key.values())
 
 
 def _notification_entry(
@@ -169,10 +181,21 @@ async def erase(
         counts = report.rows if d.columns is None else report.cells
         counts[d.table] = counts.get(d.table, 0) + 1
     touched = _marks(app, deletes, at)
+    find = finder(*spellings(app, subject))
+    keyed = {  # partitions whose key holds the subject: no mark, no contribution may keep it
+        name: {doc_id: key for doc_id, key in keys.items() if _holds(key, find)}
+        for name, keys in touched.items()
+    }
+    grouped = await find_groups(
+        store, app, subject, {a.name: list(keyed.get(a.name, {})) for a in app.aggregates}
+    )
+    report.scanned += grouped.scanned
+    for d in grouped.deletes.values():
+        report.rows[d.table] = report.rows.get(d.table, 0) + 1
     if not dry_run:
         await store.apply([Upsert(DENYLIST_TABLE.name, {"app": app.name, "subject": hashed},
                                   {"kind": subject.kind, "erased_at": at}, at)])  # fmt: skip
-        writes: list[Mutation] = [*deletes, *records]
+        writes: list[Mutation] = [*deletes, *records, *grouped.deletes.values()]
         for p in mark_writers(app.views):
             name = p.version_table.name
             writes += [Upsert(name, k, {"version": at}, at) for k in touched.get(p.name, {}).values()]
@@ -199,6 +222,14 @@ async def erase(
             if not dry_run:
                 for k in keys.values():
                     await project_partition(store, aggregates, a, k)
+                left = grouped.announce.get(a.name)
+                if left:
+                    await aggregates.announce(a, list(left))
+    if not dry_run:  # after the re-projections, which read the marks
+        unmarked = [Delete(p.version_table.name, k, MAX_VERSION) for p in mark_writers(app.views)
+                    for k in keyed.get(p.name, {}).values()]  # fmt: skip
+        if unmarked:
+            await store.apply(unmarked)
     report.notifications = await _scrub_notifications(app, store, deletes, clock(), dry_run)
     spelled = spellings(app, subject)
     matches = record_finder(*spelled)

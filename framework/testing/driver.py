@@ -106,9 +106,11 @@ class Driver:
         self._totals: dict[str, TotalsProcessor] = {}
         #: the aggregates' contributions (the projector's target for them), for a job run against
         #: ``store`` (e.g. ``erase(..., aggregates=driver.aggregates)``): their groups' totals follow
-        self.aggregates = ContributionIndex(self.store, app.aggregates, self._announce_groups)
         #: the erasure screen of an app that declares personal data (reloaded by every ``send``)
         self.screen = _screen_holder(app)
+        self.aggregates = ContributionIndex(
+            self.store, app.aggregates, self._announce_groups, screen=_group_screen(app, self.screen)
+        )
         #: the ID map of an app that declares ``id_mutation``, fed by the events sent on its topic
         self.id_map = _id_map(app)
         self._map_batches = itertools.count(1)
@@ -387,6 +389,15 @@ class Driver:
 def _group_of(row: Row) -> str:
     """The group id of a ``_contrib`` or ``_totals`` row."""
     return group_id(parse_series(str(row.key["series"])), int(str(row.key["window"])))
+
+
+def _group_screen(app: App, holder: Any) -> Any:
+    """The erased groups' test of ``holder``'s screen for the contributions (None: none to screen)."""
+    if holder is None:
+        return None
+    from framework.erasure.groups import group_screen
+
+    return group_screen(app, holder)
 
 
 def _screen_holder(app: App) -> Any:

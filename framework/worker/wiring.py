@@ -146,7 +146,9 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
                 joined.book.screen = screens  # the erasure screen, after the resolution (map_event's order)
                 processor = joined if dedupe is None else DedupedJoin(joined, dedupe)
             runtime.attach(processor, dlq)
-        contributions = ContributionIndex(resources.store, app.aggregates, announce_groups)
+        contributions = ContributionIndex(
+            resources.store, app.aggregates, announce_groups, screen=_group_screen(app, screens)
+        )
         def target(view: Projection) -> SearchIndex:
             return contributions if isinstance(view, Aggregate) else resources.index
 
@@ -191,6 +193,15 @@ def _id_map_feed(app: App, settings: Settings) -> Any:
     from framework.idmutation.map_feed import IdMapFeed
 
     return IdMapFeed(app, settings)
+
+
+def _group_screen(app: App, holder: Any) -> Any:
+    """The erased groups' test of the worker's screen for the contributions (None: none to screen)."""
+    if holder is None:
+        return None
+    from framework.erasure.groups import group_screen
+
+    return group_screen(app, holder)
 
 
 def _screen_holder(app: App, worker: ConvergeFaustApp, resources: Resources, every: float = 5.0) -> Any:
