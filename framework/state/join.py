@@ -16,18 +16,19 @@ driver), per event that an agent with lookups mapped or parked as pending:
 Only the ``E`` records go to the changelog (``logged``); ``restore`` rebuilds
 the index and the pending keys from them.
 
-The version rule (``framework.state.version_rule.join_version``, called
-through ``map_with_state`` by the stream, the test driver and the Spark
-backfill) writes a re-mapping above the mapping it replaces within the
-bounds stated there. The rows an earlier mapping wrote and the new one does
-not (the entry moved the row, e.g. to another parent's key) get cell
-tombstones over the columns written there, at the new write version. Like
-``map_event``, ``plan`` passes a mapping through the ID resolution, then the
-erasure screen (``screen``), then adds the version marks, so a first mapping
-and every re-mapping drop an erased subject's writes. The marks are at
-version 0 (``join_marks``): the partitions a join touches on its way depend
-on the arrival order (the ones it moved rows away from), so they record that
-the partition has a mark and raise no document version. Limits are in the
+Each record also keeps the version its last mapping was planned at (``w``):
+the version rule (``framework.state.version_rule.remap_version``) writes a
+first mapping at the event's version (as ``map_with_state`` does for the Spark
+backfill) and a re-mapping that read other entries one above that, so it never
+lands at or below a write it replaces. The rows an earlier mapping wrote and
+the new one does not (the entry moved the row, e.g. to another parent's key)
+get cell tombstones over the columns written there, at the new write version.
+Like ``map_event``, ``plan`` passes a mapping through the ID resolution, then
+the erasure screen (``screen``), then adds the version marks, so a first
+mapping and every re-mapping drop an erased subject's writes. The marks are at
+version 0 (``join_marks``): the partitions a join touches on its way depend on
+the arrival order (the ones it moved rows away from), so they record that the
+partition has a mark and raise no document version. Limits are in the
 docs/how-to/lookups-and-joins.md.
 
 Every method is synchronous: in the worker's event loop a plan and its
@@ -52,7 +53,7 @@ from framework.core.mutations import Delete, LogState, Mutation, Upsert
 from framework.core.projection import Projection, mark_writers
 from framework.runtime.errors import MessageError
 from framework.state.kv import KV
-from framework.state.version_rule import join_version, write_version
+from framework.state.version_rule import remap_version
 from framework.state.view import Missing, StateView
 
 __all__ = [
@@ -62,8 +63,7 @@ __all__ = [
     "PendingFull",
     "map_with_state",
     "join_marks",
-    "write_version",
-    "join_version",
+    "remap_version",
 ]
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ def _at(m: Mutation, version: int) -> Mutation:
 def map_with_state(
     agent: Any, event: Event, view: StateView, projections: Sequence[Projection] = ()
 ) -> list[Mutation]:
-    """``agent.handle(event, view)`` with every mutation at ``write_version`` (no version marks).
+    """``agent.handle(event, view)`` with every mutation at the event's version (no version marks).
 
     ``Missing`` propagates; anything else ``handle`` raises, or a result that is
     not a mutation, is ``MessageError`` at stage ``map``."""
@@ -134,8 +134,7 @@ def map_with_state(
         raise
     except Exception as exc:  # noqa: BLE001 - any failure of a pure mapping is the message's
         raise MessageError("map", exc) from exc
-    w = write_version(event, view)
-    return [_at(m, w) for m in mutations]
+    return [_at(m, event.version) for m in mutations]
 
 
 def join_marks(projections: Sequence[Projection], mutations: Sequence[Mutation]) -> list[Mutation]:
@@ -225,7 +224,11 @@ class JoinBook:
         if screen is not None:  # erased subjects' writes out, before rows and version marks
             mutations = screen(event, mutations)
         new_rows = _rows(mutations)
-        w = write_version(event, view)
+        reads = [[lk, k, e.version, e.fingerprint] for (lk, k), e in view.found.items()]
+        same = prev is not None and sorted(map(tuple, prev["reads"])) == sorted(map(tuple, reads))
+        w = remap_version(event.version, None if prev is None else prev.get("w"), same)
+        if w != event.version:
+            mutations = [_at(m, w) for m in mutations]
         prev_rows = {} if prev is None else {r[0] + SEP + canonical(r[1]): r for r in prev["rows"]}
         moved = [Delete(t, k, w, columns=tuple(c)) for rid, (t, k, c) in prev_rows.items()
                  if rid not in new_rows]  # fmt: skip
@@ -236,8 +239,7 @@ class JoinBook:
             raise MessageError("map", exc) from exc
         seq = 1 if prev is None else prev["seq"] + 1
         rows = list({**prev_rows, **new_rows}.values())  # both, until the new mapping is durable
-        reads = [[lk, k, e.version, e.fingerprint] for (lk, k), e in view.found.items()]
-        keys = self._save(p, event.event_id, prev, raw, rows, reads, None, seq, done=presume)
+        keys = self._save(p, event.event_id, prev, raw, rows, reads, None, seq, done=presume, w=w)
         plan = Plan(p, event, mutations, None, seq, list(new_rows.values()), keys)
         plan.committed = presume and not moved
         return plan
@@ -264,7 +266,8 @@ class JoinBook:
         seq = 1 if prev is None else prev["seq"] + 1
         rows = [] if prev is None else prev["rows"]
         reads = [[lk, k, e.version, e.fingerprint] for (lk, k), e in view.found.items()]
-        keys = self._save(p, event.event_id, prev, raw, rows, reads, list(target), seq, done=True)
+        last = None if prev is None else prev.get("w")
+        keys = self._save(p, event.event_id, prev, raw, rows, reads, list(target), seq, done=True, w=last)
         return Plan(p, event, [], target, seq, rows, keys, committed=True)
 
     def _save(
@@ -279,14 +282,16 @@ class JoinBook:
         seq: int,
         *,
         done: bool,
+        w: int | None,
     ) -> list[str]:
-        """Write the record, its index and pending entries; returns the keys changed."""
+        """Write the record (``w``: the version of its last planned mapping, None before the
+        first), its index and pending entries; returns the keys changed."""
         now = self.clock()
         since = now
         if prev is not None and prev.get("wait") is not None and wait == prev["wait"]:
             since = prev["since"]
         record = {"raw": raw, "rows": rows, "reads": reads, "wait": wait, "since": since}
-        record.update(seq=seq, done=done)
+        record.update(seq=seq, done=done, w=w)
         keys = [self._ek(p, eid)]
         self.kv.put(keys[0], json.dumps(record, separators=(",", ":")))
         return keys + self._link(p, eid, prev, reads, wait, since)

@@ -1,6 +1,7 @@
-"""A model of the join rules for the tests' oracles, written from the README ("Lookups and joins")
-and apart from ``framework.state``: the entry order, the write version of a joined mapping and
-Cassandra's rule between two live text cells."""
+"""A model of the join rules for the tests' oracles, written from the docs ("Lookups and joins")
+and apart from ``framework.state``: the entry order, the write version of a joined mapping
+(``At``: the event's version plus at most one per entry change) and Cassandra's rule between two
+live text cells."""
 
 from __future__ import annotations
 
@@ -36,21 +37,52 @@ def final_entry(entries: Iterable[tuple[int, Value]]) -> tuple[int, Value] | Non
     return best
 
 
-def join_version(event_version: int, entries: Iterable[tuple[int, Value]]) -> int:
-    """``M + 256 * spread(y) + ranks`` within ``0..2**63-1`` (the event's own version when it
-    read nothing)."""
-    read = list(entries)
-    if not read:
-        return event_version
-    top = max([event_version] + [v for v, _ in read])
-    y = sum(v - event_version for v, _ in read)
-    if -4096 <= y <= 4096:
-        spread = y + 4096
-    elif y > 4096:
-        spread = 8192 + (y - 4096) // 2**20
-    else:
-        spread = (y + 4096) // 2**20
-    return min(2**63 - 1, max(0, top + 256 * spread + sum(rank(value) for _, value in read)))
+class At:
+    """A joined write as the README's version rule promises it: ``value`` written at the event's
+    version ``e`` plus at most one per entry change (``slack``: the entry events of the history
+    bound them). Equal to an actual ``(value, write time)`` within those bounds."""
+
+    __slots__ = ("value", "e", "slack")
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, value: Any, e: int, slack: int) -> None:
+        self.value, self.e, self.slack = value, e, slack
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, At):
+            return (self.value, self.e, self.slack) == (other.value, other.e, other.slack)
+        if isinstance(other, tuple) and len(other) == 2:
+            return bool(other[0] == self.value and self.e <= other[1] <= self.e + self.slack)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"At({self.value!r}, {self.e}..{self.e + self.slack})"
+
+
+class Near:
+    """A joined write time as the version rule promises it: the event's version ``e`` plus at
+    most ``slack`` (one per entry change). Equal to an int within those bounds."""
+
+    __slots__ = ("e", "slack")
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, e: int, slack: int) -> None:
+        self.e, self.slack = e, slack
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, int) and not isinstance(other, bool):
+            return self.e <= other <= self.e + self.slack
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"Near({self.e}..{self.e + self.slack})"
+
+
+def joined_cell(a: At, b: At) -> At:
+    """Of two events' joined writes of one cell: the later event's (the model's in-order pass),
+    on equal versions the larger UTF-8 value. Exact when the versions lie more than the slack
+    apart (the README's limit); callers keep closer pairs out."""
+    return max(a, b, key=lambda c: (c.e, str(c.value).encode("utf-8")))
 
 
 def cell_winner(a: tuple[str, int], b: tuple[str, int]) -> tuple[str, int]:

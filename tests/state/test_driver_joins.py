@@ -5,12 +5,7 @@ from __future__ import annotations
 from framework.state import JoinConfig
 from framework.testing import Driver
 from tests.state.join_app import child, join_app, parent_set
-from tests.state.join_model import join_version
-
-
-def at(event_version: int, entry_version: int, parent: str, label: str) -> int:
-    """The model's write version of a child mapped with the entry ``(parent, label)``."""
-    return join_version(event_version, [(entry_version, {"parent": parent, "label": label})])
+from tests.state.join_model import At
 
 
 def hello(label: str) -> dict[str, str]:
@@ -28,7 +23,7 @@ def test_an_event_waits_for_its_entry_then_is_mapped() -> None:
         assert msgs(d) == {}
         assert d.pending() == {"children": [("c-m1", "parent", "c1")]}
         d.send(parent_set("c1", "A", "alpha", 50))
-        assert msgs(d) == {("A", "m1"): (hello("alpha"), at(100, 50, "A", "alpha"))}
+        assert msgs(d) == {("A", "m1"): (hello("alpha"), 100)}  # mapped once: at its version
         assert d.pending() == {"children": []}
 
 
@@ -36,7 +31,7 @@ def test_a_changed_entry_moves_the_row_and_writes_at_the_higher_version() -> Non
     with Driver(join_app()) as d:
         d.send([parent_set("c1", "A", "alpha", 50), child("m1", "c1", "hello", 100)])
         d.send(parent_set("c1", "B", "beta", 200))
-        expected = {("B", "m1"): (hello("beta"), at(100, 200, "B", "beta"))}
+        expected = {("B", "m1"): (hello("beta"), 101)}  # one above the mapping it replaces
         assert msgs(d) == expected
         # the old entry arriving late changes nothing
         d.send(parent_set("c1", "A", "alpha", 50))
@@ -48,17 +43,16 @@ def test_an_entry_change_older_than_the_event_arriving_after_it_still_outranks_t
     with Driver(join_app()) as d:
         d.send([parent_set("c1", "A", "alpha", 10), child("m1", "c1", "hello", 100)])
         d.send(parent_set("c1", "A", "beta", 20))  # older than the event, the row does not move
-        assert at(100, 20, "A", "beta") > at(100, 10, "A", "alpha")
-        assert msgs(d) == {("A", "m1"): (hello("beta"), at(100, 20, "A", "beta"))}
+        assert msgs(d) == {("A", "m1"): (hello("beta"), 101)}
 
 
 def test_a_row_moved_away_and_back_below_the_event_version_is_live() -> None:
-    """A -> B -> A with every entry older than the event (the README's former limit: all three
-    mappings wrote at the event's version and the move's tombstone won the tie)."""
+    """A -> B -> A with every entry older than the event: each re-mapping writes above the last,
+    so the row moved back is live (the move's tombstone below it)."""
     with Driver(join_app()) as d:
         d.send([parent_set("c1", "A", "alpha", 10), child("m1", "c1", "hello", 100)])
         d.send([parent_set("c1", "B", "beta", 20), parent_set("c1", "A", "alpha", 30)])
-        assert msgs(d) == {("A", "m1"): (hello("alpha"), at(100, 30, "A", "alpha"))}
+        assert msgs(d) == {("A", "m1"): At(hello("alpha"), 101, 1)}  # one re-mapping per change seen
 
 
 def test_a_bad_event_is_parked_and_a_full_pending_store_parks_with_a_clear_error() -> None:

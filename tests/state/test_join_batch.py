@@ -20,7 +20,7 @@ from framework.runtime.sinks import WideColumnSink, Written
 from framework.state.changelog import KafkaChangelog
 from stores.errors import TransientStoreError
 from tests.state.join_app import child, parent_set
-from tests.state.join_model import join_version
+from tests.state.join_model import At
 from tests.state.join_rig import Member, Offsets, msg_rows, open_store
 
 
@@ -75,8 +75,7 @@ def _oracle(children: list[Event], entries: dict[str, tuple[str, str, int]]) -> 
         if c.payload["conv"] in entries:
             parent, label, v = entries[c.payload["conv"]]
             cells = {"body": c.payload["body"], "conv": c.payload["conv"], "label": label}
-            w = join_version(c.version, [(v, {"parent": parent, "label": label})])
-            out[(parent, c.payload["msg_id"])] = (cells, w)
+            out[(parent, c.payload["msg_id"])] = At(cells, c.version, 16)  # +1 per entry change
     return out
 
 

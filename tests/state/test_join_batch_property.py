@@ -24,7 +24,7 @@ from framework import Event
 from framework.runtime.sinks import WideColumnSink, Written
 from stores.errors import TransientStoreError
 from tests.state.join_rig import Member, msg_rows, open_store
-from tests.state.test_join_property import histories
+from tests.state.test_join_property import SPACINGS, histories
 
 
 class FlakyStore(WideColumnSink):
@@ -64,7 +64,7 @@ async def _run(events: list[Event], size: int, plan: Sequence[str]) -> tuple[dic
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(history=histories(), data=st.data())
+@given(history=st.sampled_from(SPACINGS).flatmap(histories), data=st.data())
 def test_the_batch_path_ends_in_the_rows_of_the_final_entries(
     history: tuple[list[Event], dict], data: st.DataObject
 ) -> None:

@@ -99,16 +99,17 @@ def item(item_id: str, owner: str, tag_key: str, thread: str, body: str, version
     return Event(f"i-{item_id}", f"item/{item_id}", version, version, "item.posted", payload)
 
 
-#: The model's cells: ``{(table, key): {column: (value, write version)}}``.
-Cells = dict[tuple[str, tuple], dict[str, tuple[str, int]]]
+#: The model's cells: ``{(table, key): {column: (value, write version)}}`` (``join_model.At`` in
+#: the model's, so the write time may be the event's version plus the stream's re-mappings).
+Cells = dict[tuple[str, tuple], dict[str, Any]]
 
 
 def expected_cells(
-    items: Iterable[Event], final_owner: Mapping[str, Any], final_tag: Mapping[str, Any]
+    items: Iterable[Event], final_owner: Mapping[str, Any], final_tag: Mapping[str, Any], slack: int
 ) -> tuple[Cells, set[str]]:
     """The model: each item mapped once with the final entries (``(version, value)`` or None),
-    written at the join rule's version, thread cells merged by the cell rule; and the ids of the
-    items that wait for an entry."""
+    written at its own version (plus at most ``slack`` re-mappings), the thread cells that several
+    items write kept from the later item; and the ids of the items that wait for an entry."""
     from tests.state import join_model as model
 
     cells: Cells = {}
@@ -119,12 +120,15 @@ def expected_cells(
         if owner is None or tag is None:
             waiting.add(it.event_id)
             continue
-        w = model.join_version(it.version, [owner, tag])
         o, t = owner[1], tag[1]
+
+        def at(value: str, e: int = it.version) -> model.At:
+            return model.At(value, e, slack)
+
         cells[("item", (o["row"], p["item"]))] = {
-            "body": (p["body"], w), "label": (o["label"], w), "note": (o["note"], w), "tag": (t["tag"], w),
+            "body": at(p["body"]), "label": at(o["label"]), "note": at(o["note"]), "tag": at(t["tag"]),
         }  # fmt: skip
         thread = cells.setdefault(("thread", (p["thread"],)), {})
         for column, value in (("label", o["label"]), ("tag", t["tag"])):
-            thread[column] = model.cell_winner(thread[column], (value, w)) if column in thread else (value, w)
+            thread[column] = model.joined_cell(thread[column], at(value)) if column in thread else at(value)
     return cells, waiting
