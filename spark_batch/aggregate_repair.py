@@ -36,12 +36,16 @@ from stores.open import open_wide_store
 __all__ = ["group_ends", "totals_version", "repair"]
 
 
-async def group_ends(broker: str, topic: str) -> dict[int, int]:
+async def group_ends(broker: str, topic: str, *, missing_ok: bool = False) -> dict[int, int]:
     """The end offset of every partition of the group topic ``topic``; ``JobError`` when the broker
-    has no such topic or cannot be read."""
+    cannot be read, or has no such topic (``missing_ok``: ``{0: 0}``, one partition at offset 0,
+    since a stream that creates the topic later writes every total above ``totals_version`` of
+    it)."""
     try:
         bounds = await partition_bounds(broker, [topic])
     except RangeError:
+        if missing_ok:
+            return {0: 0}
         raise JobError(
             f"no group topic {topic!r} on {broker}: start the app's worker once (it creates it)"
         ) from None

@@ -23,7 +23,9 @@ its owner ids resolved through the ID map as the stream does
 notification entry per (tenant, bucket, table) of each Spark partition's
 applied writes, after them. With ``es_url`` every partition the
 backfill touched is then projected into the index, per projection
-(``reproject``).
+(``reproject``), and, given the ``broker`` (the group topics' ends version the
+totals), every aggregate of the app into its tables
+(``spark_batch.backfill_aggregates``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from framework.runtime.errors import MessageError
 from framework.runtime.mapping import map_event
 from spark_batch.apps import JobError, app_of, load_app, select
 from spark_batch.archive import ArchiveFormat, read_archive
+from spark_batch.backfill_aggregates import project_aggregates, require_ends
 from spark_batch.id_resolution import BatchIdMap, id_map_broadcast
 from spark_batch.io import Unit, WriteOptions, apply_batched, open_index
 from spark_batch.lookups import BatchEntries, lookup_entries, map_joined
@@ -84,6 +87,8 @@ class BackfillReport:
     parked: int = 0
     #: actions per projection name, when the touched partitions were projected
     projected: dict[str, dict[str, int]] | None = None
+    #: writes per aggregate name (contributions, totals, totals_deleted), when they were projected
+    aggregated: dict[str, dict[str, int]] | None = None
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,6 +101,7 @@ class BackfillReport:
             "parked": self.parked,
             "samples": self.samples,
             "projected": self.projected,
+            "aggregated": self.aggregated,
             "seconds": round(self.seconds, 3),
         }
 
@@ -290,6 +296,7 @@ def backfill(
     progress: JobProgress | None = None,
     dlq_root: str | os.PathLike[str] | None = None,
     denylist_store: str | None = None,
+    broker: str | None = None,
 ) -> BackfillReport:
     """Backfill the events in ``paths`` into the store through the app ``app`` (``MODULE:ATTR``).
 
@@ -302,11 +309,17 @@ def backfill(
     counted and sampled. ``JobError`` before any Spark job for an app or
     projection the backfill cannot use, or an app with personal data and no
     deny-list of record (``denylist_store``: the store that holds it).
+    With ``es_url`` and ``broker`` (and no ``projection`` or ``alias`` chosen), the app's
+    aggregates are then written too (``project_aggregates``); ``JobError`` before any write when
+    the broker cannot be read.
     """
     started = time.monotonic()
     opts = opts or WriteOptions()
     chosen = prepare(app, store_url, projection=projection, es_url=es_url, alias=alias, tombstones=tombstones,
                      denylist_store=denylist_store)  # fmt: skip
+    aggregated = es_url is not None and broker is not None and projection is None and alias is None
+    if aggregated:
+        require_ends(app, broker or "")
     if progress is not None:
         progress.phase("applying archived events")
     raw = read_archive(spark, paths, fmt, partitions)
@@ -342,6 +355,12 @@ def backfill(
                     opts=opts,
                 )
                 report.projected[p.name] = dict(actions)
+            if aggregated:
+                if progress is not None:
+                    progress.phase("projecting aggregates")
+                report.aggregated = project_aggregates(
+                    spark, app=app, store_url=store_url, broker=broker or "", shards=n, opts=opts
+                )
     finally:
         out.unpersist()
     report.seconds = time.monotonic() - started

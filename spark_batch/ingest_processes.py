@@ -144,11 +144,13 @@ def _store_task(cfg: IngestConfig, part: Iterable[Any]) -> Iterator[tuple[Any, .
         mapper.stats[("events",)] += 1
         mapper.reject("-", error, raw, event, "key")
 
+    empties: list[tuple[Any, ...]] = []
+
     def empty(key: bytes | None) -> None:
         mapper.stats[("events",)] += 1
         mapper.reject("-", EventError("event", "empty message"), b"", None, "parse")
         parked = mapper.rejected.pop()  # parked as the stream parks it: no value, the Kafka key
-        mapper.rejected.append((*parked[:5], None, parked[6], key))
+        empties.append((*parked[:5], None, parked[6], key))
 
     values = list(_values(cfg.broker, part, stray, empty))  # read first: the apply runs its own event loop
 
@@ -170,6 +172,7 @@ def _store_task(cfg: IngestConfig, part: Iterable[Any]) -> Iterator[tuple[Any, .
     asyncio.run(run())
     yield from (("stat", key, n) for key, n in mapper.stats.items())
     yield from mapper.rejected
+    yield from empties
 
 
 def store_process(spark: SparkSession, cfg: IngestConfig, batch: Batch) -> dict[str, Any]:

@@ -47,6 +47,9 @@ def print_backfill(con: Console, r: BackfillReport) -> None:
     for name, actions in sorted((r.projected or {}).items()):
         done = ", ".join(f"{k} {v:,}" for k, v in sorted(actions.items())) or "nothing"
         con.print(f"projected {escape(name)}: {done}")
+    for name, writes in sorted((r.aggregated or {}).items()):
+        done = ", ".join(f"{k} {v:,}" for k, v in sorted(writes.items()))
+        con.print(f"aggregated {escape(name)}: {done}")
     for s in r.samples[:10]:
         con.print(f"  [red]{escape(s)}[/]")
 

@@ -71,6 +71,7 @@ def _backfill(args: argparse.Namespace) -> int:
             opts=opts,
             progress=progress,
             dlq_root=job.settings.dlq_root,
+            broker=args.broker or job.settings.broker,
         )
     print_backfill(console(), report)
     if args.report:
@@ -502,7 +503,17 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--partitions", type=int, default=None, help="repartition the input (default: file splits)"
     )
-    p.add_argument("--project", action="store_true", help="then project the touched partitions into --es-url")
+    p.add_argument(
+        "--project",
+        action="store_true",
+        help="then project the touched partitions into --es-url, and the aggregates into their tables",
+    )
+    p.add_argument(
+        "--broker",
+        default=None,
+        help="Kafka broker whose group topic ends version the aggregates' totals, with --project "
+        "(env CONVERGE_BROKER)",
+    )
     p.add_argument(
         "--dlq-root",
         type=Path,
