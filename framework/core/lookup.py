@@ -2,13 +2,14 @@
 
 A lookup entry is ``(value, version)`` under a string key. Entries merge by
 their order (``Entry.order``): the higher version wins; on a tie the higher
-``rank`` (one byte of a BLAKE2b digest of the value's canonical UTF-8 JSON),
-then the larger canonical UTF-8 JSON, compared as bytes as the cell rule
-compares text (no ``\\u`` escapes). The join's write version counts the rank,
-so it ranks an equal-version replacement the way this merge does
-(``framework.state.version_rule``). The merge is associative, commutative and
-idempotent, so a table fed with duplicates, replays and reorderings of its
-entry events ends with the same entry per key (``merge``).
+``rank`` (BLAKE2b with a one-byte digest, ``digest_size=1``, of the value's
+canonical JSON in UTF-8: sorted keys, no spaces, no ``\\u`` escapes), then the
+larger such JSON, compared as bytes as the cell rule compares text. A value
+that wins changes the entry's fingerprint, so its readers are mapped again
+above their last write (``framework.state.version_rule``). The merge is
+associative, commutative and idempotent, so a table fed with duplicates,
+replays and reorderings of its entry events ends with the same entry per key
+(``merge``).
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ class Entry:
 
     @property
     def rank(self) -> int:
-        """0-255, a digest byte of the value: orders two values of one version before their bytes."""
+        """0-255, the one-byte BLAKE2b digest of the value's bytes: orders two values of one version
+        before their bytes."""
         return self.order[1]
 
     @property

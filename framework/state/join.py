@@ -218,17 +218,17 @@ class JoinBook:
             mutations = map_with_state(self.agent, event, view)
         except Missing as miss:
             return self._wait(p, event, raw, prev, view, (miss.lookup, miss.key))
+        reads = [[lk, k, e.version, e.fingerprint] for (lk, k), e in view.found.items()]
+        same = prev is not None and sorted(map(tuple, prev["reads"])) == sorted(map(tuple, reads))
+        w = remap_version(event.version, None if prev is None else prev.get("w"), same)
+        if w != event.version:  # before the ID resolution: it resolves at the write version
+            mutations = [_at(m, w) for m in mutations]
         if self.resolve is not None:  # owner ids to their final ids, at the write version
             mutations = self.resolve(event, mutations)
         screen = self.screen() if self.screen is not None else None
         if screen is not None:  # erased subjects' writes out, before rows and version marks
             mutations = screen(event, mutations)
         new_rows = _rows(mutations)
-        reads = [[lk, k, e.version, e.fingerprint] for (lk, k), e in view.found.items()]
-        same = prev is not None and sorted(map(tuple, prev["reads"])) == sorted(map(tuple, reads))
-        w = remap_version(event.version, None if prev is None else prev.get("w"), same)
-        if w != event.version:
-            mutations = [_at(m, w) for m in mutations]
         prev_rows = {} if prev is None else {r[0] + SEP + canonical(r[1]): r for r in prev["rows"]}
         moved = [Delete(t, k, w, columns=tuple(c)) for rid, (t, k, c) in prev_rows.items()
                  if rid not in new_rows]  # fmt: skip

@@ -232,6 +232,9 @@ def assert_converges(
     the smallest failing one; inside a ``@given`` test, draw the order there
     and pass it. Returns the snapshot of the (last) delivery.
 
+    Cells of the tables that agents with lookups write are compared by value: their write
+    times count the stream's re-mappings (``joined_tables``).
+
     Also AssertionError when a run parked a message at ``route``, when an event still waits
     for a lookup entry, or when the in-order pass wrote no row, unless ``allow_unrouted``,
     ``allow_pending`` or ``allow_empty`` says the test expects it.
