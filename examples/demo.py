@@ -221,7 +221,8 @@ def run_demo(
         asyncio.run(ensure_topics(broker, {t: PARTITIONS for t in topics}))
         env = {"CONVERGE_WIDE_STORE": store_url, "CONVERGE_ES_URL": stack.info.es_url,
                "CONVERGE_ES_TOMBSTONES": "document", "CONVERGE_APP_ID": APP_ID,
-               "CONVERGE_PARTITIONS": str(PARTITIONS), **dlq_env(stack.info.s3_endpoint, APP_ID)}  # fmt: skip
+               "CONVERGE_PARTITIONS": str(PARTITIONS), "CONVERGE_DENYLIST_STORE": stack.info.denylist_store,
+               **dlq_env(stack.info.s3_endpoint, APP_ID)}  # fmt: skip
         procs = [start_worker(SPEC, work / f"worker{i}", broker, env) for i in range(workers)]
         try:
             try:

@@ -55,6 +55,12 @@ class StackInfo:
         return f"http://{self.host}:{self.es_port}"
 
     @property
+    def denylist_store(self) -> str:
+        """The stack's erasure deny-list of record: a SQLite file of its own, beside the broker's
+        state, so it outlives every store the workers and jobs write (``CONVERGE_DENYLIST_STORE``)."""
+        return f"sqlite:///{Path(self.data_dir).resolve() / 'denylist.db'}"
+
+    @property
     def s3_endpoint(self) -> str | None:
         """The embedded S3 server's URL, or None when the stack runs without one."""
         return None if self.s3_port is None else f"http://{self.host}:{self.s3_port}"

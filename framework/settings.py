@@ -90,8 +90,10 @@ class Settings:
       PATTERN ``pipeline[/event_type[/stage[/error_class]]]`` with ``*`` for any part, DURATION
       like ``12h``, ``30d`` or ``forever``; the most specific matching rule wins, and a partition
       no rule matches is kept forever (``framework.core.dlq_retention``)
-    - ``denylist_store``: none; the store holding the erasure deny-list of record, when a
-      backfill or ingestion writes into another store (``framework.erasure.record``)
+    - ``denylist_store``: none; the store holding the erasure deny-list of record, which every
+      writer (worker, backfill, ingestion, ``dlq replay --app``) settles against before it writes;
+      ``target`` names the written store itself; unset, the written store must hold an
+      established deny-list (``framework.erasure.record``)
     - ``checkpoints``: none; the checkpoint store URL (``sqlite:///PATH`` or
       ``zookeeper://HOSTS/ROOT``) of ``converge changes``, ``spark changes``, ``delivery
       verify``, ``retention`` and ``idmap``, which default to ``checkpoints.db`` beside a SQLite store

@@ -189,6 +189,7 @@ def test_cli_stack_env_status_json_and_restart_on_the_same_ports(tmp_path: Path)
             f"export CONVERGE_BROKER=kafka://127.0.0.1:{status['kafka_port']}",
             f"export CONVERGE_ES_URL=http://127.0.0.1:{status['es_port']}",
             "export CONVERGE_ES_TOMBSTONES=document",
+            f"export CONVERGE_DENYLIST_STORE=sqlite:///{(tmp_path / 'st').resolve() / 'denylist.db'}",
             "export CONVERGE_DLQ_OBJECTS=s3://converge-dlq",
             f"export CONVERGE_DLQ_S3_ENDPOINT={s3}",
             "export CONVERGE_DLQ_S3_ACCESS_KEY=test",
@@ -198,7 +199,7 @@ def test_cli_stack_env_status_json_and_restart_on_the_same_ports(tmp_path: Path)
         script = f'eval "$({converge} stack env {d[0]} {d[1]} --dlq-prefix app7)" && {sys.executable} -c ' + (
             '\'from framework.settings import Settings; s = Settings.resolve("a"); '
             "print(s.broker, s.es_url, s.es_tombstones, s.dlq_objects, s.dlq_s3_endpoint, "
-            "s.dlq_s3_access_key)'"
+            "s.dlq_s3_access_key, s.denylist_store)'"
         )
         shell = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
         assert shell.stdout.split() == [
@@ -208,6 +209,7 @@ def test_cli_stack_env_status_json_and_restart_on_the_same_ports(tmp_path: Path)
             "s3://converge-dlq/app7",
             s3,
             "test",
+            f"sqlite:///{(tmp_path / 'st').resolve() / 'denylist.db'}",
         ], shell.stderr
         bucket = _bucket(s3)
         bucket.put("segments/p/e/s/c/1.seg", b"parked bytes")

@@ -106,6 +106,7 @@ def _stack_env(args: argparse.Namespace) -> int:
         ENV["broker"]: f"kafka://{info.kafka_bootstrap}",
         ENV["es_url"]: info.es_url,
         ENV["es_tombstones"]: "document",  # noida-db keeps no delete tombstones
+        ENV["denylist_store"]: info.denylist_store,
     }
     if info.s3_endpoint is not None:
         env |= dlq_env(info.s3_endpoint, args.dlq_prefix)

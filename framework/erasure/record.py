@@ -18,9 +18,11 @@ and every minute after: ``framework.worker.denylist``):
   idempotent and an entry is never removed), so the job's tasks, the
   target's workers and ``erase verify`` on the target screen the same
   subjects, and an erasure run on the target reaches the record. The target
-  is marked ``replica``, a record that had no marker ``record``.
-  DenylistMissing when neither holds an established deny-list (a fresh or
-  mistyped store of record and a fresh or rebuilt target);
+  is marked ``replica``, a record that had no marker ``record``. When
+  neither holds an established deny-list, the named store becomes the
+  record, empty (a new deployment: the operator named it; logged at
+  warning), since a deny-list kept apart from the target is what outlives
+  a rebuilt target;
 - ``denylist_store`` is ``target`` or the target's own URL: the target is
   the store of record; marked ``record`` (an empty deny-list when new);
 - no ``denylist_store``: the target's own deny-list, DenylistMissing unless
@@ -32,6 +34,7 @@ and every minute after: ``framework.worker.denylist``):
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,6 +50,8 @@ from framework.erasure.tables import DENYLIST_TABLE, RECORD_TABLE
 
 __all__ = ["TARGET", "RECORD", "REPLICA", "DenylistMissing", "Denylist", "adopt_denylist", "read_denylist",
            "settle", "screen_of"]  # fmt: skip
+
+log = logging.getLogger("framework.erasure")
 
 #: The ``denylist_store`` value that names the target store itself as the store of record.
 TARGET = "target"
@@ -134,11 +139,9 @@ async def settle(
         finally:
             await opened.close()
     theirs = await read_denylist(source, app)
-    if not (theirs.established or mine.established):
-        raise DenylistMissing(
-            f"{_FLAG}: store {named} holds no erasure deny-list of app {app.name}, nor does the target"
-            f" {target_url}: writing could restore erased subjects; name the store that holds it"
-        )
+    if not (theirs.established or mine.established):  # a new deployment, or a new store of record
+        log.warning("erasure deny-list: store %s is named the store of record of app %s and holds none:"
+                    " it becomes the record, empty", named, app.name)  # fmt: skip
     here, there = mine.subjects(), theirs.subjects()
     await _write(
         source, app, theirs, [r for r in mine.entries if str(r.key["subject"]) not in there], RECORD, clock

@@ -1,6 +1,6 @@
 """The framework's own tables: the one list of every table converge writes beside an app's data.
 
-``bookkeeping_tables(app)`` names them: the erasure deny-list and audit, the
+``bookkeeping_tables(app)`` names them: the erasure deny-list, its record marker and audit, the
 notification tables, the retention policy, pending re-projections and tenant
 records, the ID-mutation requests, map and batches, the projections' and
 aggregates' version marks, the aggregates' contributions and totals (derived from the
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from framework.aggregates.tables import tables_of
 from framework.core.app_model import AppModel
-from framework.erasure.tables import ERASURE_TABLES
+from framework.erasure.tables import ERASURE_TABLES, RECORD_TABLE
 from framework.idmutation.tables import ID_TABLES
 from framework.jobs.reprojection import PENDING_TABLE
 from framework.notifications.schema import NOTIFICATION_TABLES
@@ -26,7 +26,7 @@ __all__ = ["bookkeeping_tables"]
 def bookkeeping_tables(app: AppModel) -> frozenset[str]:
     """Names of every framework table ``app`` may have in its store (see the module docstring)."""
     names = {t.name for t in (*ERASURE_TABLES, *ID_TABLES, *NOTIFICATION_TABLES)}
-    names |= {POLICY_TABLE.name, PENDING_TABLE.name, TENANT_TABLE.name}
+    names |= {POLICY_TABLE.name, PENDING_TABLE.name, TENANT_TABLE.name, RECORD_TABLE.name}
     names |= {p.version_table.name for p in app.views}
     names |= {t.name for a in getattr(app, "aggregates", ()) for t in tables_of(a).all}
     delivery = getattr(app, "delivery", None)

@@ -149,6 +149,7 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
         contributions = ContributionIndex(
             resources.store, app.aggregates, announce_groups, screen=_group_screen(app, screens)
         )
+
         def target(view: Projection) -> SearchIndex:
             return contributions if isinstance(view, Aggregate) else resources.index
 

@@ -61,8 +61,9 @@ def test_a_store_without_a_deny_list_is_refused_unless_named(
 def test_a_named_store_of_record_is_copied_into_the_target(tmp_path: Path, erasure_key: bytes) -> None:
     record, fresh = sqlite_url(tmp_path / "record.db"), sqlite_url(tmp_path / "fresh.db")
     asyncio.run(_erase(record, erasure_key, "Ann@X.io", "bo@x.io"))
-    with pytest.raises(DenylistMissing, match="holds no erasure deny-list"):  # neither has one
-        adopt_denylist(app, sqlite_url(tmp_path / "other.db"), sqlite_url(tmp_path / "none.db"))
+    # neither has one: the named store becomes the record (a new deployment), the target its replica
+    assert adopt_denylist(app, sqlite_url(tmp_path / "other.db"), sqlite_url(tmp_path / "new.db")) == 0
+    assert adopt_denylist(app, sqlite_url(tmp_path / "other.db")) == 0  # established now
     assert prepare(SPEC, fresh, denylist_store=record) == ()
     assert asyncio.run(_verify(fresh, erasure_key, "ann@x.io")) == []  # on the target's deny-list too
     assert adopt_denylist(app, fresh, record) == 2  # again: the same two entries
