@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import time
 from collections import deque
 from types import CoroutineType
 from typing import Any, Protocol
@@ -127,7 +128,9 @@ class HandoverConsumer(faust_aiokafka.Consumer):
             await self._until_done_or_halted(room)
             if not room.done():
                 return WaitResults([], [], True)
-        self.app.monitor.tp_read_offsets[message.tp] = message.offset  # as the stream's sensors do
+        monitor = self.app.monitor  # as the stream's sensors do: Faust's stall check reads both
+        monitor.tp_read_offsets[message.tp] = message.offset
+        monitor.stream_inbound_time[message.tp] = time.monotonic()
         return WaitResults([message], [None], False)
 
     async def _until_done_or_halted(self, future: asyncio.Future[Any]) -> None:

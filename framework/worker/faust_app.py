@@ -9,6 +9,7 @@ from typing import Any
 import faust
 
 from framework.runtime.handover import HandoverTransport, is_kafka_url
+from framework.runtime.log_noise import quiet_rebalance_commits
 from framework.settings import Settings
 
 __all__ = ["ConvergeFaustApp", "create_faust_app"]
@@ -60,8 +61,10 @@ def create_faust_app(settings: Settings, **overrides: object) -> ConvergeFaustAp
       them, and with them the whole consumer group, that long; an expired send fails its
       sink call, which is retried;
     - tables in RocksDB (rocksdict) under the worker's own data dir;
-    - the web server off unless ``web_port`` is set (then bound to 127.0.0.1).
+    - the web server off unless ``web_port`` is set (then bound to 127.0.0.1);
+    - the commit failures a rebalance causes said once at INFO (``runtime.log_noise``).
     """
+    quiet_rebalance_commits()
     data_dir = settings.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     conf: dict[str, object] = {
