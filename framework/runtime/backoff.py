@@ -6,7 +6,11 @@ failure in the window, at least ``down_ratio`` of the outcomes failed across
 at least ``down_min_keys`` distinct keys (successes from before the failures
 began do not dilute a fresh outage): delays are long and growing, nothing is
 parked, and the runtime pauses consumption. The first success afterwards (a
-retry acting as a probe) ends the outage.
+retry acting as a probe) ends the outage. While a sink is down, the runtime also
+probes it with a cheap health request (``probe_interval``, see the scheduler): an
+answer wakes one blocked key at once, whose success ends the outage and wakes
+every other key blocked on that sink, so recovery never waits out a back-off
+that grew during a long outage.
 
 A transient failure never parks an event on its own evidence: after
 ``park_after`` attempts it is parked only when events of other keys went
@@ -42,12 +46,17 @@ class BackoffConfig:
     down_base_delay: float = 1.0
     down_max_delay: float = 60.0
     park_after: int = 5
+    #: while a sink with a health probe is down: seconds between probes, and each probe's bound
+    probe_interval: float = 0.5
+    probe_timeout: float = 1.0
 
     def __post_init__(self) -> None:
         if not 0 < self.down_ratio <= 1:
             raise ValueError("down_ratio must be in (0, 1]")
         if self.park_after < 1 or self.down_min_keys < 1 or self.window_s <= 0:
             raise ValueError("park_after, down_min_keys and window_s must be positive")
+        if self.probe_interval <= 0 or self.probe_timeout <= 0:
+            raise ValueError("probe_interval and probe_timeout must be positive")
 
 
 @dataclass(frozen=True)
@@ -138,6 +147,10 @@ class AdaptiveBackoff:
             if w.down:
                 w.down = False
                 w.failures.clear()
+
+    def down_sinks(self) -> frozenset[str]:
+        """The sinks that count as down now."""
+        return frozenset(sink for sink, w in self._sinks.items() if w.down)
 
     def is_down(self, sink: str) -> bool:
         return sink in self._sinks and self._sinks[sink].down

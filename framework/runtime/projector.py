@@ -14,6 +14,7 @@ from framework.core.rows import Row
 from framework.runtime.change_feed import changed_partitions
 from framework.runtime.errors import MessageError
 from framework.runtime.processor import bounded, parse_work
+from framework.runtime.sinks import Probe
 from framework.runtime.work import Work
 from framework.runtime.written import Position, WrittenDocuments
 from stores.base import IndexOp, SearchIndex, WideColumnStore
@@ -141,6 +142,11 @@ class ProjectionProcessor:
         self.targets = [(projection, index, WrittenDocuments())]
         self.targets += [(p, target, WrittenDocuments()) for p, target in shared]
         self.written = self.targets[0][2]
+        #: the index's health check, probed while the index is down (``framework.runtime.sinks.Probe``)
+        self.probes: dict[str, Probe] = {}
+        answers = getattr(index, "answers", None)
+        if callable(answers):
+            self.probes["index"] = answers
         self._seen: dict[Hashable, int] = {}  # per partition, the last offset taken from the topic
 
     def on_rebalance(self) -> None:

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,11 +20,19 @@ from framework.runtime.counters import Counters
 from framework.runtime.errors import SinkFailure, is_transient
 from framework.runtime.failures import BlockedKey, FailureBook
 from framework.runtime.offsets import OffsetTracker
+from framework.runtime.sinks import Probe
 from framework.runtime.work import Work
 
 __all__ = ["KeyedScheduler", "SchedulerConfig"]
 
 log = logging.getLogger(__name__)
+
+#: Why a blocked key's retry sleep ended: its delay passed, a probe found its sink answering (this
+#: key retries as the confirming attempt), or its sink's outage ended (every key retries).
+Wake = str
+_TIMER: Wake = "timer"
+_PROBE: Wake = "probe"
+_RECOVERED: Wake = "recovered"
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,12 @@ class KeyedScheduler:
       partition are finished, in offset order.
     - ``pause(tp)``/``resume(tp)`` are called when a partition's pending work
       passes ``max_pending_per_partition`` and falls back under half of it.
+    - ``probes``: per sink name, a cheap health check (``sinks.Probe``; default: the
+      ``probes`` of ``process`` when it has them). While a sink with a probe is down it is
+      probed every ``backoff.probe_interval`` s; an answer wakes one key blocked on it at
+      once, as the confirming attempt. Whenever a sink's outage ends (that attempt, or any
+      success), every key blocked on it retries at once with a fresh back-off, and the
+      paused partitions resume.
     - A failure inside the scheduler itself (a bug) goes to ``crash(exc)``.
     """
 
@@ -78,6 +92,7 @@ class KeyedScheduler:
         crash: Callable[[BaseException], Any] = lambda exc: None,
         counters: Counters | None = None,
         clock: Callable[[], float] = time.monotonic,
+        probes: Mapping[str, Probe] | None = None,
     ) -> None:
         self.config = config or SchedulerConfig()
         self._process = process
@@ -98,6 +113,14 @@ class KeyedScheduler:
         self._unowned: set[Hashable] = set()
         self._idle = asyncio.Event()
         self._idle.set()
+        if probes is None:
+            probes = getattr(process, "probes", None) or {}
+        self._probes: dict[str, Probe] = dict(probes)
+        self._down: frozenset[str] = frozenset()
+        #: per sink, the keys sleeping out a retry delay after failing at it: their wake-ups
+        self._sleepers: dict[str, dict[tuple[Hashable, Hashable], asyncio.Future[Wake]]] = {}
+        self._prober: asyncio.Task[None] | None = None
+        self._probe_stats: dict[str, dict[str, Any]] = {}
 
     # -- intake ------------------------------------------------------------
     def submit(self, work: Work) -> None:
@@ -202,13 +225,77 @@ class KeyedScheduler:
             self._pause(tp)
 
     def _sync_outage(self) -> None:
-        down = self.backoff.any_down
+        sinks = self.backoff.down_sinks()
+        recovered, self._down = self._down - sinks, sinks
+        down = bool(sinks)
         if down != self._outage:
             self._outage = down
             log.warning("destination %s: %s consumption", "down" if down else "back",
                         "pausing" if down else "resuming")  # fmt: skip
             for tp in list(self._trackers):
                 self._sync_pause(tp)
+        for sink in recovered:  # every key blocked on it retries now, not after its back-off
+            self._wake(sink, _RECOVERED)
+        if any(sink in self._probes for sink in sinks) and (self._prober is None or self._prober.done()):
+            self._prober = asyncio.ensure_future(self._probe_while_down())
+
+    # -- probing -------------------------------------------------------------
+    def _wake(self, sink: str, why: Wake, *, one: bool = False) -> int:
+        """End the retry sleep of the keys blocked on ``sink`` (only the one with the lowest
+        offset when ``one``); how many woke."""
+        sleepers = self._sleepers.get(sink)
+        if not sleepers:
+            return 0
+        chosen = list(sleepers.items())
+        if one:  # the earliest blocked event: the one the commit point waits for
+            chosen = [min(chosen, key=lambda kv: self._head_offset(kv[0]))]
+        woke = 0
+        for lane_key, fut in chosen:
+            if not fut.done():
+                fut.set_result(why)
+                woke += 1
+            sleepers.pop(lane_key, None)
+        return woke
+
+    def _head_offset(self, lane_key: tuple[Hashable, Hashable]) -> int:
+        lane = self._lanes.get(lane_key)
+        return lane.queue[0].offset if lane is not None and lane.queue else 0
+
+    async def _probe_while_down(self) -> None:
+        """While a sink with a probe is down: probe it every ``probe_interval`` s; an answer
+        wakes one of its blocked keys, whose attempt confirms (its success ends the outage)."""
+        c = self.config.backoff
+        try:
+            while True:
+                sinks = [s for s in self.backoff.down_sinks() if s in self._probes]
+                if not sinks:
+                    return
+                for sink in sinks:
+                    if await self._probe(sink, c.probe_timeout) and self.backoff.is_down(sink):
+                        if self._wake(sink, _PROBE, one=True):
+                            log.info("destination %s answers a probe: retrying a blocked key now", sink)
+                await asyncio.sleep(c.probe_interval)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug here: crash rather than stay paused for ever
+            log.exception("probing crashed")
+            self.counters.crashes += 1
+            self._crash(exc)
+
+    async def _probe(self, sink: str, timeout: float) -> bool:
+        stats = self._probe_stats.setdefault(sink, {"probes": 0, "answered": 0, "last_answer": None})
+        stats["probes"] += 1
+        try:
+            async with asyncio.timeout(timeout):
+                ok = bool(await self._probes[sink]())
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a failing probe is a sink that does not answer yet
+            ok = False
+        if ok:
+            stats["answered"] += 1
+            stats["last_answer"] = self._clock()
+        return ok
 
     # -- lanes ---------------------------------------------------------------
     async def _run_lane(self, lane_key: tuple[Hashable, Hashable], lane: _Lane) -> None:
@@ -236,10 +323,12 @@ class KeyedScheduler:
 
     async def _run_until_finished(self, work: Work, lane: _Lane, tp: Hashable, epoch: int) -> bool:
         first_failed: float | None = None
+        streak = 0  # attempts since the first failure, or since the failing sink came back
         while True:
             if self._revoked_epoch.get(tp, 0) != epoch:
                 return False
             work.attempts += 1
+            streak += 1
             try:
                 async with self._sem:
                     self.counters.in_flight += 1
@@ -253,8 +342,12 @@ class KeyedScheduler:
             except Exception as exc:  # noqa: BLE001 - classified below
                 if first_failed is None:
                     first_failed = self._clock()
-                if is_transient(exc) and await self._retry_later(work, lane, tp, exc, first_failed):
-                    continue
+                if is_transient(exc):
+                    woke = await self._retry_later(work, lane, tp, exc, first_failed, streak)
+                    if woke == _RECOVERED:  # the sink is back: a fresh back-off and evidence window
+                        first_failed, streak = None, 0
+                    if woke is not None:
+                        continue
                 try:
                     await self._park(work, exc)
                 except Exception as park_exc:  # noqa: BLE001 - parking must succeed before moving on
@@ -280,16 +373,17 @@ class KeyedScheduler:
             return True
 
     async def _retry_later(
-        self, work: Work, lane: _Lane, tp: Hashable, exc: Exception, first_failed: float
-    ) -> bool:
-        """Record a transient failure; sleep and return True to retry, False to park."""
+        self, work: Work, lane: _Lane, tp: Hashable, exc: Exception, first_failed: float, streak: int
+    ) -> Wake | None:
+        """Record a transient failure; sleep and return why it woke (retry), or None to park.
+        ``streak``: the attempts that count for the delay and for parking."""
         sink = exc.sink if isinstance(exc, SinkFailure) else "attempt"  # the attempt timed out
         self.backoff.record_failure(sink, work.relation)
         self._sync_outage()
-        decision = self.backoff.decide(sink, work.attempts, work.relation, first_failed)
+        decision = self.backoff.decide(sink, streak, work.relation, first_failed)
         if decision.park:
             log.warning("parking tp=%s offset=%s after %d attempts: %r", tp, work.offset, work.attempts, exc)
-            return False
+            return None
         self.counters.retried += 1
         now = self._clock()
         if not lane.blocked:
@@ -302,8 +396,21 @@ class KeyedScheduler:
         self.failures.set_skipped(tp, work.relation, len(lane.queue) - 1)
         log.warning("transient failure (attempt %d, retry in %.2fs) tp=%s offset=%s: %r",
                     work.attempts, decision.delay, tp, work.offset, exc)  # fmt: skip
-        await asyncio.sleep(decision.delay)
-        return True
+        return await self._sleep((tp, work.relation), sink, decision.delay)
+
+    async def _sleep(self, lane_key: tuple[Hashable, Hashable], sink: str, delay: float) -> Wake:
+        """Sleep ``delay`` s, or until ``_wake`` ends it (``sink`` answers a probe or is back)."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Wake] = loop.create_future()
+        sleepers = self._sleepers.setdefault(sink, {})
+        sleepers[lane_key] = fut
+        timer = loop.call_later(delay, _settle, fut, _TIMER)
+        try:
+            return await fut
+        finally:
+            timer.cancel()
+            if sleepers.get(lane_key) is fut:
+                del sleepers[lane_key]
 
     def _finish(self, work: Work) -> None:
         tracker = self._trackers.get(work.tp)
@@ -362,8 +469,10 @@ class KeyedScheduler:
         return True
 
     async def close(self) -> None:
-        """Cancel every lane (unfinished work is not acked and will be redelivered)."""
+        """Cancel every lane and the probing (unfinished work is not acked and will be redelivered)."""
         tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
+        if self._prober is not None:
+            tasks.append(self._prober)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -385,4 +494,12 @@ class KeyedScheduler:
                 "failed": {str(k): vars(b) for k, b in queues.failed.items()},
                 "skipped": sum(queues.skipped.values()),
             }
-        return {"counters": self.counters.snapshot(), "partitions": parts, "sinks": self.backoff.status()}
+        sinks = self.backoff.status()
+        for sink, stats in self._probe_stats.items():
+            sinks.setdefault(sink, {})["probe"] = dict(stats)
+        return {"counters": self.counters.snapshot(), "partitions": parts, "sinks": sinks}
+
+
+def _settle(fut: asyncio.Future[Wake], why: Wake) -> None:
+    if not fut.done():
+        fut.set_result(why)

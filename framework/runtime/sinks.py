@@ -3,21 +3,29 @@
 A sink may also write a whole micro-batch at once (``write_batch``: one
 round trip for many events); the runtime uses the batch path only when every
 sink of an agent can.
+
+A destination may also be probed (``Probe``): a cheap health request that the
+runtime sends while the destination is down, so that it retries the blocked
+keys as soon as the destination answers again (``framework.runtime.scheduler``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from framework.core.events import Event
 from framework.core.mutations import Mutation
 from stores.base import WideColumnStore
 
-__all__ = ["Sink", "BatchSink", "Written", "WideColumnSink"]
+__all__ = ["Sink", "BatchSink", "Written", "WideColumnSink", "Probe"]
 
 #: One event and the mutations it maps to.
 Written = tuple[Event, Sequence[Mutation]]
+
+#: A destination's health check: True when it answers (the runtime bounds each call and takes
+#: an exception for False). A processor names its probes by sink in ``probes``.
+Probe = Callable[[], Awaitable[bool]]
 
 
 class Sink(Protocol):

@@ -6,6 +6,9 @@ duplicates and reordering converge on the highest version. A 409 conflict
 means the index already holds something newer and is reported as ``False``
 (single writes) or ``stale`` (bulk items), a success for the caller.
 
+Health: :meth:`answers` sends ``HEAD /`` with a short timeout and says whether the
+cluster answered; it never raises (the runtime probes with it during an outage).
+
 Errors of a whole request: connection failures, timeouts, 408, 429 and 5xx
 raise :class:`TransientStoreError`; any other 4xx raises
 :class:`PermanentStoreError`. Bad input raises :class:`DocumentError` before
@@ -114,6 +117,14 @@ class ElasticsearchIndex(SearchIndex):
     def client(self) -> AsyncElasticsearch:
         """The underlying client (with this adapter's timeout and retry options)."""
         return self._es
+
+    async def answers(self, timeout: float = 1.0) -> bool:
+        """True when the cluster answers a ``HEAD /`` within ``timeout`` s (never raises): the
+        cheap health probe the runtime sends while the index is down."""
+        try:
+            return bool(await self._base.options(request_timeout=timeout, max_retries=0).ping())
+        except Exception:  # noqa: BLE001 - whatever fails, the cluster did not answer
+            return False
 
     # -- indices and aliases -----------------------------------------------
     async def ensure_index(
