@@ -22,8 +22,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from framework.aggregates.contributions import ContributionIndex
+from framework.aggregates.targets import ViewTargets
 from framework.coordination.checkpoints import CheckpointStore
 from framework.coordination.locks import DomainLocks
+from framework.core.aggregate import Aggregate
 from framework.core.errors import ConvergeError
 from framework.jobs.batches import Batch, BatchInput, JobCheckpoints
 from framework.jobs.coordinator import CoordinatorSettings, JobCoordinator
@@ -202,6 +205,7 @@ async def run_retention(
     checkpoints: CheckpointStore,
     locks: DomainLocks,
     index: SearchIndex | None = None,
+    aggregates: ContributionIndex | None = None,
     predecessor: str | None = None,
     start_with: str | None = None,
     holder: str | None = None,
@@ -214,8 +218,14 @@ async def run_retention(
     the domain's turn after ``predecessor`` (None: unordered), repair the domain's lagging batch,
     run one new batch at the clock's now, commit. A domain whose turn is given up is reported in
     ``skipped`` and retried next round. ``retain`` replaces the store process's work (default:
-    ``retain_domain`` here, in this process)."""
+    ``retain_domain`` here, in this process).
+
+    Documents are re-projected into ``index``, an aggregate's into its contributions:
+    ``aggregates`` (a ``ContributionIndex``, e.g. a test kit ``Driver``'s ``d.aggregates``), or an
+    ``index`` that routes them itself (``ViewTargets``, as ``converge retention run`` passes).
+    RetentionError before any work when the app has aggregates and neither is given."""
     policy = policy_of(app)
+    index = _targets(app, index, aggregates)
     await ensure_tables(store, app)
     run = RetentionRun()
     for domain, tables in domains(app, policy).items():
@@ -277,3 +287,20 @@ async def run_retention(
                 run.now_us[domain] = state.began_at
                 turn.commit(json.dumps({"batch_id": state.batch_id, "now_us": state.began_at}))
     return run
+
+
+def _targets(
+    app: RetainingApp, index: SearchIndex | None, aggregates: ContributionIndex | None
+) -> SearchIndex | None:
+    """Where re-projected documents go: an aggregate's alias to its contributions, the others to
+    ``index``; RetentionError naming the aggregates nothing would take."""
+    if aggregates is not None:
+        return ViewTargets(index, aggregates)
+    routed = index.contributions.aggregates if isinstance(index, ViewTargets) else {}
+    missing = [v.name for v in app.views if isinstance(v, Aggregate) and v.alias not in routed]
+    if missing:
+        raise RetentionError(
+            f"the app's aggregates {missing} are re-projected into their contributions, not the index:"
+            " give aggregates= (a ContributionIndex, e.g. a test kit Driver's d.aggregates)"
+        )
+    return index
