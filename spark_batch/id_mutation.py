@@ -174,7 +174,7 @@ def spark_id_mutation(
                 app, store, checkpoints=checkpoints, locks=locks, log=KafkaLog(broker), index=opened,
                 dlq=wal, predecessor=predecessor, start_with=start_with, until_idle=until_idle,
                 settle=settle, clock=clock, collapser=spark_collapser(spark, n),
-                applier=spark_applier(spark, store_url, app_spec, shards=n),
+                applier=spark_applier(spark, store_url, app_spec, shards=n), screen=screen_verdict,
             )  # fmt: skip
         finally:
             if wal is not None:

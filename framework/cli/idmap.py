@@ -55,6 +55,7 @@ def print_run(run: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from framework.dlq import DeadLetterWAL
+    from framework.erasure.screen import screen_verdict
     from framework.idmutation.job import run_id_mutation
     from framework.idmutation.topic import KafkaLog
 
@@ -70,7 +71,7 @@ def _run(args: argparse.Namespace) -> int:
                     app, store, checkpoints=turn.checkpoints, locks=turn.locks, log=KafkaLog(settings.broker),
                     index=turn.index, dlq=wal, predecessor=args.predecessor, start_with=args.start_with,
                     until_idle=args.until_idle, max_offsets=args.max_offsets, settle=args.settle,
-                    clock=turn.clock,
+                    clock=turn.clock, screen=screen_verdict,  # erased subjects' records are not routed
                 )  # fmt: skip
         finally:
             wal.close()

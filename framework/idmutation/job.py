@@ -43,8 +43,11 @@ from framework.idmutation.steps import (
     Applier,
     Collapser,
     IdMutationError,
+    Screen,
     StepContext,
     apply_changes,
+    check_screen,
+    erased_verdict,
     remap,
     store_requests,
     writes_extra,
@@ -147,11 +150,9 @@ async def _sweep_process(
         for c in ctx.config.columns:
             keys += [(c.table, {c.tenant_column: tenant, c.id_column: i}) for i in ids]
         keys += [(ROUTES_TABLE.name, {"tenant": tenant, "origin": i}) for i in ids]
-    from framework.erasure.screen import screen_verdict  # erased subjects' records are not routed
-
     report = await sweep(ctx.store, ctx.config, lambda pairs: _lookup(ctx.store, pairs), keys,
                          chunk=ctx.chunk, clock=ctx.clock, extra=writes_extra(ctx, job, batch),
-                         erased=await screen_verdict(ctx.store, ctx.app))  # fmt: skip
+                         erased=await erased_verdict(ctx))  # fmt: skip
     if after is not None:
         await reader.commit_position(after, reader.seen)
     return {"entries": entries, "reread_tenants": len(reread), **report.to_dict()}
@@ -176,12 +177,16 @@ async def run_id_mutation(
     chunk: int = 500,
     collapser: Collapser | None = None,
     applier: Applier | None = None,
+    screen: Screen | None = None,
 ) -> IdMapRun:
     """One turn of the job (see the module docstring); ``log`` None runs the sweep only.
-    ``collapser`` and ``applier`` replace the collapse and the moves (the Spark job's)."""
+    ``collapser`` and ``applier`` replace the collapse and the moves (the Spark job's); ``screen``
+    is the erasure screen's verdict (``framework.erasure.screen_verdict``), required when the app
+    declares personal data: erased subjects' records are not routed."""
     config = config_of(app)
+    check_screen(app, screen)
     await ensure_tables(store, app)
-    ctx = StepContext(app, config, store, log, dlq, clock, chunk, collapser, applier)
+    ctx = StepContext(app, config, store, log, dlq, clock, chunk, collapser, applier, screen)
     run = IdMapRun()
     if app.projections and index is None:
         raise IdMutationError("the app has projections: give the index their documents are re-projected into")

@@ -28,6 +28,7 @@ from framework.idmutation.collapse import Interval, collapse, components
 from framework.idmutation.declare import IdMutation, MutatingApp, map_topic_of
 from framework.idmutation.requests import IdRequest, IdRequestError, parse_request
 from framework.idmutation.resolution import mapped_event
+from framework.idmutation.routes import Verdict
 from framework.idmutation.tables import (
     BATCH_TABLE,
     BUCKETS,
@@ -55,8 +56,11 @@ __all__ = [
     "IdMutationError",
     "Applier",
     "Collapser",
+    "Screen",
     "StepContext",
     "check_ids",
+    "check_screen",
+    "erased_verdict",
     "store_requests",
     "remap",
     "apply_changes",
@@ -69,6 +73,10 @@ Collapser = Callable[[Sequence[IdRequest]], Mapping[tuple[str, str], Sequence[In
 #: ``applier(job, batch, collapsed)``: the moves of a batch's changed entries (default ``apply_id_map``
 #: here, in this process; the Spark job spreads them over tasks).
 Applier = Callable[[str, Batch, Mapping[tuple[str, str], Sequence[Interval]]], Awaitable[ApplyReport]]
+#: ``screen(store, app)``: the erasure screen's verdict of the app's deny-list now (None: nobody
+#: erased), so that an erased subject's recorded cells are not routed again. The caller that wires
+#: both features gives it (``framework.erasure.screen_verdict``): the erasure stands above ID mutation.
+Screen = Callable[[WideColumnStore, MutatingApp], Awaitable[Verdict | None]]
 _WRITE_CHUNK = 2000
 
 
@@ -89,6 +97,23 @@ class StepContext:
     chunk: int = 500
     collapser: Collapser | None = None
     applier: Applier | None = None
+    screen: Screen | None = None
+
+
+def check_screen(app: MutatingApp, screen: Screen | None) -> None:
+    """IdMutationError when ``app`` declares personal data but no ``screen`` is given: its erased
+    subjects' recorded cells would be routed back."""
+    if screen is None and getattr(app, "personal_data", ()):
+        raise IdMutationError(
+            f"app {app.name} declares personal data: give the erasure screen "
+            "(framework.erasure.screen_verdict) so that erased subjects' records are not routed"
+        )
+
+
+async def erased_verdict(ctx: StepContext) -> Verdict | None:
+    """The erasure screen's verdict now (``ctx.screen``; None: nobody erased), see ``check_screen``."""
+    check_screen(ctx.app, ctx.screen)
+    return None if ctx.screen is None else await ctx.screen(ctx.store, ctx.app)
 
 
 async def _apply_chunked(store: WideColumnStore, writes: Sequence[Mutation]) -> None:
@@ -249,8 +274,6 @@ async def apply_changes(ctx: StepContext, job: str, batch: Batch) -> ApplyReport
     collapsed = {(t, i): decode_intervals(iv) for t, i, iv in work}
     if ctx.applier is not None:
         return await ctx.applier(job, batch, collapsed)
-    from framework.erasure.screen import screen_verdict  # erased subjects' records are not routed
-
     return await apply_id_map(
         ctx.store,
         ctx.config,
@@ -258,5 +281,5 @@ async def apply_changes(ctx: StepContext, job: str, batch: Batch) -> ApplyReport
         chunk=ctx.chunk,
         clock=ctx.clock,
         extra=writes_extra(ctx, job, batch),
-        erased=await screen_verdict(ctx.store, ctx.app),
+        erased=await erased_verdict(ctx),  # erased subjects' records are not routed
     )

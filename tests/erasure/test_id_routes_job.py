@@ -14,6 +14,7 @@ from framework import App
 from framework.coordination.sqlite import SqliteCheckpointStore, SqliteDomainLocks
 from framework.dlq import DeadLetterWAL
 from framework.erasure.run import erase
+from framework.erasure.screen import screen_verdict
 from framework.idmutation import IdMutation, IdRequest, map_topic_of
 from framework.idmutation.job import run_id_mutation
 from framework.idmutation.routes import ROUTES_TABLE
@@ -50,7 +51,7 @@ def test_a_job_turn_does_not_route_an_erased_subjects_records_back(
                 try:
                     await run_id_mutation(app, d.store, checkpoints=checkpoints, locks=locks,
                                           log=KafkaLog(broker), dlq=wal, settle=0,
-                                          clock=lambda: d.now + 5)  # fmt: skip
+                                          clock=lambda: d.now + 5, screen=screen_verdict)  # fmt: skip
                 finally:
                     wal.close()
 

@@ -16,6 +16,7 @@ import pytest
 from framework.aggregates.targets import ViewTargets
 from framework.coordination.sqlite import SqliteCheckpointStore, SqliteDomainLocks
 from framework.dlq import DeadLetterWAL
+from framework.erasure.screen import screen_verdict
 from framework.idmutation import IdRequest, map_topic_of
 from framework.idmutation.job import run_id_mutation, status
 from framework.idmutation.tables import MAP_TABLE, decode_intervals
@@ -257,7 +258,7 @@ def test_a_turn_moves_the_owner_rows_of_both_example_apps(
                 log = KafkaLog(stack.kafka_bootstrap)
                 views = ViewTargets(d.index, d.aggregates)  # the aggregates' documents: their contributions
                 turn = run_id_mutation(app, d.store, checkpoints=cps, locks=locks, index=views, dlq=wal,
-                                       log=log, settle=0, until_idle=True)  # fmt: skip
+                                       log=log, settle=0, until_idle=True, screen=screen_verdict)  # fmt: skip
                 run = d.run(turn)
         finally:
             cps.close_sync()
