@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql import SparkSession
 
 from framework.aggregates.tables import decode_measures, tables_of
@@ -68,6 +69,7 @@ def test_support_desk_backfill_project_writes_the_oracles_totals(
     report = backfill(
         spark, [str(tmp_path / "archive.jsonl")], url, app=spec, es_url=stack.es_url, tombstones=TOMBSTONES,
         partitions=2, broker=f"kafka://{stack.kafka_bootstrap}", dlq_root=str(tmp_path / "dlq"),
+        denylist_store=url,
     )  # fmt: skip
     written = report.aggregated or {}
     expected = expected_totals(history.truth)
@@ -101,3 +103,31 @@ def test_activity_platform_backfill_project_writes_the_oracles_totals(
     # without a broker nothing says where the stream's totals stand: no aggregates are written
     again = backfill(spark, [str(tmp_path / "archive.jsonl")], url, app=spec, partitions=2)
     assert again.aggregated is None
+
+
+def test_cli_backfill_project_stops_before_any_write_when_the_broker_cannot_be_read(
+    spark: SparkSession, stack: StackInfo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The totals' versions need the group topics' ends: an unreachable ``--broker`` is exit 2
+    before the backfill writes a row."""
+    from examples.support_desk.generator import generate_history
+    from framework.cli import main
+
+    spec = "examples.support_desk.app:app"
+    write_jsonl(list(generate_history(6, 5).events), tmp_path / "archive.jsonl")
+    url = sqlite_url(tmp_path / "wide.db")
+    archive = str(tmp_path / "archive.jsonl")
+    args = ["spark", "backfill", archive, "--project", "--app", spec, "--wide-store", url,
+            "--es-url", stack.es_url, "--es-tombstones", TOMBSTONES, "--broker", "kafka://127.0.0.1:1",
+            "--dlq-root", str(tmp_path / "dlq"), "--denylist-store", url, "--quiet"]  # fmt: skip
+    assert main(args) == 2
+    assert "kafka://127.0.0.1:1" in capsys.readouterr().err
+    assert run(_stored_rows(url, "ticket")) == 0
+
+
+async def _stored_rows(url: str, table: str) -> int:
+    store = await open_wide_store(url)
+    try:
+        return len([r async for r in store.scan(table)])
+    finally:
+        await store.close()
