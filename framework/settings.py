@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from framework.core.dlq_retention import DeadLetterRetention
 from framework.core.durations import parse_duration
+from framework.core.repair_guard import DEFAULT_MAX_DELETES, parse_delete_bound
 
 __all__ = ["Settings", "ENV", "env_setting", "Durability"]
 
@@ -47,6 +48,7 @@ ENV: dict[str, str] = {
     "metrics_token": "CONVERGE_METRICS_TOKEN",
     "verify": "CONVERGE_VERIFY",
     "verify_sweep": "CONVERGE_VERIFY_SWEEP",
+    "repair_max_deletes": "CONVERGE_REPAIR_MAX_DELETES",
     "loglevel": "CONVERGE_LOGLEVEL",
     "loop": "CONVERGE_LOOP",
     "gc": "CONVERGE_GC",
@@ -106,6 +108,10 @@ class Settings:
       in the worker with that settle time: on one worker of an app, whose notifications are on
     - ``verify_sweep``: off; a duration (e.g. ``6h``): the worker's verifier also sweeps every view
       in full that often (``framework.verify.sweep``), the first sweep at its start
+    - ``repair_max_deletes``: ``10%,1000``; the most index documents one repair of ``converge spark
+      check --repair`` or ``converge verify`` (its sweeps) may delete without ``--force``: limits,
+      each a count or a percentage of the index's documents (at least 10), the smallest applies;
+      ``none`` for no bound (``framework.core.repair_guard``)
     - ``metrics_token``: none; the bearer token ``converge status`` sends to a worker's metrics
     - ``loglevel``: ``warning``, of the workers ``framework.worker.processes`` spawns
     - ``loop``: ``uvloop`` (or ``asyncio``), the event loop of ``converge worker``
@@ -138,6 +144,7 @@ class Settings:
     metrics_token: str | None = dataclasses.field(default=None, repr=False)
     verify: float | None = None
     verify_sweep: float | None = None
+    repair_max_deletes: str = DEFAULT_MAX_DELETES
     loglevel: str = "warning"
     loop: str = "uvloop"
     gc: str = "freeze"
@@ -185,6 +192,7 @@ class Settings:
             verify_sweep=None
             if get("verify_sweep") is None
             else _duration(get("verify_sweep"), "verify_sweep"),
+            repair_max_deletes=_delete_bound(get("repair_max_deletes") or DEFAULT_MAX_DELETES),
             **{name: get(name) for name in _OPTIONAL if get(name) is not None},
             debug=get("debug") in (True, "1"),
         )
@@ -239,6 +247,14 @@ def _retention(value: Any) -> str:
         DeadLetterRetention.parse(str(value))
     except ValueError as exc:
         raise ValueError(f"dlq_retention ({ENV['dlq_retention']}): {exc}") from None
+    return str(value).strip()
+
+
+def _delete_bound(value: Any) -> str:
+    try:
+        parse_delete_bound(str(value))
+    except ValueError as exc:
+        raise ValueError(f"repair_max_deletes ({ENV['repair_max_deletes']}): {exc}") from None
     return str(value).strip()
 
 

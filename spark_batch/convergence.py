@@ -24,6 +24,11 @@ Either side may come from Parquet instead (``read_store_rows`` /
 ``read_index`` output), for data the embedded index cannot hold. ``repair``
 re-projects the divergent partitions (``spark_batch.reproject``); a second
 check is then clean unless the stream changed rows meanwhile.
+
+Two guards keep a repair from deleting an index it was not meant for (``converge spark check``
+runs both): ``require_source`` refuses a store that is not the one the index was built from
+(``stores.identity``), before Spark starts; ``repair_refusal`` refuses a repair that would
+delete more documents than the bound allows (``framework.core.repair_guard``), unless forced.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from framework.core.repair_guard import DeleteBound
 from framework.core.sync import run_sync
 from spark_batch.apps import load_app, one, projection_of, require_tables, tables_of
 from spark_batch.codec import ROW_FIELDS
@@ -46,6 +52,8 @@ from spark_batch.io import WriteOptions, open_index, read_index
 from spark_batch.progress import JobProgress
 from spark_batch.projection import expected_task, records_expected_task
 from spark_batch.reproject import reproject
+from stores.identity import require_pairing
+from stores.open import open_wide_store, sqlite_path
 
 __all__ = [
     "CATEGORIES",
@@ -58,6 +66,8 @@ __all__ = [
     "classify",
     "check",
     "repair",
+    "require_source",
+    "repair_refusal",
 ]
 
 CATEGORIES = ("missing", "stale", "orphaned", "content", "ahead")
@@ -277,6 +287,31 @@ def _samples(divergent: DataFrame, n: int) -> dict[str, list[str]]:
     for r in sorted(rows, key=lambda r: (r["category"], r["rank"])):
         out.setdefault(r["category"], []).append(r["doc_id"])
     return out
+
+
+def require_source(store_url: str, es_url: str, tombstones: str, alias: str) -> None:
+    """``stores.identity.StoreMismatch`` (one line) unless the store at ``store_url`` is the source
+    of the index behind ``alias`` (or the index records none). A SQLite store that does not exist
+    is left to ``require_tables`` (nothing is created here)."""
+    if store_url.startswith("sqlite:") and not sqlite_path(store_url).is_file():
+        return
+
+    async def run() -> None:
+        store = await open_wide_store(store_url)
+        index = open_index(es_url, tombstones)
+        try:
+            await require_pairing(store, index, alias, store_url)
+        finally:
+            await index.close()
+            await store.close()
+
+    run_sync(run())
+
+
+def repair_refusal(report: CheckReport, bound: DeleteBound) -> str | None:
+    """Why the repair of ``report``'s divergences must not run without ``--force``: it would
+    delete (its orphans) more of the index's documents than ``bound`` allows; None when it may."""
+    return bound.refusal(report.counts.get("orphaned", 0), report.index_docs, f"index {report.target}")
 
 
 def repair(

@@ -79,6 +79,7 @@ class Job:
             self.settings = Settings.resolve(
                 self.app.name,
                 wide_store=args.store,
+                data_dir=getattr(args, "data_dir", None),
                 es_url=args.es_url,
                 es_tombstones=args.tombstones,
                 dlq_root=getattr(args, "dlq_root", None),

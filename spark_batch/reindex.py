@@ -16,6 +16,11 @@
    versions make the build, the catch-ups and the stream commute.
 
 The old index is kept for rollback (swap the alias back) unless ``drop_old``.
+
+The new generation records the store it is built from (``stores.identity``: the store's
+identity, written first when the store has none, in the index's ``_meta``): a reindex is how an
+index is re-paired with a store, e.g. after a backfill into a fresh store. Its catch-ups repair
+from that store, so they pass the pairing and are not bounded (the old index is kept).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from spark_batch.io import WriteOptions, bulk_batched, open_index
 from spark_batch.progress import JobProgress
 from spark_batch.projection import shard_documents
 from stores.base import IndexOp
+from stores.identity import ensure_store_identity, source_of, with_source
 from stores.open import open_wide_store
 
 __all__ = ["ReindexReport", "reindex", "next_generation", "build_task"]
@@ -116,10 +122,20 @@ def build_task(
     yield from counts.items()
 
 
-async def _create(es_url: str, tombstones: str, alias: str, mappings: Mapping[str, Any], gen: int) -> str:
+async def _create(
+    es_url: str, tombstones: str, alias: str, mappings: Mapping[str, Any], gen: int, store_url: str, app: str
+) -> str:
+    """Create generation ``gen`` of ``alias``, recording the store at ``store_url`` as its source."""
+    store = await open_wide_store(store_url)
+    try:
+        identity = await ensure_store_identity(store, app)
+    finally:
+        await store.close()
     index = open_index(es_url, tombstones)
     try:
-        return await index.ensure_index(alias, mappings, generation=gen)
+        return await index.ensure_index(
+            alias, with_source(mappings, source_of(identity, store_url)), generation=gen
+        )
     finally:
         await index.close()
 
@@ -216,7 +232,8 @@ def reindex(
         raise JobError(
             f"alias {alias!r} does not exist: nothing to reindex (a backfill --project creates it)"
         )
-    new = run_sync(_create(es_url, tombstones, alias, p.mappings if mappings is None else mappings, gen))
+    chosen = p.mappings if mappings is None else mappings
+    new = run_sync(_create(es_url, tombstones, alias, chosen, gen, store_url, load_app(app).name))
     report = ReindexReport(alias, old, new, p.name)
     if progress is not None:
         progress.phase(f"building {new}")

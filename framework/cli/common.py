@@ -13,8 +13,8 @@ let any other exception escape; ``run_command`` prints it as ONE line on
 stderr (``converge dlq list: error: ...``) and returns a non-zero status.
 ``CONVERGE_DEBUG=1`` (the ``debug`` setting) lets exceptions through with their traceback.
 
-Parent parsers: ``app_flag``, ``store_flag``, ``env_store_flag``, ``index_flags``, ``checkpoints_flag``,
-``turn_flags``, ``json_flag`` and ``window_flags`` each return a parser without help to
+Parent parsers: ``app_flag``, ``store_flag``, ``data_dir_flag``, ``env_store_flag``, ``index_flags``,
+``checkpoints_flag``, ``turn_flags``, ``json_flag`` and ``window_flags`` each return a parser without help to
 pass as ``parents=[...]`` to ``add_parser``, so a flag reads the same in every command.
 """
 
@@ -38,6 +38,7 @@ __all__ = [
     "app_flag",
     "store_flag",
     "index_flags",
+    "data_dir_flag",
     "checkpoints_flag",
     "env_store_flag",
     "checkpoints_url",
@@ -214,6 +215,18 @@ def store_flag(text: str = "sqlite:///PATH or cassandra://HOST/KEYSPACE") -> Cli
     """``--wide-store URL`` (default: the app's settings)."""
     p = _parent()
     p.add_argument("--wide-store", default=None, help=text)
+    return p
+
+
+def data_dir_flag(
+    text: str = "the app's data dir, as the worker's --data-dir: a SQLite store defaults to wide.db "
+    "there (env CONVERGE_DATA_DIR, default var/<app id>)",
+) -> CliParser:
+    """``--data-dir DIR``: where the app's data is (``framework.settings.Settings``: the ``data_dir``
+    setting, which the wide store and the dead-letter WAL default into), so that every command of
+    an app given the same flags as its worker reads the worker's store."""
+    p = _parent()
+    p.add_argument("--data-dir", default=None, help=text)
     return p
 
 

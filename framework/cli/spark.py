@@ -81,7 +81,7 @@ def _backfill(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from spark_batch.apps import JobError
-    from spark_batch.convergence import check, repair
+    from spark_batch.convergence import check, repair, repair_refusal, require_source
     from spark_batch.preflight import SHORT_INPUT_BYTES, Job, input_bytes
     from spark_batch.progress import JobProgress
     from spark_batch.report import console, print_check, write_json
@@ -91,6 +91,10 @@ def _check(args: argparse.Namespace) -> int:
     job = Job(args, need_projection=projections, single=projections and args.index_parquet is not None)
     if args.repair and (args.store_parquet or args.index_parquet):
         raise JobError("--repair needs the live store and index, not Parquet inputs")
+    bound = _delete_bound(args, job)
+    if projections and args.store_parquet is None and args.index_parquet is None:
+        for p in job.projections:  # before Spark: a store that is not the index's source refuses
+            require_source(job.store, job.es_url(), job.tombstones, job.alias(p))
     if projections and args.store_parquet is None:
         job.require_tables()
     if projections and args.index_parquet is None:
@@ -130,6 +134,10 @@ def _check(args: argparse.Namespace) -> int:
                 if args.keys_out:
                     where = args.keys_out if len(job.projections) == 1 else f"{args.keys_out}/{p.name}"
                     run.divergent.write.mode("overwrite").parquet(where)
+                refusal = repair_refusal(run.report, bound) if args.repair and not args.force else None
+                if refusal is not None:
+                    print_check(con, run.report)
+                    raise JobError(refusal)
                 if args.repair and not run.report.clean:
                     repair(
                         spark,
@@ -157,6 +165,18 @@ def _check(args: argparse.Namespace) -> int:
     if args.report:
         write_json(args.report, out)
     return 0 if clean else 1
+
+
+def _delete_bound(args: argparse.Namespace, job: Any) -> Any:
+    """The bound on a repair's deletions: ``--max-deletes``, else the ``repair_max_deletes`` setting."""
+    from framework.core.repair_guard import parse_delete_bound
+    from spark_batch.apps import JobError
+
+    text = args.max_deletes or job.settings.repair_max_deletes
+    try:
+        return parse_delete_bound(text)
+    except ValueError as exc:
+        raise JobError(f"--max-deletes: {exc}") from None
 
 
 def _checked_views(args: argparse.Namespace) -> tuple[bool, tuple[Any, ...]]:
@@ -437,7 +457,13 @@ def _common() -> argparse.ArgumentParser:
         dest="store",
         default=None,
         help="wide-column store: sqlite:///PATH or cassandra://HOST/KEYSPACE "
-        "(env CONVERGE_WIDE_STORE, default the app's var/<app>/wide.db)",
+        "(env CONVERGE_WIDE_STORE, default wide.db in the data dir)",
+    )
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="the app's data dir, as the worker's --data-dir: its SQLite store is wide.db there "
+        "(env CONVERGE_DATA_DIR, default var/<app id>)",
     )
     p.add_argument("--es-url", default=None, help="Elasticsearch URL (env CONVERGE_ES_URL)")
     p.add_argument(
@@ -468,6 +494,20 @@ def _aggregate_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _repair_bound_flags(p: argparse.ArgumentParser) -> None:
+    from framework.core.repair_guard import DEFAULT_MAX_DELETES
+
+    p.add_argument(
+        "--max-deletes",
+        default=None,
+        metavar="LIMITS",
+        help="the most index documents a repair may delete: a count, a percentage of the index or "
+        "both, the smaller applies, or none "
+        f"(env CONVERGE_REPAIR_MAX_DELETES, default {DEFAULT_MAX_DELETES.replace('%', '%%')})",
+    )
+    p.add_argument("--force", action="store_true", help="repair even beyond --max-deletes")
+
+
 def _job_checkpoints() -> argparse.ArgumentParser:
     return checkpoints_flag("job checkpoint store URL", default=f"sqlite:///{_JOBS_DB}")
 
@@ -478,12 +518,13 @@ def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
 
     @functools.wraps(fn)
     def run(args: argparse.Namespace) -> int:
+        from framework.core.repair_guard import RepairRefused
         from framework.jobs.kafka_ranges import RangeError
         from spark_batch.apps import JobError
 
         try:
             return fn(args)
-        except (JobError, RangeError) as exc:
+        except (JobError, RangeError, RepairRefused) as exc:
             raise UserError(" ".join(str(exc).split())) from None
 
     return run
@@ -547,8 +588,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--repair",
         action="store_true",
-        help="re-project divergent partitions and rewrite divergent aggregates, then check again",
+        help="re-project divergent partitions and rewrite divergent aggregates, then check again "
+        "(refused when the store is not the index's source, or when it would delete more than "
+        "--max-deletes documents)",
     )
+    _repair_bound_flags(p)
     _aggregate_flags(p)
     p.set_defaults(func=_guarded(_check))
 

@@ -11,6 +11,10 @@ Unrepairable divergences are parked in the dead-letter log at ``--dlq-root`` (de
 sweep digests both sides and builds only the documents whose digests differ from the ledger's
 record of their last verification (``framework.verify.sweep``), so it also finds what no
 notification announced (index documents changed by hand, rows written past the change feed).
+It refuses, with one line and before any write, a store that is not the one the index was built
+from (``stores.identity``), and a sweep whose repairs would delete more than ``--max-deletes``
+(the setting ``repair_max_deletes``, default 10%,1000) of a view's documents; ``--force`` lets
+the ``--sweep`` at the start pass that bound.
 ``--metrics-port`` serves its ``converge_verify_*`` metrics on 127.0.0.1 (``converge status
 --url`` reads them; the setting ``metrics_token``, when set, is required of every request).
 Store, index, broker and checkpoints come from the app's settings and the flags.
@@ -32,6 +36,7 @@ from framework.cli.common import (
     app_declaring,
     checkpoints_flag,
     checkpoints_url,
+    data_dir_flag,
     index_flags,
     json_flag,
     parse_duration,
@@ -46,6 +51,7 @@ __all__ = ["register"]
 async def _verify(args: argparse.Namespace, app: Any, settings: Any) -> Any:
     from framework.cli.job_turn import aggregate_targets
     from framework.coordination import open_checkpoint_store
+    from framework.core.repair_guard import parse_delete_bound
     from framework.dlq import DeadLetterWAL
     from framework.metrics.verifier_endpoint import serve_verifier_metrics
     from framework.verify.assembly import app_sweep, app_verifier
@@ -62,7 +68,8 @@ async def _verify(args: argparse.Namespace, app: Any, settings: Any) -> Any:
     server = None
     try:
         verifier = await app_verifier(app, store, index, contributions, checkpoints, wal,
-                                      settle=args.settle, recheck=args.recheck)  # fmt: skip
+                                      settle=args.settle, recheck=args.recheck,
+                                      store_url=settings.wide_store)  # fmt: skip
         if args.metrics_port is not None:
             server, port = await serve_verifier_metrics(lambda: verifier.stats, args.metrics_port,
                                                         token=settings.metrics_token)  # fmt: skip
@@ -70,9 +77,11 @@ async def _verify(args: argparse.Namespace, app: Any, settings: Any) -> Any:
         every = args.sweep_every
         sweep = None
         if every is not None or args.sweep:
-            sweep = await app_sweep(verifier, app, checkpoints, every)
+            sweep = await app_sweep(
+                verifier, app, checkpoints, every, parse_delete_bound(settings.repair_max_deletes)
+            )
         if args.sweep and sweep is not None:
-            _print_sweep(await sweep.run(fresh=args.fresh), app.name, args.json)
+            _print_sweep(await sweep.run(fresh=args.fresh, force=args.force), app.name, args.json)
         if args.once:
             while await verifier.step():
                 pass
@@ -127,10 +136,18 @@ def _print_sweep(report: Any, app: str, as_json: bool) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from framework.core.repair_guard import RepairRefused
+
     app = app_declaring(args.app, "notifications", "notifications=True")
-    settings = settings_of(args, app.name)
+    try:
+        settings = settings_of(args, app.name)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     with contextlib.suppress(KeyboardInterrupt):
-        stats = asyncio.run(_verify(args, app, settings))
+        try:
+            stats = asyncio.run(_verify(args, app, settings))
+        except RepairRefused as exc:
+            raise UserError(str(exc)) from None
         _print(stats, app.name, args.json)
         return 1 if sum(stats.parked.values()) else 0
     return 130
@@ -145,7 +162,8 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
         help="verify every change of the store against the index, and repair what differs",
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
         parents=[
-            store_flag("store URL (default: the app's settings)"),
+            store_flag("store URL (default: wide.db in the data dir)"),
+            data_dir_flag(),
             index_flags("index URL (default: the app's settings)"),
             checkpoints_flag(),
             json_flag("print the summaries as JSON"),
@@ -171,6 +189,11 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     p.add_argument("--report-every", type=parse_duration, default=60.0,
                    help=f"summary interval ({DURATION_HELP})")  # fmt: skip
     p.add_argument("--dlq-root", type=Path, default=None, help="where unrepairable divergences are parked")
+    p.add_argument("--max-deletes", dest="repair_max_deletes", default=None, metavar="LIMITS",
+                   help="the most documents of a view a sweep may delete: a count, a percentage of the "
+                        "view's documents or both, the smaller applies, or none (env "
+                        "CONVERGE_REPAIR_MAX_DELETES, default 10%%,1000)")  # fmt: skip
+    p.add_argument("--force", action="store_true", help="let the --sweep at the start pass --max-deletes")
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve the metrics at http://127.0.0.1:PORT/metrics (0: a free port)")  # fmt: skip
     p.set_defaults(func=_run)

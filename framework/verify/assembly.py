@@ -1,12 +1,17 @@
 """The verifier of a whole app: its views with their targets, its notification reader and
 checkpoint, and parking into a dead-letter log; and its full sweep (``converge verify`` and the
-worker's task)."""
+worker's task).
+
+Before it verifies anything, ``app_verifier`` refuses a store that is not the one the index was
+built from (``stores.identity``: ``StoreMismatch``): its repairs would rewrite and delete the
+index from another store's rows."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from framework.coordination import CheckpointStore
+from framework.core.repair_guard import DeleteBound
 from framework.dlq import DeadLetterWAL
 from framework.notifications.reader import NotificationReader
 from framework.verify.digests import Ledger
@@ -14,6 +19,7 @@ from framework.verify.park import dlq_parker
 from framework.verify.sweep import Sweep
 from framework.verify.verifier import CONSUMER, ChangeVerifier
 from stores.base import SearchIndex, WideColumnStore
+from stores.identity import require_pairing
 
 __all__ = ["app_verifier", "app_sweep"]
 
@@ -28,12 +34,17 @@ async def app_verifier(
     *,
     settle: float,
     recheck: float,
+    store_url: str = "",
 ) -> ChangeVerifier:
     """The verifier of every view of ``app`` (a ``framework.App`` whose notifications are on):
-    projections against ``index``, aggregates against ``contributions``."""
+    projections against ``index``, aggregates against ``contributions``. ``StoreMismatch`` when
+    ``store`` (at ``store_url``, for the message) is not the source of a projection's index."""
     notifications = app.notifications
     if notifications is None:
         raise ValueError(f"verify: app {app.name} records no notifications (App(notifications=True))")
+    if index is not None:
+        for p in app.projections:
+            await require_pairing(store, index, p.alias, store_url or "(the verifier's)")
     retention = notifications.retention
     reader = NotificationReader(store, checkpoints, CONSUMER, retention=retention, settle=settle)
     await reader.ensure()
@@ -45,11 +56,16 @@ async def app_verifier(
 
 
 async def app_sweep(
-    verifier: ChangeVerifier, app: Any, checkpoints: CheckpointStore, every: float | None
+    verifier: ChangeVerifier,
+    app: Any,
+    checkpoints: CheckpointStore,
+    every: float | None,
+    max_deletes: DeleteBound | None = None,
 ) -> Sweep:
     """The full sweep of every view ``verifier`` verifies, every ``every`` seconds (None: when
-    run), its ledger in the verifier's store (tables created), its last report in ``checkpoints``."""
+    run), its ledger in the verifier's store (tables created), its last report in ``checkpoints``;
+    ``max_deletes``: the bound on one sweep's deletions (default: ``Sweep``'s)."""
     sweep = Sweep(verifier, Ledger(verifier.store, app.name), settle=verifier.reader.settle,
-                  checkpoints=checkpoints, every=every)  # fmt: skip
+                  checkpoints=checkpoints, every=every, max_deletes=max_deletes)  # fmt: skip
     await sweep.ensure()
     return sweep

@@ -21,6 +21,11 @@ partition absent from the later scan of the store was gone by then (an erasure, 
 its document is an orphan indeed. The first sweep of a view has no record and verifies every
 document in full (the cost of ``converge spark check``); the next ones build only what changed
 since, or was damaged.
+
+A sweep whose repairs would delete more of a view's documents than ``max_deletes`` allows (its
+orphans, and the documents whose partitions build none) refuses before its first write
+(``RepairRefused``, ``framework.core.repair_guard``): a sweep pointed at an empty or another
+store finds every document an orphan. ``run(force=True)`` passes the bound once.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from framework.coordination import CheckpointConflict, CheckpointStore
 from framework.core.aggregate import Aggregate
 from framework.core.mutations import CellValue, Mutation, Upsert
 from framework.core.projection import PartitionKey, Projection
+from framework.core.repair_guard import DEFAULT_MAX_DELETES, DeleteBound, RepairRefused, parse_delete_bound
 from framework.core.schema import Column, TableSchema
 from framework.runtime.projector import write_document
 from framework.verify.digests import BUCKETS, Ledger, Record, bucket_of, hit_digest, row_digest
@@ -83,6 +89,15 @@ class _Looked:
     right: list[Right] = field(default_factory=list)
     differing: Differing = field(default_factory=dict)
     orphans: dict[str, int] = field(default_factory=dict)
+    index_docs: int = 0
+
+    def deletes(self) -> int:
+        """The deletions a repair of what differs would make: the orphans, and the documents
+        the index holds whose partitions build none."""
+        built_none = sum(
+            1 for _, _, doc, hit in self.differing.values() if doc[1] is None and hit is not None
+        )
+        return len(self.orphans) + built_none
 
 
 @dataclass
@@ -116,8 +131,9 @@ class Sweep:
     ``settle``: the projector's lag (the change verifier's settle time); a difference is looked
     at again no sooner, since a sweep, unlike the change verifier, meets changes still being
     projected. ``checkpoints``: where the last full sweep's report is kept (``checkpoint``);
-    ``every``: the seconds between sweeps of ``when_due``. ``clock`` gives the ledger's write
-    times (epoch seconds) and the report's times."""
+    ``every``: the seconds between sweeps of ``when_due``. ``max_deletes``: the bound on the
+    deletions of one sweep's repairs (default ``DEFAULT_MAX_DELETES``). ``clock`` gives the
+    ledger's write times (epoch seconds) and the report's times."""
 
     def __init__(
         self,
@@ -129,6 +145,7 @@ class Sweep:
         every: float | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[Any]] | None = None,
+        max_deletes: DeleteBound | None = None,
     ) -> None:
         if every is not None and every <= 0:
             raise ValueError(f"sweep: every must be positive, got {every}")
@@ -136,6 +153,7 @@ class Sweep:
         self.clock, self.settle = clock, settle
         self.sleep = sleep or verifier.sleep
         self.store = verifier.store
+        self.max_deletes = max_deletes or parse_delete_bound(DEFAULT_MAX_DELETES)
         self._retry_at = 0.0
 
     @property
@@ -173,11 +191,14 @@ class Sweep:
         log.info("verify: full sweep: %s", report.to_dict())
         return report
 
-    async def run(self, views: Iterable[str] | None = None, *, fresh: bool = False) -> SweepReport:
+    async def run(
+        self, views: Iterable[str] | None = None, *, fresh: bool = False, force: bool = False
+    ) -> SweepReport:
         """Sweep every view (or those named in ``views``) once; the report (the verifier's stats
         also count what it found, repaired and parked). ``fresh``: ignore the ledger, verify
         every document in full and record it again (after a projection's code changed: the
-        records hold what the old code built)."""
+        records hold what the old code built). ``RepairRefused`` before any write when the
+        repairs would delete more than ``max_deletes`` allows, unless ``force``."""
         chosen = self.verifier.views
         if views is not None:
             names = set(views)
@@ -198,6 +219,8 @@ class Sweep:
             for view in group:
                 looked.append(await self._first_look(view, indexed.pop(view.name), partitions, report, fresh))
             del partitions
+        if not force:
+            self._refuse_beyond_bound(looked)
         if any(v.differing or v.orphans for v in looked):
             await self.sleep(self._second_look)  # once for every view
         for v in looked:
@@ -212,6 +235,14 @@ class Sweep:
             stats.last_sweep_at = report.finished_at
             await self._keep_report(report)
         return report
+
+    def _refuse_beyond_bound(self, looked: list[_Looked]) -> None:
+        for v in looked:
+            refusal = self.max_deletes.refusal(
+                v.deletes(), v.index_docs, f"view {v.view.name} ({v.view.alias})"
+            )
+            if refusal is not None:
+                raise RepairRefused(f"verify sweep: {refusal}")
 
     async def _keep_report(self, report: SweepReport) -> None:
         if self.checkpoints is None:
@@ -272,7 +303,7 @@ class Sweep:
         kept = {} if fresh else await self._bucket_digests(view)
         differing = [b for b in range(BUCKETS) if fresh or kept.get(b, 0) != _bucket_digest(sides[b])]
         report.buckets_differing += len(differing)
-        looked = _Looked(view, {b: sides[b] for b in differing})
+        looked = _Looked(view, {b: sides[b] for b in differing}, index_docs=len(indexed))
         for i in range(0, len(differing), _CHUNK):
             looked.records.update(await self.ledger.read(view.name, differing[i : i + _CHUNK]))
         trusted = {} if fresh else looked.records
