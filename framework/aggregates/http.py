@@ -24,7 +24,7 @@ from aiohttp import web
 from framework.aggregates.query import Queries, QueryError, parse_group, parse_key, parse_precedence
 from framework.core.durations import parse_time
 from framework.core.projection import Projection
-from framework.delivery.ack_http import is_loopback
+from framework.delivery.ack_http import guard_bind, is_loopback
 from stores.base import WideColumnStore
 
 __all__ = ["QUERY_PREFIX", "QueryRoutes", "mount_queries", "parse_when"]
@@ -126,10 +126,12 @@ class QueryRoutes:
 
 def mount_queries(worker: Any, views: Sequence[Projection], *, prefix: str = QUERY_PREFIX) -> QueryRoutes:
     """Serve the ``/query`` routes on the web server of ``worker`` (built by ``build_worker``, not
-    started) over its store; ValueError when that server binds beyond loopback."""
+    started) over its store; ValueError when that server binds beyond loopback, here or, should
+    ``web_bind`` change afterwards, when the server starts (it then does not start)."""
     bind = str(worker.conf.web_bind)
     if not is_loopback(bind):
         raise ValueError(f"serving queries on {bind!r} is refused: bind the worker's web server to loopback")
     routes = QueryRoutes(lambda: worker.converge.resources.store, views)
     routes.install(worker.web.web_app.router, prefix)
+    guard_bind(worker.web.web_app, worker.conf, None, "queries")
     return routes

@@ -37,7 +37,9 @@ from framework.delivery.ledger import DeliveryLedger, UnknownMessages
 from framework.delivery.model import DeliveryError
 from stores.errors import StoreError, TransientStoreError
 
-__all__ = ["ACK_PATH", "AckEndpoint", "AckServer", "build_ack_app", "is_loopback", "mount_on_faust"]
+__all__ = [
+    "ACK_PATH", "AckEndpoint", "AckServer", "build_ack_app", "is_loopback", "mount_on_faust", "guard_bind",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,23 @@ def _check_exposure(host: str, token: str | None) -> None:
         )
     if token is None and not is_loopback(host):
         raise DeliveryError("token", f"binding the ack endpoint to {host!r} requires a bearer token")
+
+
+def guard_bind(web_app: web.Application, conf: Any, token: str | None, what: str) -> None:
+    """Check ``conf.web_bind`` again when the server starts, not only when a route is mounted: a
+    Faust worker's web server runs its ``on_startup`` hooks right before it binds, so a bind
+    changed to a non-loopback address after mounting is refused then (without ``token``), with a
+    one-line ``ValueError`` naming ``what`` is served, and the server does not start."""
+
+    async def check(_app: web.Application) -> None:
+        bind = str(conf.web_bind)
+        if token is None and conf.web_transport.scheme == "tcp" and not is_loopback(bind):
+            raise ValueError(
+                f"refusing to serve {what} on {bind!r} without a bearer token:"
+                " bind the worker's web server to loopback (127.0.0.1)"
+            )
+
+    web_app.on_startup.append(check)
 
 
 def _error(status: int, message: str, **extra: object) -> web.Response:
@@ -171,9 +190,11 @@ class AckServer:
 def mount_on_faust(
     app: faust.App, ledger: DeliveryLedger, *, token: str | None = None, path: str = ACK_PATH
 ) -> AckEndpoint:
-    """Serve the endpoint on the worker's web server (call before the worker starts)."""
+    """Serve the endpoint on the worker's web server (call before the worker starts). Without a
+    ``token``, it binds to loopback only, checked here and again when the server starts."""
     _check_exposure(str(app.conf.web_bind), token)
     endpoint = AckEndpoint(ledger, token=token)
     web: Any = app.web  # faust's aiohttp driver exposes its aiohttp Application as ``web_app``
     endpoint.install(web.web_app.router, path)
+    guard_bind(web.web_app, app.conf, token, "acks")
     return endpoint

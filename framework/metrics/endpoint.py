@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import GC_COLLECTOR, CollectorRegistry, Gauge, Histogram, generate_latest
 
-from framework.delivery.ack_http import is_loopback
+from framework.delivery.ack_http import guard_bind, is_loopback
 from framework.metrics import names
 from framework.metrics.collector import ConvergeCollector
 from framework.metrics.observers import BATCH_BUCKETS, SINK_LATENCY, observe_batches, time_sinks
@@ -82,7 +82,8 @@ def bearer_challenge(request: web.Request, token: str | None) -> web.Response | 
 def mount_metrics(worker: Any, *, token: str | None = None, path: str = METRICS_PATH) -> MetricsEndpoint:
     """Serve ``GET path`` on the web server of ``worker`` (built by ``build_worker``, not started).
 
-    ValueError when the server binds beyond loopback and no ``token`` is given.
+    ValueError when the server binds beyond loopback and no ``token`` is given, here or, should
+    ``web_bind`` change afterwards, when the server starts (it then does not start).
     """
     bind = str(worker.conf.web_bind)
     if token is None and not is_loopback(bind):
@@ -90,4 +91,5 @@ def mount_metrics(worker: Any, *, token: str | None = None, path: str = METRICS_
     endpoint = MetricsEndpoint(worker, token=token)
     web_driver: Any = worker.web  # faust's aiohttp driver exposes its aiohttp Application as ``web_app``
     web_driver.web_app.router.add_get(path, endpoint.handle)
+    guard_bind(web_driver.web_app, worker.conf, token, "metrics")
     return endpoint
