@@ -106,8 +106,8 @@ class Windows:
 
 @dataclass(frozen=True)
 class Top:
-    """The ``limit`` groups with the largest ``by`` (of window ``window`` when given), largest first;
-    ``scanned``: the totals rows read (all of them, whatever the window)."""
+    """The ``limit`` groups with the largest ``by`` (of window ``window`` when given), largest first,
+    ties in ``Queries.top``'s order; ``scanned``: the totals rows read (all of them, whatever the window)."""
 
     aggregate: str
     by: str
@@ -314,9 +314,12 @@ class Queries:
         return Windows(agg.name, ordered, since, until, found)
 
     async def top(self, aggregate: str, by: str, limit: int = 10, window: float | None = None) -> Top:
-        """The ``limit`` groups with the largest measure ``by`` (ties: smaller group first), of one
-        window start when ``window`` is given. Cost: a scan of all of ``<name>_totals`` (one row per
-        group and window: reads grow with the number of groups, memory with ``limit``)."""
+        """The ``limit`` groups with the largest measure ``by``, of one window start when ``window``
+        is given. Ties come in the order of the group's series id (``series_id``: its group-key
+        values as compact ASCII JSON) compared as text, then by window start: ``["Zed"]`` before
+        ``["apple"]``, ``[10]`` before ``[9]``, strings before numbers before null and booleans.
+        Cost: a scan of all of ``<name>_totals`` (one row per group and window: reads grow with the
+        number of groups, memory with ``limit``)."""
         agg = self.aggregate(aggregate)
         if by not in agg.measures:
             raise QueryError(f"aggregate {agg.name} has no measure {by!r} (measures: {list(agg.measures)})")
