@@ -20,7 +20,7 @@ work: user + system time from ``/proc/<pid>/stat`` (utime + stime over ``SC_CLK_
 (b1) to (c-agg) that is the worker, sampled in the worker over its measured interval (see
 ``bench_apps``); for (a) this process, sampled at its first and its last record. ``/proc``
 counts in clock ticks (10 ms here): a run of a few seconds reads to a few percent. The
-calibration line comes first (``benchmarks.scale_out.calibrate``).
+calibration line comes first (``benchmarks.calibration.calibrate``).
 
     python -m benchmarks.agent_throughput --events 20000 --keys 1000 --latency-ms 0 2 --repeat 3
     python -m benchmarks.agent_throughput --events 100000 --keys 1000 --latency-ms 0 --repeat 5 \\
@@ -36,18 +36,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import tempfile
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer
-
-from benchmarks.proc_cpu import cpu_seconds
+from benchmarks.calibration import Measured, calibrate, make_records, raw_measured
 from framework.aggregates.tables import tables_of
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import LocalStack
@@ -55,66 +51,6 @@ from framework.worker.processes import start_worker, stop_worker
 from stores.sqlite.store import SqliteStore
 
 VARIANTS = ("a", "c0", "b1", "b2", "c", "c-app", "c-agg")
-#: The event times of ``make_records`` span this many days (one a record, round robin).
-DAYS = 90
-_DAY_US = 86_400_000_000
-
-
-def make_records(n: int, keys: int) -> list[tuple[bytes, bytes]]:
-    """``n`` bench events, event ``i`` keyed ``org{i % 17}:e{i % keys}`` at version base + ``i``; its
-    time is day ``i % DAYS`` after a fixed start, so the times arrive out of order."""
-    out = []
-    for i in range(n):
-        k = f"org{i % 17}:e{i % keys}"
-        body = {"event_id": f"ev{i}", "ordering_key": k, "version": 1_700_000_000_000_000 + i,
-                "occurred_at": 1_700_000_000_000_000 + (i % DAYS) * _DAY_US + i, "type": "bench",
-                "payload": {"n": i, "body": "x" * 120}}  # fmt: skip
-        out.append((k.encode(), json.dumps(body).encode()))
-    return out
-
-
-@dataclass(frozen=True)
-class Measured:
-    """One run: the events timed, its seconds and the CPU seconds of the process doing the work."""
-
-    events: int
-    seconds: float
-    cpu_s: float
-
-    @property
-    def rate(self) -> float:
-        """Events per second."""
-        return self.events / self.seconds
-
-    @property
-    def cpu_us(self) -> float:
-        """CPU microseconds per event."""
-        return self.cpu_s / self.events * 1e6
-
-
-async def raw_measured(bootstrap: str, topic: str, n: int) -> Measured:
-    """(a): consume and decode ``n`` records; timed and CPU-sampled from the first record to the last."""
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"raw-{uuid.uuid4().hex[:6]}",
-                                auto_offset_reset="earliest", enable_auto_commit=False)  # fmt: skip
-    await consumer.start()
-    try:
-        seen, first, cpu = 0, 0.0, 0.0
-        while seen < n:
-            batches = await consumer.getmany(timeout_ms=500, max_records=5000)
-            for records in batches.values():
-                if seen == 0 and records:
-                    first, cpu = time.perf_counter(), cpu_seconds(os.getpid())
-                for r in records:
-                    json.loads(r.value)
-                seen += len(records)
-        return Measured(n, time.perf_counter() - first, cpu_seconds(os.getpid()) - cpu)
-    finally:
-        await consumer.stop()
-
-
-async def raw_consume(bootstrap: str, topic: str, n: int) -> float:
-    """(a)'s events/s."""
-    return (await raw_measured(bootstrap, topic, n)).rate
 
 
 def faust_run(
@@ -252,7 +188,6 @@ def _line(runs: list[Measured]) -> str:
 
 
 def main() -> None:
-    from benchmarks.scale_out import calibrate  # imports this module: not at the top
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=20_000)
@@ -298,10 +233,10 @@ def run(args: argparse.Namespace, chosen: set[str], bootstrap: str, work: Path) 
             break
         for _ in range(args.repeat):
             for variant, out in runs.items():
-                measured, data = faust_run(variant, broker, topic, args.events, latency, work)
+                one, data = faust_run(variant, broker, topic, args.events, latency, work)
                 if variant == "keyed":
                     check_rows(data, model)
-                out.append(measured)
+                out.append(one)
         print(f"-- sink latency {latency:g} ms per write (SQLite store)")
         for variant, out in runs.items():
             label, text = labels[variant]

@@ -23,7 +23,7 @@ of the one group of ``--contributions`` (it reads every member and writes the to
 buckets: the recomputation after one item's change (its bucket and the bucket rows), at least
 50 times, and of every bucket once. Every answer is checked (the total's
 member count, 30 windows holding their share of the items). The calibration line comes first
-(``benchmarks.scale_out.calibrate``).
+(``benchmarks.calibration.calibrate``).
 
     python -m benchmarks.aggregate_query --contributions 1000000 --queries 5000 --recomputes 5
     python -m benchmarks.aggregate_query --contributions 100000 --queries 2000 --recomputes 3  # short
@@ -81,8 +81,11 @@ class _Items(Aggregate):
 
     def contribute(self, key: Mapping[str, Any], rows: Mapping[str, Sequence[Row]]) -> Iterable[Contribution]:
         return [
-            Contribution({"org": r["org"]}, {"n": float(str(r["n"])), "largest": float(str(r["n"]))},
-                         at=float(str(r["at"])))  # fmt: skip
+            Contribution(
+                {"org": r["org"]},
+                {"n": float(str(r["n"])), "largest": float(str(r["n"]))},
+                at=float(str(r["at"])),
+            )  # fmt: skip
             for r in (row.values() for row in rows[ITEM.name])
         ]
 
@@ -296,7 +299,7 @@ async def measure(path: Path, n: int, queries: int, recomputes: int) -> None:
 
 
 def main() -> None:
-    from benchmarks.scale_out import calibrate
+    from benchmarks.calibration import calibrate
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--contributions", type=int, default=1_000_000, help="items in the one group")

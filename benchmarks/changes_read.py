@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from framework.core.events import Event
-from framework.core.mutations import Upsert
+from framework.core.mutations import CellValue, Upsert
 from framework.core.schema import Column, TableSchema
 from framework.notifications import NOTIFICATION_TABLES, NotificationConfig
 from framework.notifications.sink import NotificationSink
@@ -42,7 +42,7 @@ T0 = 1_700_000_000_000_000
 
 
 def _row(i: int, version: int) -> Upsert:
-    cells = {"subject": f"subject {i}", "n": version, "body": "x" * 100}
+    cells: dict[str, CellValue] = {"subject": f"subject {i}", "n": version, "body": "x" * 100}
     return Upsert("activity", {"org_id": f"org{i % 20}", "id": f"a{i:08d}"}, cells, version)
 
 
@@ -98,9 +98,7 @@ def main() -> None:
         report = export_changes(spark, store, cps, "b", Path(tmp) / "changes", {"activity": TABLE}, settle=0)
         b = time.perf_counter() - started
         rows = report.rows.get("activity", 0)
-        print(
-            f"(b) changed rows -> Parquet, commit    {b:7.2f} s  {rows / b:10.0f} changed rows/s  ({rows})"
-        )
+        print(f"(b) changed rows -> Parquet, commit    {b:7.2f} s  {rows / b:10.0f} changed rows/s  ({rows})")
         started = time.perf_counter()
         shards = spark.sparkContext.defaultParallelism
         read_store_rows(spark, store, ["activity"], shards).write.mode("overwrite").parquet(

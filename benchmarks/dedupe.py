@@ -18,7 +18,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from benchmarks.agent_throughput import faust_variant, make_records
+from benchmarks.agent_throughput import faust_variant
+from benchmarks.calibration import make_records
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import LocalStack
 

@@ -3,7 +3,7 @@
     git worktree add /tmp/base <commit> && (cd /tmp/base && make .venv/.installed)
     python -m benchmarks.demo_side_by_side --base /tmp/base --runs 5 --events 100000
 
-Prints the calibration line first (``benchmarks.scale_out.calibrate``), then runs
+Prints the calibration line first (``benchmarks.calibration.calibrate``), then runs
 ``benchmarks.profile_demo --no-profile`` (the demo, one worker, its convergence check
 included) alternately in ``--base`` and in this checkout, each with its own venv
 (``<checkout>/.venv/bin/python``), and reads every run's ``run.json``: the worker's and the
@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.scale_out import calibrate
+from benchmarks.calibration import calibrate
 
 HERE = Path(__file__).resolve().parent.parent
 

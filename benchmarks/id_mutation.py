@@ -35,7 +35,7 @@ from typing import Any
 from benchmarks.id_mutation_mix import GROUPERS, OWNED, owner_rows, request_mix
 from framework import App, Event, KeyedAgent, Upsert
 from framework.idmutation import IdMutation, OwnerColumn, collapse
-from framework.idmutation.apply import apply_id_map
+from framework.idmutation.apply import ApplyReport, apply_id_map
 from framework.idmutation.job import ensure_tables
 from framework.idmutation.steps import StepContext, writes_extra
 from framework.jobs.batches import Batch, BatchInput
@@ -128,9 +128,12 @@ def spark_variant(path: Path, requests: list[Any], shards: int) -> None:
         mapped = spark_collapser(spark, shards)(requests)
         collapse_s = time.perf_counter() - started
         started = time.perf_counter()
-        report = asyncio.run(
-            spark_applier(spark, sqlite_url(path), SPEC, shards=shards)("bench", BATCH, mapped)
-        )
+        applier = spark_applier(spark, sqlite_url(path), SPEC, shards=shards)
+
+        async def apply() -> ApplyReport:
+            return await applier("bench", BATCH, mapped)
+
+        report = asyncio.run(apply())
         apply_s = time.perf_counter() - started
     finally:
         spark.stop()

@@ -32,7 +32,7 @@ def request_mix(n: int, tenants: int, seed: int = 15) -> list[IdRequest]:
     """``n`` requests in the mix of the module docstring."""
     rng = random.Random(seed)
     out: list[IdRequest] = []
-    counters = defaultdict(int)
+    counters: defaultdict[str, int] = defaultdict(int)
 
     def new_id(tenant: str) -> str:
         counters[tenant] += 1

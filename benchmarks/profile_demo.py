@@ -3,7 +3,7 @@ seconds of the worker and of the broker over the same interval.
 
     python -m benchmarks.profile_demo --events 100000 --out /tmp/prof --py-spy /tmp/pyspy/bin/py-spy
 
-Prints the calibration line first (``benchmarks.scale_out.calibrate``: the raw aiokafka rate
+Prints the calibration line first (``benchmarks.calibration.calibrate``: the raw aiokafka rate
 on this machine), then runs the demo (``examples.demo.run_demo``, one worker by default, its
 convergence check included) and, from just before the first event is produced until the group
 has drained every topic, records the worker with ``py-spy record --format raw`` (collapsed
@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import examples.demo as demo
+from benchmarks.calibration import calibrate
 from benchmarks.proc_cpu import command_line, cpu_by_comm, cpu_seconds, threads, tree
-from benchmarks.scale_out import calibrate
 from framework.kafka_admin import end_offsets
 
 _start_worker = demo.start_worker

@@ -4,7 +4,7 @@
     python -m benchmarks.scale_out --events 3000 --runs 1 --rounds 1 --feed-events 6000  # smoke
 
 First the calibration line: raw aiokafka consume + JSON decode on this machine's noida-db
-(``benchmarks.agent_throughput.raw_consume``), to compare figures taken on other machines.
+(``benchmarks.calibration``), to compare figures taken on other machines.
 
 Throughput: one history (generated once), the variants interleaved (1, 2, 3, 1, 2, 3...),
 each run on a fresh noida-db and SQLite store with the app's topics of ``--partitions``
@@ -46,12 +46,13 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from agents.event_types import topic_of
-from benchmarks.agent_throughput import make_records, raw_consume
+from benchmarks.calibration import calibrate
 from benchmarks.proc_cpu import cpu_seconds
 from examples.activity_platform.app import app
 from examples.activity_platform.generator import generate_history
 from examples.activity_platform.history import History
 from examples.demo import check_convergence
+from framework.core.events import Event
 from framework.dlq import DeadLetterStore
 from framework.kafka_admin import (
     GroupMember,
@@ -81,7 +82,7 @@ def _env(work: Path, stack: LocalStack, partitions: int) -> dict[str, str]:
             "CONVERGE_PARTITIONS": str(partitions)}  # fmt: skip
 
 
-def _encoded(events: Sequence) -> dict[str, list[tuple[bytes, bytes]]]:  # type: ignore[type-arg]
+def _encoded(events: Sequence[Event]) -> dict[str, list[tuple[bytes, bytes]]]:
     out: dict[str, list[tuple[bytes, bytes]]] = {}
     for e in events:
         out.setdefault(topic_of(e.type), []).append((e.ordering_key.encode(), e.to_json()))
@@ -92,23 +93,11 @@ def _outcome(history: History, work: Path, stack: LocalStack, names: Sequence[st
     """Divergent entities against the oracle and parked events of the workers ``names``."""
     assert stack.info is not None
     store = f"sqlite:///{work / 'wide.db'}"
-    divergences, _, _ = asyncio.run(check_convergence(history, store, stack.info.es_url))
+    divergences = asyncio.run(check_convergence(history, store, stack.info.es_url)).divergences
     for d in divergences[:5]:
         print(f"  divergent: {d}", flush=True)
     parked = sum(1 for n in names for _ in DeadLetterStore(work / n / "dlq").ordered())
     return len({d.key for d in divergences}), parked
-
-
-def calibrate(work: Path, records: int) -> str:
-    """The calibration line: raw aiokafka consume + JSON decode rate of ``records`` records."""
-    with LocalStack(work / "stack") as stack:
-        assert stack.info is not None
-        broker = f"kafka://{stack.info.kafka_bootstrap}"
-        asyncio.run(ensure_topics(broker, {"calibration": 4}))
-        asyncio.run(produce(broker, "calibration", make_records(records, 1_000)))
-        rate = asyncio.run(raw_consume(stack.info.kafka_bootstrap, "calibration", records))
-    return (f"calibration: raw aiokafka consume + JSON decode {rate:,.0f} ev/s ({records:,} records, "
-            f"4 partitions, noida-db), nproc {os.cpu_count()}")  # fmt: skip
 
 
 @dataclass
@@ -189,7 +178,7 @@ class Feeder:
     """Produces ``events`` in their order, each to its topic, about ``rate`` a second from a thread
     until stopped; ``finish`` produces the rest."""
 
-    def __init__(self, broker: str, events: Sequence, rate: float) -> None:  # type: ignore[type-arg]
+    def __init__(self, broker: str, events: Sequence[Event], rate: float) -> None:
         self.broker, self.events, self.rate, self.sent = broker, events, rate, 0
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
@@ -264,7 +253,8 @@ def rebalance_sequence(
     steps: list[Step] = []
     with LocalStack(work / "stack") as stack:
         assert stack.info is not None
-        broker = f"kafka://{stack.info.kafka_bootstrap}"
+        bootstrap = stack.info.kafka_bootstrap
+        broker = f"kafka://{bootstrap}"
         topics = tuple(app.topics())
         asyncio.run(ensure_topics(broker, dict.fromkeys(topics, partitions)))
         env = _env(work, stack, partitions)
@@ -274,7 +264,7 @@ def rebalance_sequence(
 
         def act(what: str, action: str, name: str) -> bool:
             async def go() -> Step:
-                admin = AIOKafkaAdminClient(bootstrap_servers=stack.info.kafka_bootstrap)
+                admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
                 await admin.start()
                 try:
                     before = frozenset(m.member_id for m in (await _describe(admin))[1])

@@ -20,7 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
-from benchmarks.agent_throughput import make_records
+from benchmarks.calibration import make_records
 from benchmarks.proc_cpu import rss_mib
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import LocalStack

@@ -7,7 +7,7 @@ points (sum) and the largest points per team and status in daily windows of the 
 every entity's contributions by the aggregate's own ``build``, every group's totals by
 ``reduce``, counted.
 
-The calibrations: first the raw aiokafka rate on this machine (``benchmarks.scale_out.calibrate``),
+The calibrations: first the raw aiokafka rate on this machine (``benchmarks.calibration.calibrate``),
 then a plain Spark scan of the same two tables (``read_store_rows``, counted), run interleaved
 with the aggregate ``--runs`` times each (after one warm-up of each). Per variant the median and
 range of the wall time, entities/s (source rows/s: twice that), CPU seconds of the process tree
@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from benchmarks.calibration import calibrate
 from benchmarks.proc_cpu import cpu_by_process, cpu_split, load_average, tree_cpu_seconds
-from benchmarks.scale_out import calibrate
-from benchmarks.spark_check import fill_store
+from benchmarks.spark_check_inputs import fill_store
 from benchmarks.spark_runs import print_table
 from framework import (
     Aggregate,

@@ -8,7 +8,7 @@ SQLite store, without an index: reading the archive, parsing, routing and
 mapping every event in the executors, and applying the mutations with their
 version marks. Every run asserts that every event was counted and none was
 rejected. A 5,000-event backfill warms the JVM and the Python workers first.
-The calibration line comes first (``benchmarks.scale_out.calibrate``: the
+The calibration line comes first (``benchmarks.calibration.calibrate``: the
 raw aiokafka rate on this machine); each size runs once a round, ``--runs``
 rounds. Per size, medians with their ranges: the wall time, events/s, the CPU
 seconds of this process tree and the CPU microseconds per event of each
@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.calibration import calibrate
 from benchmarks.proc_cpu import cpu_by_process, cpu_split, load_average, tree_cpu_seconds
-from benchmarks.scale_out import calibrate
 from benchmarks.spark_runs import print_table
 from examples.activity_platform.generator import generate_history
 from spark_batch.archive import write_parquet

@@ -1,7 +1,7 @@
 """``converge spark check`` as a user runs it, on a small live input: wall time, CPU per process
 class, and where the time of one check goes (``benchmarks.spark_check --command`` / ``--phases``).
 
-The input: ``N`` synthetic hub rows of ``benchmarks.spark_check`` in a SQLite store and their
+The input: ``N`` synthetic hub rows of ``benchmarks.spark_check_inputs`` in a SQLite store and their
 documents (0.4 % damaged) in the embedded stack's index, written without Spark. Each run starts
 ``converge spark check`` in a subprocess (the JVM's start included) and asserts the report's counts
 are exactly the damage; its process tree (the command's Python driver, the Spark JVM, Spark's
@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.proc_cpu import TreeSampler, cpu_by_process, cpu_split, load_average
+from benchmarks.spark_check_inputs import APP, PROJECTION, expected_counts, populate_live
 from benchmarks.spark_runs import CLASSES, print_table
 
 
 def populate(n: int, work: Path, es_url: str, damaged: bool = True) -> str:
     """``n`` hub rows in a SQLite store under ``work`` and their documents (0.4 % ``damaged``) under
     the alias ``bench-N``, built in this process (no Spark); the store URL."""
-    from benchmarks.spark_check import APP, PROJECTION, populate_live
     from spark_batch.io import WriteOptions
     from spark_batch.reindex import build_task
 
@@ -57,8 +57,6 @@ def populate(n: int, work: Path, es_url: str, damaged: bool = True) -> str:
 
 def command(n: int, store_url: str, es_url: str, report: Path) -> list[str]:
     """The command line a user runs to check the benchmark's ``n`` rows."""
-    from benchmarks.spark_check import APP
-
     converge = str(Path(sys.executable).parent / "converge")
     return [
         converge,
@@ -85,8 +83,6 @@ def run_command(
 ) -> dict[str, Any]:
     """One ``converge spark check`` of the ``n`` rows, with the project tree ``tree`` (label, a
     directory put first on ``PYTHONPATH`` or None for this one): wall seconds, CPU seconds per class."""
-    from benchmarks.spark_check import expected_counts
-
     report = work / f"check-{n}-{time.time_ns()}.json"
     env = dict(os.environ)
     if tree[1] is not None:
@@ -143,7 +139,6 @@ def phases(n: int, store_url: str, es_url: str, master: str | None, conf: dict[s
     _timed("interpreter start and the command's imports", _import_check, out)
     from pyspark import SparkConf, SparkContext
 
-    from benchmarks.spark_check import APP, PROJECTION
     from spark_batch.convergence import check, expected_documents
     from spark_batch.io import read_index
     from spark_batch.session import _python_env, default_master, session_conf, spark_session
@@ -187,8 +182,6 @@ def phases(n: int, store_url: str, es_url: str, master: str | None, conf: dict[s
 
 def _import_check() -> None:
     """A fresh interpreter importing what ``converge spark check`` imports and loading the app."""
-    from benchmarks.spark_check import APP
-
     code = (
         "import framework.cli, framework.cli.spark, spark_batch.convergence, spark_batch.preflight, "
         f"spark_batch.report, spark_batch.session; from spark_batch.apps import load_app; load_app({APP!r})"

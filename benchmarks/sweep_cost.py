@@ -5,7 +5,7 @@
 (At 1,000,000 documents the embedded index runs a 24 GB machine out of memory once the check
 opens its point in time: BENCHMARKS.md.)
 
-The calibration line comes first (``benchmarks.scale_out.calibrate``). The data: ``--docs`` hub
+The calibration line comes first (``benchmarks.calibration.calibrate``). The data: ``--docs`` hub
 rows of ``benchmarks.spark_check`` in a SQLite store and their documents in the embedded stack's
 index (``benchmarks.spark_check_command.populate``: alias ``bench-N``, undamaged), the
 projection's own alias added to that index; both tools use ``PROJECTION.alias``. A first sweep
@@ -48,10 +48,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.calibration import calibrate
 from benchmarks.proc_cpu import TreeSampler, cpu_seconds, load_average, tree_cpu_seconds
-from benchmarks.scale_out import calibrate
-from benchmarks.spark_check import ACTIVITY_HUB, BASE, PROJECTION
 from benchmarks.spark_check_command import command, populate
+from benchmarks.spark_check_inputs import ACTIVITY_HUB, BASE, PROJECTION
 from benchmarks.spark_runs import spread
 from examples.activity_platform.app import app
 from framework.coordination import open_checkpoint_store

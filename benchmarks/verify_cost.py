@@ -2,7 +2,7 @@
 
     python -m benchmarks.verify_cost --events 100000 --runs 5 --settle 10
 
-First the calibration line (``benchmarks.scale_out.calibrate``). Then, alternately, one worker
+First the calibration line (``benchmarks.calibration.calibrate``). Then, alternately, one worker
 of the activity platform without the verifier (``plain``) and one with it (``verify``: the
 setting ``CONVERGE_VERIFY=<settle>s``, its web server on), each on a fresh noida-db and SQLite
 store, the same generated history. The worker's CPU seconds (user + system, ``/proc``) are read
@@ -31,8 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.calibration import calibrate
 from benchmarks.proc_cpu import cpu_seconds
-from benchmarks.scale_out import APP_ID, CHUNK, SPEC, _encoded, _env, calibrate
+from benchmarks.scale_out import APP_ID, CHUNK, SPEC, _encoded, _env
 from examples.activity_platform.app import app
 from examples.activity_platform.generator import generate_history
 from framework.kafka_admin import ensure_topics, produce, wait_all_drained, wait_group_settled

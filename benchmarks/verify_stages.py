@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.scale_out import calibrate
+from benchmarks.calibration import calibrate
 from benchmarks.spark_runs import spread
 from examples.activity_platform.app import app as platform_app
 from examples.activity_platform.generator import generate_history as platform_history

@@ -103,7 +103,8 @@ class StepContext:
 def check_screen(app: MutatingApp, screen: Screen | None) -> None:
     """IdMutationError when ``app`` declares personal data but no ``screen`` is given: its erased
     subjects' recorded cells would be routed back."""
-    if screen is None and getattr(app, "personal_data", ()):
+    declared: object = getattr(app, "personal_data", ())
+    if screen is None and declared:
         raise IdMutationError(
             f"app {app.name} declares personal data: give the erasure screen "
             "(framework.erasure.screen_verdict) so that erased subjects' records are not routed"

@@ -137,7 +137,7 @@ class OwnerDocs(Projection):
 
     def build(self, key: Mapping[str, Any], rows: Mapping[str, Sequence[Row]]) -> dict[str, Any] | None:
         acts = {str(r.key["activity_id"]): r.values() for r in rows["owner_activity"]}
-        states = sorted(f"{r.values().get('state')}@{r.key['at']}" for r in rows["owner_log"])
+        states = sorted(f"{r.values().get('state')!s}@{r.key['at']!s}" for r in rows["owner_log"])
         if not acts and not states:
             return None
         return {"tenant": key["tenant"], "owner": key["owner_id"], "activities": acts, "states": states}

@@ -110,7 +110,7 @@ class Analyzer:
             cqltype: type | None = cqltypes.LongType if type_name == "bigint" else cqltypes.Int32Type
         elif isinstance(tb, SystemTable):
             cqltype = tb.cqltype(name)
-            type_name = _TYPE_NAMES.get(cqltype, "")  # type: ignore[arg-type]
+            type_name = _TYPE_NAMES.get(cqltype, "")
         else:
             type_name, cqltype = tb.column_type(name), tb.cqltype(name)
         if isinstance(term, ast.Marker):

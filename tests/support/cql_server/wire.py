@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from cassandra.marshal import int64_unpack
 from cassandra.protocol import (
@@ -20,6 +22,8 @@ from cassandra.protocol import (
 )
 
 from tests.support.cql_server.errors import ProtocolViolation
+
+_T = TypeVar("_T")
 
 __all__ = [
     "HEADER",
@@ -165,10 +169,10 @@ def _done(f: io.BytesIO, what: str) -> None:
         raise ProtocolViolation(f"trailing bytes after the {what} body")
 
 
-def _guard(fn):  # type: ignore[no-untyped-def]
+def _guard(fn: Callable[[bytes], _T]) -> Callable[[bytes], _T]:
     """Turn short reads (struct.error) into a ProtocolViolation."""
 
-    def wrapped(body: bytes):  # type: ignore[no-untyped-def]
+    def wrapped(body: bytes) -> _T:
         try:
             return fn(body)
         except (struct.error, UnicodeDecodeError, ValueError) as exc:
