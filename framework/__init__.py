@@ -19,7 +19,10 @@ runtime.
 - ``BadMessage``, ``Transient``: raise them to park an event, or to have it retried.
 - ``RuntimeConfig``: micro-batching, timeouts and back-off of the runtime;
   ``DedupeConfig``: its optional exact-duplicate skipping.
-- ``PersonalData``: which cells hold a data subject's value (``converge erase``).
+- ``PersonalData``: which cells hold a data subject's value (``converge erase``); the erasure
+  itself (``erase``, ``verify``, ``Subject``, ``erasure_key``) is ``framework.erasure``'s.
+- ``publish``: send events to the broker on the topics the app routes them to, keyed by their
+  ordering key (tools, tests, back-fills through the stream).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ __all__ = [
     "RuntimeConfig",
     "DedupeConfig",
     "PersonalData",
+    "publish",
 ]
 
 _WHERE = {
@@ -76,6 +80,7 @@ _WHERE = {
     "RuntimeConfig": "framework.runtime.binding",
     "DedupeConfig": "framework.runtime.dedupe",
     "PersonalData": "framework.erasure.declare",
+    "publish": "framework.publishing",
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
@@ -90,6 +95,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from framework.core.schema import Column, TableSchema, state_log_schema
     from framework.core.state_log import current_state
     from framework.erasure.declare import PersonalData
+    from framework.publishing import publish
     from framework.runtime.agent import KeyedAgent
     from framework.runtime.binding import RuntimeConfig
     from framework.runtime.dedupe import DedupeConfig

@@ -20,9 +20,10 @@ import sys
 from examples.id_requests import plan_requests
 from examples.support_desk.app import app
 from examples.support_desk.generator import generate_history
-from examples.support_desk.history import by_topic, deliver
+from examples.support_desk.history import deliver
 from examples.support_desk.id_mutation import TOPIC_ID_REQUESTS
 from framework import Settings
+from framework import publish as publish_events
 from framework.kafka_admin import ensure_topics, produce, wait_drained
 
 
@@ -31,8 +32,7 @@ async def publish(tickets: int, seed: int, wait: float, id_requests: bool = Fals
     history = generate_history(seed, tickets)
     await ensure_topics(settings.broker, {t: settings.partitions for t in app.topics()})
     arrival = deliver(history.events, seed)
-    for topic, events in by_topic(arrival).items():
-        await produce(settings.broker, topic, [(e.ordering_key.encode(), e.to_json()) for e in events])
+    await publish_events(settings.broker, arrival, app)  # each on its type's topic, keyed by entity
     print(f"published {len(arrival)} events of {tickets} tickets")
     if id_requests:
         owners = [(e.event_id, e.payload["tenant"], e.payload["requester_id"], e.version)
