@@ -314,7 +314,14 @@ class Driver:
         return current_state(self.partition(table, partition_key), precedence)
 
     def totals(self, aggregate: str | Aggregate) -> dict[str, dict[str, float]]:
-        """``{group id: totals}`` of an aggregate (by object or name): what its ``_totals`` table holds."""
+        """``{group id: totals}`` of an aggregate (by object or name): what its ``_totals`` table holds.
+
+        A group id is the compact JSON (no spaces, ASCII) of the window start (epoch seconds; 0
+        when the aggregate has no window) followed by the group-key values in ``group_by`` order:
+        ``'[0,"red","open"]'`` for ``group_by = ("team", "status")`` unwindowed,
+        ``'[1710979200,"org-0000","lead-01"]'`` for a window starting at 1710979200
+        (``framework.core.aggregate.group_id`` builds one, ``parse_group_id`` reads one). The totals map each measure to its value; a group with no
+        contributions left has no entry. ``revisions`` and ``contributions`` use the same ids."""
         agg = aggregate if isinstance(aggregate, Aggregate) else self.app.aggregate(aggregate)
         return {
             _group_of(r): decode_measures(r.cells["measures"].value)
@@ -330,7 +337,8 @@ class Driver:
         return {g: n for g, n in counts.items() if n}
 
     def contributions(self, aggregate: str | Aggregate) -> dict[str, dict[str, dict[str, float]]]:
-        """``{entity id: {group id: measures}}`` of an aggregate: what its ``_contrib`` table holds."""
+        """``{entity id: {group id: measures}}`` of an aggregate: what its ``_contrib`` table holds
+        (group ids as in ``totals``)."""
         agg = aggregate if isinstance(aggregate, Aggregate) else self.app.aggregate(aggregate)
         out: dict[str, dict[str, dict[str, float]]] = {}
         for r in self.rows(tables_of(agg).contrib.name):
