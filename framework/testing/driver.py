@@ -320,8 +320,9 @@ class Driver:
         when the aggregate has no window) followed by the group-key values in ``group_by`` order:
         ``'[0,"red","open"]'`` for ``group_by = ("team", "status")`` unwindowed,
         ``'[1710979200,"org-0000","lead-01"]'`` for a window starting at 1710979200
-        (``framework.core.aggregate.group_id`` builds one, ``parse_group_id`` reads one). The totals map each measure to its value; a group with no
-        contributions left has no entry. ``revisions`` and ``contributions`` use the same ids."""
+        (``framework.core.aggregate.group_id`` builds one, ``parse_group_id`` reads one). The
+        totals map each measure to its value; a group with no contributions left has no entry.
+        ``revisions`` and ``contributions`` use the same ids."""
         agg = aggregate if isinstance(aggregate, Aggregate) else self.app.aggregate(aggregate)
         return {
             _group_of(r): decode_measures(r.cells["measures"].value)
