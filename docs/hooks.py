@@ -5,7 +5,8 @@
 - ``reference/settings.md``: the fields of ``framework.settings.Settings``, each with its
   environment variable (``framework.settings.ENV``) and the default its docstring states.
 - ``reference/api/*.md``: one mkdocstrings directive per name that ``framework``,
-  ``framework.state`` and ``framework.testing`` export, resolved to its defining module.
+  ``framework.state``, ``framework.testing`` and ``framework.erasure`` export, resolved to its
+  defining module (a constant: to the package that exports it).
 - ``reference/layout.md``: the layers ``tests/test_layers.py`` checks, then the packages and
   public modules of the tree, each with the first paragraph of its docstring.
 - ``benchmarks.md``: the repository's BENCHMARKS.md.
@@ -50,6 +51,7 @@ API_PAGES: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("framework", "The app API (framework)", ("framework",), ()),
     ("state", "Lookups and joins (framework.state)", ("framework.state",), ()),
     ("testing", "The test kit (framework.testing)", ("framework.testing",), ()),
+    ("erasure", "Erasure (framework.erasure)", ("framework.erasure",), ()),
     ("stores", "Stores", (), ("stores.base", "stores.open", "stores.errors", "stores.objects.store",
                               "stores.objects.error_map")),
 )
@@ -282,7 +284,8 @@ def _exports(package: str) -> Iterator[tuple[str, str]]:
         home = where.get(name)
         if home is None:
             obj: Any = getattr(module, name)
-            home = getattr(obj, "__module__", package)
+            defined = isinstance(obj, type) or callable(obj)  # a constant's __module__ is its type's
+            home = getattr(obj, "__module__", package) if defined else package
         yield name, home
 
 
