@@ -13,6 +13,8 @@ never arrived wait; nothing is parked.
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncio
 import itertools
 from collections.abc import Sequence
@@ -33,6 +35,15 @@ class FlakyStore(WideColumnSink):
     def __init__(self, store: object, plan: Sequence[str]) -> None:
         super().__init__(store)  # type: ignore[arg-type]
         self.plan = itertools.chain(plan, itertools.repeat("ok"))
+
+    async def write(self, event: Any, mutations: Sequence[Any]) -> None:
+        """The per-key path's write, failing as ``plan`` says too."""
+        step = next(self.plan)
+        if step == "fail":
+            raise TransientStoreError("injected: store unavailable")
+        await super().write(event, mutations)
+        if step == "late":
+            raise TransientStoreError("injected: timed out after the write landed")
 
     async def write_batch(self, batch: Sequence[Written]) -> None:
         step = next(self.plan)

@@ -1,9 +1,10 @@
-"""Property (issue 22): the two-lookup histories of ``test_join_two_lookups_property`` through the
-worker's join processor: micro-batches by ``run_batch`` and the ``KeyedScheduler`` (batch path,
-per-key path on a failure) over a SQLite store, entry events applied and their readers re-mapped
-while each batch is in flight, batch writes failing transiently as drawn (some after the write
-landed: ``FlakyStore`` of ``test_join_batch_property`` injects them). The cells and write times
-equal the model's; exactly the items whose entry never came wait; nothing is parked."""
+"""Property (issues 22, 42): the two-lookup histories of ``test_join_two_lookups_property`` (versions
+1 us to a day apart) through the worker's join processor: micro-batches by ``run_batch`` and the
+``KeyedScheduler`` (batch path, per-key path on a failure; or every event by the per-key path, as
+drawn) over a SQLite store, entry events applied and their readers re-mapped
+while each batch is in flight, writes failing transiently as drawn (some after the write
+landed: ``FlakyStore`` of ``test_join_batch_property`` injects them). The cells equal the model's, at
+the event's version plus at most one per entry change; exactly the items whose entry never came wait; nothing is parked."""
 
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ from tests.state.two_lookups_app import ITEM, THREAD, ItemAgent, app
 TOPICS = {"owner.set": "t.owners", "tag.set": "t.tags"}
 
 
-async def _run(events: list[Event], size: int, plan: Sequence[str]) -> tuple[Cells, set[str], list]:
+async def _run(
+    events: list[Event], size: int, plan: Sequence[str], per_key: bool = False
+) -> tuple[Cells, set[str], list]:
     store = await SqliteStore.open(":memory:")
     for schema in (ITEM, THREAD):
         await store.ensure_table(schema)
@@ -47,6 +50,7 @@ async def _run(events: list[Event], size: int, plan: Sequence[str]) -> tuple[Cel
 
     processor = JoinProcessor(agent, [FlakyStore(store, plan)], JoinBook(agent, MemoryKV(), entries.get), 5.0,
                               park=park_remap)  # fmt: skip
+    processor.batchable = not per_key  # per-key: every event by the per-key path, as without batch sinks
     scheduler = KeyedScheduler(processor, park, config=FAST)
     offsets = itertools.count()
     try:
@@ -87,7 +91,8 @@ def test_the_worker_path_ends_in_the_model_of_two_lookups(
     events, expected, waiting = history
     size = data.draw(st.integers(1, 8), label="batch size")
     plan = data.draw(st.lists(st.sampled_from(["ok", "fail", "late"]), max_size=6), label="store failures")
-    stored, pending, parked = asyncio.run(_run(events, size, plan))
+    per_key = data.draw(st.booleans(), label="per-key path")
+    stored, pending, parked = asyncio.run(_run(events, size, plan, per_key))
     assert parked == []
     assert stored == expected
     assert pending == waiting
