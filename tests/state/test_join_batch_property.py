@@ -13,11 +13,10 @@ never arrived wait; nothing is parked.
 
 from __future__ import annotations
 
-from typing import Any
-
 import asyncio
 import itertools
 from collections.abc import Sequence
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -1,10 +1,10 @@
-"""Property (issues 22, 42): the two-lookup histories of ``test_join_two_lookups_property`` (versions
-1 us to a day apart) through the worker's join processor: micro-batches by ``run_batch`` and the
+"""Property (issues 22, 42): the two-lookup histories of ``test_join_two_lookups_property`` (versions 1
+us to a day apart) through the worker's join processor: micro-batches by ``run_batch`` and the
 ``KeyedScheduler`` (batch path, per-key path on a failure; or every event by the per-key path, as
-drawn) over a SQLite store, entry events applied and their readers re-mapped
-while each batch is in flight, writes failing transiently as drawn (some after the write
-landed: ``FlakyStore`` of ``test_join_batch_property`` injects them). The cells equal the model's, at
-the event's version plus at most one per entry change; exactly the items whose entry never came wait; nothing is parked."""
+drawn) over a SQLite store, entry events applied and their readers re-mapped while each batch is in
+flight, writes failing transiently as drawn (some after the write landed: ``FlakyStore`` of
+``test_join_batch_property`` injects them). The cells equal the model's, at the event's version plus
+at most one per entry change; exactly the items whose entry never came wait; nothing is parked."""
 
 from __future__ import annotations
 
