@@ -192,12 +192,16 @@ async def index_sources(index: SearchIndex, target: str) -> dict[str, IndexSourc
     client = _client(index)
     if client is None:
         return {}
-    from elasticsearch import NotFoundError
+    from elasticsearch import ApiError, NotFoundError, TransportError
+
+    from stores.elasticsearch.error_map import map_error
 
     try:
         body = (await client.indices.get_mapping(index=target)).body
     except NotFoundError:
         return {}
+    except (ApiError, TransportError) as exc:
+        raise map_error(exc, f"get mapping {target}") from exc
     return {name: IndexSource.from_meta((entry.get("mappings") or {}).get("_meta"))
             for name, entry in sorted(body.items())}  # fmt: skip
 
@@ -207,12 +211,19 @@ async def record_source(index: SearchIndex, target: str, source: IndexSource) ->
     client = _client(index)
     if client is None:
         return []
+    from elasticsearch import ApiError, TransportError
+
+    from stores.elasticsearch.error_map import map_error
+
     names = sorted(await index_sources(index, target))
     for name in names:
-        body = (await client.indices.get_mapping(index=name)).body
-        meta = dict(((body.get(name) or {}).get("mappings") or {}).get("_meta") or {})
-        meta.update(source.to_meta())
-        await client.indices.put_mapping(index=name, meta=meta)
+        try:
+            body = (await client.indices.get_mapping(index=name)).body
+            meta = dict(((body.get(name) or {}).get("mappings") or {}).get("_meta") or {})
+            meta.update(source.to_meta())
+            await client.indices.put_mapping(index=name, meta=meta)
+        except (ApiError, TransportError) as exc:
+            raise map_error(exc, f"record the source of {name}") from exc
     return names
 
 

@@ -54,7 +54,12 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     worker.add_argument("app", metavar="MODULE:ATTR", help="e.g. mypkg.app:app")
     worker.add_argument("--app-id", default=None, help="app id / consumer group (env CONVERGE_APP_ID)")
     worker.add_argument("--broker", default=None, help="kafka://HOST:PORT (env CONVERGE_BROKER)")
-    worker.add_argument("--data-dir", default=None, help="this worker's own data dir (env CONVERGE_DATA_DIR)")
+    worker.add_argument(
+        "--data-dir",
+        default=None,
+        help="this worker's own data dir, default var/<app id>; a SQLite store defaults to wide.db there: "
+        "give the app's other commands the same --data-dir or --wide-store (env CONVERGE_DATA_DIR)",
+    )
     worker.add_argument("--wide-store", default=None, help="sqlite:///PATH or cassandra://HOST:PORT/KEYSPACE")
     worker.add_argument(
         "--es-url", default=None, help="http://HOST:PORT of Elasticsearch (env CONVERGE_ES_URL)"

@@ -2,9 +2,10 @@
 checkpoint, and parking into a dead-letter log; and its full sweep (``converge verify`` and the
 worker's task).
 
-Before it verifies anything, ``app_verifier`` refuses a store that is not the one the index was
-built from (``stores.identity``: ``StoreMismatch``): its repairs would rewrite and delete the
-index from another store's rows."""
+Given the store's URL (``converge verify``), ``app_verifier`` first refuses a store that is not
+the one the index was built from (``stores.identity``: ``StoreMismatch``): its repairs would
+rewrite and delete the index from another store's rows. A worker's verifier needs no such check:
+the worker paired its index with its store when it opened them."""
 
 from __future__ import annotations
 
@@ -37,14 +38,14 @@ async def app_verifier(
     store_url: str = "",
 ) -> ChangeVerifier:
     """The verifier of every view of ``app`` (a ``framework.App`` whose notifications are on):
-    projections against ``index``, aggregates against ``contributions``. ``StoreMismatch`` when
-    ``store`` (at ``store_url``, for the message) is not the source of a projection's index."""
+    projections against ``index``, aggregates against ``contributions``. With ``store_url`` (the
+    store's), ``StoreMismatch`` when ``store`` is not the source of a projection's index."""
     notifications = app.notifications
     if notifications is None:
         raise ValueError(f"verify: app {app.name} records no notifications (App(notifications=True))")
-    if index is not None:
+    if index is not None and store_url:
         for p in app.projections:
-            await require_pairing(store, index, p.alias, store_url or "(the verifier's)")
+            await require_pairing(store, index, p.alias, store_url)
     retention = notifications.retention
     reader = NotificationReader(store, checkpoints, CONSUMER, retention=retention, settle=settle)
     await reader.ensure()

@@ -22,6 +22,7 @@ from framework.dlq.offload import open_objects
 from framework.settings import Settings
 from stores.base import BulkResult, IndexOp, SearchHit, SearchIndex, WideColumnStore
 from stores.errors import TransientStoreError
+from stores.identity import ensure_store_identity, pair_index, source_of, with_source
 from stores.open import open_search_index, open_wide_store
 
 __all__ = ["Resources", "EnsuredIndex", "IndexNotEnsured"]
@@ -168,8 +169,12 @@ class Resources:
         self._dlq = DeadLetterWAL(s.dlq_root, objects=open_objects(s), durability=s.dlq_durability)
 
     async def _ensure_indices(self, index: EnsuredIndex) -> None:
+        # each index records the store it is built from, so that a repair from another refuses
+        identity = await ensure_store_identity(self.store, self.app.name)  # stores.identity
+        source = source_of(identity, self.settings.wide_store)
         for p in self.app.projections:
-            await index.ensure_index(p.alias, p.mappings)
+            await index.ensure_index(p.alias, with_source(p.mappings, source))
+            await pair_index(index, p.alias, identity, self.settings.wide_store)
         index.ready = True
 
     async def _ensure_in_background(self, index: EnsuredIndex) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from framework.app import App
 from framework.coordination import open_checkpoint_store
+from framework.core.repair_guard import parse_delete_bound
 from framework.settings import Settings
 from framework.verify import ChangeVerifier, VerifyStats
 from framework.verify.assembly import app_sweep, app_verifier
@@ -63,7 +64,10 @@ class WorkerVerifier:
                                            settle=settle, recheck=min(5.0, settle / 2))  # fmt: skip
         between = None
         if self.settings.verify_sweep is not None:
-            sweep = await app_sweep(self.verifier, self.app, self._checkpoints, self.settings.verify_sweep)
+            bound = parse_delete_bound(self.settings.repair_max_deletes)
+            sweep = await app_sweep(
+                self.verifier, self.app, self._checkpoints, self.settings.verify_sweep, bound
+            )
             between = sweep.when_due
         self._task = asyncio.create_task(
             self.verifier.run(self._stop, between=between), name="converge.verify"
