@@ -43,7 +43,7 @@ from framework.dlq.index import SegmentFilter, Status
 from framework.dlq.store import LIVE, DeadLetterStore, Entry
 
 if TYPE_CHECKING:
-    from framework.dlq.bucket import BucketView
+    from framework.dlq.bucket import BucketView, Published
 
 __all__ = ["register", "dlq_root"]
 
@@ -109,8 +109,8 @@ def _report_damage(damaged: Sequence[SegmentHealth], label: str) -> int:
     if damaged:
         n = sum(h.unreadable for h in damaged)
         print(f"{len(damaged)} damaged segments ({n} unreadable records) {label}; see converge dlq verify;"
-              " converge dlq salvage keeps their readable records and quarantines the files",
-              file=sys.stderr)  # fmt: skip
+              " converge dlq salvage keeps their readable records (and tracks again those whose manifest"
+              " is unreadable)", file=sys.stderr)  # fmt: skip
     return 1 if damaged else 0
 
 
@@ -156,6 +156,7 @@ class _Where:
     label: str
     view: BucketView | None = None
     busy: int = 0
+    published: Published | None = None
 
     def status(self, damaged: int) -> int:
         """The exit status: 1 when damaged segments or segments others held were left out."""
@@ -211,6 +212,7 @@ def _changing(
             print(f"left out, another command holds it: {line}", file=sys.stderr)
         yield claim.store
     where.busy = len(claim.busy)
+    where.published = claim.published
 
 
 _LABELS = ("pipeline", "event_type", "stage", "error_class")
@@ -232,8 +234,8 @@ def _list(where: _Where, args: argparse.Namespace) -> int:
     if args.segments:
         if args.json:
             print_json([{"id": s.id, **dict(zip(_LABELS, s.partition, strict=True)), "status": s.status.value,
-                         "records": s.count, "damaged": h.unreadable if h.damaged else 0, "bytes": s.bytes,
-                         "first": s.first_ts, "last": s.last_ts, "path": s.path}
+                         "records": _records(h), "damaged": h.unreadable if h.damaged else 0,
+                         "bytes": s.bytes, "first": s.first_ts, "last": s.last_ts, "path": s.path}
                         for h in health for s in [h.segment]])  # fmt: skip
             return 0
         t = Table("id", "pipeline", "event type", "stage", "error class", "status", "records", "damaged",
@@ -241,7 +243,7 @@ def _list(where: _Where, args: argparse.Namespace) -> int:
                   caption=_damage_caption(health))  # fmt: skip
         for h in health:
             s = h.segment
-            t.add_row(str(s.id), *map(_cell, s.partition), s.status.value, str(s.count), _damaged(h),
+            t.add_row(str(s.id), *map(_cell, s.partition), s.status.value, str(_records(h)), _damaged(h),
                       _size(s.bytes), _ts(s.first_ts), _ts(s.last_ts), s.path)  # fmt: skip
         _console().print(t)
         return 0
@@ -252,7 +254,7 @@ def _list(where: _Where, args: argparse.Namespace) -> int:
     for part, hs in groups.items():
         ss = [h.segment for h in hs]
         kinds = (LIVE, [Status.REPLAYED], [Status.DISCARDED])
-        live, replayed, discarded = (sum(s.count for s in ss if s.status in st) for st in kinds)
+        live, replayed, discarded = (sum(_records(h) for h in hs if h.segment.status in st) for st in kinds)
         firsts = [s.first_ts for s in ss if s.first_ts is not None]
         lasts = [s.last_ts for s in ss if s.last_ts is not None]
         rows.append({**dict(zip(_LABELS, part, strict=True)), "live": live, "replayed": replayed,
@@ -276,13 +278,23 @@ def _list(where: _Where, args: argparse.Namespace) -> int:
 
 
 def _damaged(h: SegmentHealth) -> str:
-    return "-" if not h.damaged else str(h.unreadable) if h.unreadable else "header"
+    return "-" if not h.damaged else str(h.unreadable) if h.unreadable else "yes (0 unreadable)"
+
+
+def _records(h: SegmentHealth) -> int:
+    """The records of a segment: what its index or manifest counts, or more when more are in it."""
+    return max(h.segment.count, h.readable + h.unreadable)
 
 
 def _verify(where: _Where, args: argparse.Namespace) -> int:
     health = where.store.check_all(_filter(args, None))
     orphans = where.view.orphans() if where.view is not None else []
     bad = [h for h in health if h.damaged]
+    lost = [u for u in where.view.untracked.values() if u.manifest is None] if where.view is not None else []
+    for u in lost:  # a manifest that cannot be read, and no segment to find its records from
+        print(f"DAMAGED {u.name}: unreadable manifest ({u.why}) and {u.problem}; converge dlq salvage"
+              f" {'records the loss' if 'missing' in (u.problem or '') else 'leaves it for a person'}",
+              file=sys.stderr if args.json else sys.stdout)  # fmt: skip
     if args.json:
         print_json([{"id": h.segment.id, **dict(zip(_LABELS, h.segment.partition, strict=True)),
                      "status": h.segment.status.value, "path": h.segment.path, "indexed": h.segment.count,
@@ -307,8 +319,9 @@ def _verify(where: _Where, args: argparse.Namespace) -> int:
         print(
             f"{len(health)} segments checked: {len(bad)} damaged, {n} unreadable records"
             + (f"; {len(orphans)} segment objects without a manifest" if orphans else "")
+            + (f"; {len(lost)} unreadable manifests without a segment" if lost else "")
         )
-    return 1 if bad or orphans else 0
+    return 1 if bad or orphans or lost else 0
 
 
 def _show(where: _Where, args: argparse.Namespace) -> int:
@@ -326,8 +339,8 @@ def _show(where: _Where, args: argparse.Namespace) -> int:
             damaged.append(item.health)
     if damaged:
         n = sum(h.unreadable for h in damaged)
-        print(f"{n} unreadable records of {len(damaged)} damaged segments skipped: see converge dlq verify",
-              file=sys.stderr)  # fmt: skip
+        print(f"{len(damaged)} damaged segments: {n} unreadable records skipped (their readable ones are"
+              " shown); see converge dlq verify", file=sys.stderr)  # fmt: skip
     if args.json:
         for e in entries:
             print(json.dumps(record_to_json(e.record, e.lsn)))
@@ -451,6 +464,10 @@ def _export(where: _Where, args: argparse.Namespace) -> int:
 
     rep = export_records(where.store, _filter(args, LIVE), args.out)
     to = "stdout" if args.out == "-" else args.out
+    if rep.damaged and not rep.unreadable:  # every record read, from segments damaged otherwise
+        print(f"exported {rep.records} records to {to}, from {len(rep.damaged)} damaged segments among"
+              " others", file=sys.stderr)  # fmt: skip
+        return _report_damage(rep.damaged, "exported, but damaged")
     if rep.damaged:
         print(f"exported {rep.records} of {rep.records + rep.unreadable} records to {to}: {rep.unreadable}"
               f" records could not be read", file=sys.stderr)  # fmt: skip
@@ -533,28 +550,51 @@ def _cleanup(where: _Where, args: argparse.Namespace) -> int:
 
 
 def _salvage(where: _Where, args: argparse.Namespace) -> int:
-    from framework.dlq.lifecycle import salvage
+    from framework.dlq.bucket import QUARANTINE_PREFIX
+    from framework.dlq.lifecycle import LOST_SUFFIX, salvage
 
     flt = _filter(args, None)
-    left = 0
+    left, repaired = 0, set()
     if where.view is not None:
-        orphans = where.view.orphans()
+        orphans, untracked = where.view.orphans(), where.view.untracked
         if args.dry_run:
             print(f"would adopt {len(orphans)} segment objects without a manifest")
+            for u in untracked.values():
+                what = f"track its {u.manifest.count} records again" if u.manifest else u.problem
+                print(f"would repair the unreadable manifest of {u.name}: {what}")
         else:
             adopted = where.view.adopt(orphans)
             left = len(orphans) - len(adopted)
             print(f"adopted {len(adopted)} segment objects without a manifest"
                   + (f"; {left} could not be read (see the log)" if left else ""))  # fmt: skip
+            for r in where.view.repair_untracked():
+                u = r.untracked
+                repaired.add(u.name)
+                if u.manifest is not None:
+                    print(
+                        f"adopted {u.name}: its manifest was unreadable ({u.why}); its {u.manifest.count}"
+                        f" records are tracked again, as sealed; old manifest -> {r.quarantined}"
+                    )
+                else:
+                    print(f"cleared {u.name}: unreadable manifest ({u.why}) and {u.problem}: its records are"
+                          f" lost (how many is unknown); old manifest -> {r.quarantined}")  # fmt: skip
+            left += len(untracked) - len(repaired)
     if args.dry_run:
         done = salvage(where.store, flt, dry_run=True)
     else:
-        damaged = [h.segment.path for h in where.store.check_all(flt) if h.damaged]
+        damaged = [h.segment.path for h in where.store.check_all(flt)
+                   if h.damaged and h.segment.path not in repaired]  # fmt: skip
         with _changing(where, flt, quarantine=True, names=damaged) as store:
             done = salvage(store, flt)
     verb = "would salvage" if args.dry_run else "salvaged"
+    lost = where.published.lost if where.published is not None else {}
     for s in done:
         h = s.health
+        if s.missing or h.segment.path in lost:
+            where_lost = f"{QUARANTINE_PREFIX}{h.segment.path}{LOST_SUFFIX}" if where.view else s.quarantined
+            verb_lost = "would clear" if args.dry_run else "cleared"
+            print(f"{verb_lost} {h.describe()}; {h.unreadable} records lost; recorded in {where_lost}")
+            continue
         kept = f"{h.readable} readable records kept" + (f" in {s.new_path}" if s.new_path else "")
         print(f"{verb} {h.describe()}; {kept}; damaged file -> {s.quarantined}")
     print(f"{verb} {len(done)} damaged segments")

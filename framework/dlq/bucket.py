@@ -20,7 +20,7 @@ publishing is sent again by the next one (at least once, as on a local root).
 
 from __future__ import annotations
 
-import hashlib
+import json
 import logging
 import tempfile
 import time
@@ -31,15 +31,25 @@ from pathlib import Path
 
 from framework.dlq.index import SegmentFilter, SegmentInfo, Status, Upload
 from framework.dlq.leases import DEFAULT_LEASE_S, Busy, Leases
+from framework.dlq.lifecycle import LOST_SUFFIX
 from framework.dlq.offload import origin, upload_segment
 from framework.dlq.record import Partition
-from framework.dlq.segment import SegmentReader
+from framework.dlq.segment import Damage, SegmentReader
 from framework.dlq.store import DeadLetterStore
 from framework.dlq.tracker import Manifest, Tracker, moved
-from stores.objects.error_map import DamagedObjectError
+from stores.objects.error_map import ChangedObjectError, DamagedObjectError
 from stores.objects.store import ObjectStore
 
-__all__ = ["BucketView", "Claim", "Published", "QUARANTINE_PREFIX", "busy_lines"]
+__all__ = [
+    "BucketView",
+    "Claim",
+    "Published",
+    "Repaired",
+    "Untracked",
+    "QUARANTINE_PREFIX",
+    "LOST_SUFFIX",
+    "busy_lines",
+]
 
 log = logging.getLogger("framework.dlq")
 
@@ -55,6 +65,17 @@ class Published:
     changed: int = 0
     removed: int = 0
     quarantined: int = 0
+    #: Segments removed whose object was missing: their records lost, by object name, with the
+    #: record of the loss written under ``quarantine/`` (``<name>.lost.json``).
+    lost: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Repaired:
+    """An untracked segment made whole: tracked again (or its manifest cleared); the old manifest's copy."""
+
+    untracked: Untracked
+    quarantined: str
 
 
 @dataclass
@@ -84,8 +105,74 @@ def _mirror(
     return known
 
 
+@dataclass(frozen=True)
+class Untracked:
+    """A segment object whose manifest cannot be read: why, and what was found from the object itself.
+
+    ``manifest`` is the one derived from the object (status sealed: the status the manifest held is
+    lost); None when the object is missing or holds no readable segment header (``problem`` says).
+    """
+
+    name: str
+    why: str
+    etag: str
+    manifest: Manifest | None = None
+    problem: str | None = None
+
+
+def _derive(objects: ObjectStore, name: str, scratch: Path, origin: str, now: float) -> Manifest | str:
+    """The manifest of the segment object ``name`` from its own header and records (as sealed), its
+    bytes left at ``scratch``; or why there is none (the object is missing or no segment)."""
+    try:
+        got = objects.fetch(name)
+    except FileNotFoundError:
+        return "its segment object is missing"
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    scratch.write_bytes(got.data)
+    r = SegmentReader(scratch, quiet=True).scan()
+    if r.header is None:
+        scratch.unlink()
+        return "its segment object has no readable segment header"
+    try:
+        part = Partition(*(str(r.header[k]) for k in Partition._fields))
+    except KeyError:
+        scratch.unlink()
+        return "its segment object's header names no partition"
+    created = r.header.get("created_at")
+    return Manifest(name, part, Status.SEALED, r.count, len(got.data), r.first_ts, r.last_ts, r.first_lsn,
+                    r.last_lsn, float(created) if isinstance(created, int | float) else now, now,
+                    got.actual_sha256, origin)  # fmt: skip
+
+
+def _untracked(
+    store: DeadLetterStore, tracker: Tracker, bad: dict[str, str], origin: str
+) -> dict[str, Untracked]:
+    """Index in ``store`` the segments of the unreadable manifests ``bad`` (name -> why), found from
+    their objects and noted as damaged; returns every one, mirrored or not."""
+    found: dict[str, Untracked] = {}
+    for name, why in sorted(bad.items()):
+        try:
+            raw = tracker.objects.fetch(tracker.key(name))
+        except FileNotFoundError:  # removed meanwhile
+            continue
+        derived = _derive(tracker.objects, name, store.abspath(name), origin, store.clock())
+        if isinstance(derived, str):
+            found[name] = Untracked(name, why, raw.etag, None, derived)
+            continue
+        found[name] = Untracked(name, why, raw.etag, derived)
+        _mirror(store, [(derived, raw.etag)])
+        found_by = "the segment was found from its object; converge dlq salvage adopts it"
+        store.notes[name] = [Damage(0, 0, f"unreadable manifest {tracker.key(name)} ({why}): {found_by}")]
+    return found
+
+
 class BucketView:
-    """The uploaded segments of every host, mirrored in a scratch root (removed by ``close``)."""
+    """The uploaded segments of every host, mirrored in a scratch root (removed by ``close``).
+
+    A segment whose manifest cannot be read is found from its object (``untracked``): listed,
+    shown and exported with its records, reported as damaged (so never replayed, discarded or
+    deleted), and adopted by ``adopt``.
+    """
 
     def __init__(
         self,
@@ -104,6 +191,10 @@ class BucketView:
         self.store = DeadLetterStore(self.root / "view", clock=clock, quiet=True, objects=objects)
         entries, self.unreadable = self.tracker.read_all(self.tracker.names())
         self.known = _mirror(self.store, entries)
+        self.untracked = _untracked(self.store, self.tracker, self.unreadable, self._origin())
+
+    def _origin(self) -> str:
+        return f"adopted by {self.leases.holder}"
 
     @property
     def url(self) -> str:
@@ -123,31 +214,54 @@ class BucketView:
         """
         adopted = []
         for name in names:
-            try:
-                data = self.objects.get(name)
-            except (FileNotFoundError, DamagedObjectError) as exc:
-                log.error("dead-letter segment object %s not adopted: %s", name, exc)
+            m = _derive(self.objects, name, self.root / "adopt" / name, self._origin(), self.clock())
+            if isinstance(m, str):
+                log.error("dead-letter segment object %s not adopted: %s", name, m.removeprefix("its "))
                 continue
-            path = self.root / "adopt" / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-            r = SegmentReader(path, quiet=True).scan()
-            if r.header is None:
-                log.error("dead-letter segment object %s not adopted: no readable segment header", name)
-                continue
-            try:
-                part = Partition(*(str(r.header[k]) for k in Partition._fields))
-            except KeyError:
-                log.error("dead-letter segment object %s not adopted: its header names no partition", name)
-                continue
-            now = self.clock()
-            created = r.header.get("created_at")
-            m = Manifest(name, part, Status.SEALED, r.count, len(data), r.first_ts, r.last_ts, r.first_lsn,
-                         r.last_lsn, float(created) if isinstance(created, int | float) else now, now,
-                         hashlib.sha256(data).hexdigest(), f"adopted by {self.leases.holder}")  # fmt: skip
             if self.tracker.create(m):
                 adopted.append(name)
         return adopted
+
+    def repair_untracked(self) -> list[Repaired]:
+        """Give every ``untracked`` segment a manifest again, or clear a manifest whose object is gone.
+
+        The unreadable manifest is copied to ``quarantine/tracker/`` first, then replaced (``If-Match``
+        on the ETag read) by the manifest derived from the segment object, as sealed (the status it
+        held is lost: a replay sends its records again, at least once). A manifest whose segment
+        object is missing is removed, its loss recorded in ``quarantine/<name>.lost.json`` (how many
+        records is unknown: the manifest that counted them is unreadable). An object that holds no
+        segment is left as it is. A manifest changed meanwhile is left to its new writer.
+        """
+        done: list[Repaired] = []
+        for u in self.untracked.values():
+            if u.manifest is None and u.problem != "its segment object is missing":
+                log.error("dead-letter manifest of %s not repaired: %s", u.name, u.problem)
+                continue
+            key = self.tracker.key(u.name)
+            kept = QUARANTINE_PREFIX + key
+            try:
+                self.objects.copy(key, kept)
+                if u.manifest is not None:
+                    self.objects.put(key, u.manifest.encode(), if_match=u.etag)
+                else:
+                    self._record_loss(u.name, None, f"unreadable manifest ({u.why}) and no segment object")
+                    self.tracker.remove(u.name, u.etag)
+            except (FileNotFoundError, ChangedObjectError) as exc:
+                log.error("dead-letter manifest of %s not repaired: it changed meanwhile (%s)", u.name, exc)
+                continue
+            done.append(Repaired(u, kept))
+        return done
+
+    def _record_loss(self, name: str, m: Manifest | None, why: str) -> str:
+        """Write ``quarantine/<name>.lost.json``: what was lost of segment ``name`` and why; its key."""
+        key = f"{QUARANTINE_PREFIX}{name}{LOST_SUFFIX}"
+        body = {"segment": name, "why": why, "records_lost": None if m is None else m.count,
+                "manifest": None if m is None else json.loads(m.encode()), "at": self.clock(),
+                "by": self.leases.holder}  # fmt: skip
+        self.objects.put(key, json.dumps(body, sort_keys=True).encode())
+        log.error("dead-letter segment %s cleared: %s; %s records lost (recorded in %s)", name, why,
+                  "an unknown number of" if m is None else m.count, key)  # fmt: skip
+        return key
 
     @contextmanager
     def claim(self, flt: SegmentFilter | None = None, names: Iterable[str] | None = None) -> Iterator[Claim]:
@@ -161,6 +275,9 @@ class BucketView:
                 entries, bad = self.tracker.read_all(held.leases)  # as they are now that they are ours
                 self.unreadable.update(bad)
                 claim = Claim(store, list(held.busy), _mirror(store, entries))
+                for name, u in _untracked(store, self.tracker, bad, self._origin()).items():
+                    if u.manifest is not None:  # damaged: reported, never changed by a command
+                        claim.known[name] = (u.manifest, u.etag)
                 yield claim
                 if held.lost:
                     raise RuntimeError(f"leases lost while working on {sorted(held.lost)}: nothing published")
@@ -181,10 +298,14 @@ class BucketView:
                 self.tracker.update(moved(m, seg), etag)
                 out.changed += 1
         for path in sorted(known.keys() - now.keys()):
-            etag = known[path][1]
+            m, etag = known[path]
             if claim.quarantine:
-                self.objects.copy(path, QUARANTINE_PREFIX + path)
-                out.quarantined += 1
+                try:
+                    self.objects.copy(path, QUARANTINE_PREFIX + path)
+                    out.quarantined += 1
+                except FileNotFoundError:  # nothing to keep: the loss is recorded instead
+                    self._record_loss(path, m, "its segment object is missing")
+                    out.lost[path] = m.count
             self.tracker.remove(path, etag)
             self.objects.delete(path)
             out.removed += 1

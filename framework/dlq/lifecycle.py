@@ -13,6 +13,7 @@ moves to ``quarantine/`` (never read or deleted by converge).
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from dataclasses import dataclass, replace
@@ -24,11 +25,15 @@ from framework.dlq.record import ParkedRecord, record_to_json
 from framework.dlq.segment import SegmentReader, SegmentWriter, encode_line, fsync_dir
 from framework.dlq.store import DeadLetterStore
 
-__all__ = ["settle", "discard", "cleanup", "salvage", "Outcome", "CleanupReport", "Salvaged", "QUARANTINE"]
+__all__ = [
+    "settle", "discard", "cleanup", "salvage", "Outcome", "CleanupReport", "Salvaged", "QUARANTINE",
+    "LOST_SUFFIX",
+]  # fmt: skip
 
 log = logging.getLogger("framework.dlq")
 
 QUARANTINE = "quarantine"
+LOST_SUFFIX = ".lost.json"
 
 
 @dataclass(frozen=True)
@@ -53,11 +58,16 @@ class CleanupReport:
 
 @dataclass(frozen=True)
 class Salvaged:
-    """A damaged segment replaced by a copy of its readable records; the original moved to quarantine."""
+    """A damaged segment replaced by a copy of its readable records; the original moved to quarantine.
+
+    ``missing``: there was no file to move (its object or file was gone): ``quarantined`` is then
+    the record of the loss (``<path>.lost.json``), its records counted as lost.
+    """
 
     health: SegmentHealth
     new_path: str | None
     quarantined: str
+    missing: bool = False
 
 
 class _Part:
@@ -232,14 +242,24 @@ def _salvage_one(store: DeadLetterStore, health: SegmentHealth, target: Path) ->
     swapped, written = _swap(store, seg, good)
     if not swapped:
         raise RuntimeError(f"segment {seg.id} changed while it was being salvaged")
-    if original.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        original.replace(target)
-        fsync_dir(target.parent)
-        fsync_dir(original.parent)
-        _prune(store, original.parent)
+    new_path = None if written is None else store.relpath(written)
+    if not original.exists():  # nothing to keep: record what was lost instead
+        lost = target.with_name(target.name + LOST_SUFFIX)
+        lost.parent.mkdir(parents=True, exist_ok=True)
+        body = {"segment": seg.path, "why": health.describe(), "records_lost": health.unreadable,
+                "at": store.clock()}  # fmt: skip
+        lost.write_text(json.dumps(body, sort_keys=True) + "\n")
+        fsync_dir(lost.parent)
+        log.error("dead-letter WAL: cleared %s; %d records lost (recorded in %s)", health.describe(),
+                  health.unreadable, lost)  # fmt: skip
+        return Salvaged(health, new_path, store.relpath(lost), missing=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    original.replace(target)
+    fsync_dir(target.parent)
+    fsync_dir(original.parent)
+    _prune(store, original.parent)
     log.warning("dead-letter WAL: salvaged %s; damaged file kept at %s", health.describe(), target)
-    return Salvaged(health, None if written is None else store.relpath(written), store.relpath(target))
+    return Salvaged(health, new_path, store.relpath(target))
 
 
 def _swap(store: DeadLetterStore, seg: SegmentInfo, kept: _Part) -> tuple[bool, Path | None]:

@@ -29,8 +29,7 @@ from framework.dlq.health import SegmentHealth, assess
 from framework.dlq.index import SegmentFilter, SegmentIndex, SegmentInfo, Status
 from framework.dlq.names import UnsafePathError
 from framework.dlq.record import ParkedRecord
-from framework.dlq.segment import SegmentReader, fsync_dir
-from stores.objects.error_map import DamagedObjectError
+from framework.dlq.segment import Damage, SegmentReader, fsync_dir
 from stores.objects.store import ObjectStore
 
 __all__ = ["DeadLetterStore", "Entry", "SegmentEnd", "LIVE"]
@@ -83,6 +82,9 @@ class DeadLetterStore:
         self.segments_root.mkdir(exist_ok=True)
         self.clock = clock
         self.index = SegmentIndex(self.root / "index.sqlite3")
+        #: Damage of segments found outside their files (by path): what reading their objects
+        #: found (``local``), or a manifest that could not be read (``bucket.py``).
+        self.notes: dict[str, list[Damage]] = {}
 
     def abspath(self, seg: SegmentInfo | str) -> Path:
         """The absolute file of a segment; refuses paths outside ``segments/``."""
@@ -95,9 +97,12 @@ class DeadLetterStore:
     def local(self, seg: SegmentInfo) -> Path:
         """The file of ``seg``; one whose bytes are in object storage is fetched there first.
 
-        The object is checked against its SHA-256 as it is read; a missing or damaged object
-        leaves the file missing (the segment's health says so, and a damaged one is logged).
-        An object-storage outage raises ``TransientObjectError``.
+        The object is checked as it is read: what is wrong with it goes to ``notes`` (the
+        segment's health reports it): a missing object (the file stays missing), a body whose
+        content digest differs from the object's stored SHA-256 or from its manifest's (the
+        bytes are kept, so the reader still finds every readable record and names the damaged
+        lines), a body cut short on the way (the file stays missing). An object-storage outage
+        raises ``TransientObjectError``.
         """
         path = self.abspath(seg)
         if self.objects is None or path.exists():
@@ -105,22 +110,43 @@ class DeadLetterStore:
         up = self.index.upload(seg.id)
         if up is None:
             return path
+        where = f"{self.objects.url.rstrip('/')}/{up.name}"
         try:
-            data = self.objects.get(up.name)
+            got = self.objects.fetch(up.name)
         except FileNotFoundError:
+            self._note(seg, Damage(0, seg.bytes, f"segment object is missing: no object at {where}"))
             return path
-        except DamagedObjectError as exc:  # the file stays missing: the segment reads as damaged
-            log.error("dead-letter segment %s: its object is damaged: %s", seg.path, exc)
+        problem = got.problem()
+        if problem is not None and len(got.data) != got.size:  # cut short on the way: nothing to read
+            self._note(seg, Damage(0, seg.bytes, f"segment object unreadable: {problem}"))
+            log.error("dead-letter segment %s: its object is damaged: %s", seg.path, problem)
             return path
+        if problem is not None:
+            self._note(seg, Damage(0, got.size, problem))
+            log.error("dead-letter segment %s: its object is damaged: %s", seg.path, problem)
+        elif up.sha256 and got.actual_sha256 != up.sha256:
+            why = (f"content digest mismatch: the object's {got.size} bytes have SHA-256 {got.actual_sha256},"
+                   f" its manifest names {up.sha256}")  # fmt: skip
+            self._note(seg, Damage(0, got.size, why))
         path.parent.mkdir(parents=True, exist_ok=True)
         part = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.fetching")
         with open(part, "wb") as f:
-            f.write(data)
+            f.write(got.data)
             f.flush()
             os.fsync(f.fileno())
         part.replace(path)
         fsync_dir(path.parent)
         return path
+
+    def _note(self, seg: SegmentInfo, damage: Damage) -> None:
+        """Remember ``damage`` of ``seg`` found outside its file (reported by its health)."""
+        self.notes.setdefault(seg.path, [])
+        if damage not in self.notes[seg.path]:
+            self.notes[seg.path].append(damage)
+
+    def _assess(self, seg: SegmentInfo, reader: SegmentReader | None, size: int | None) -> SegmentHealth:
+        ledger = "manifest" if self.objects is not None and self.index.upload(seg.id) is not None else "index"
+        return assess(seg, reader, size, notes=self.notes.get(seg.path, ()), ledger=ledger)
 
     def relpath(self, path: Path) -> str:
         """``path`` relative to the root, as stored in the index."""
@@ -143,7 +169,7 @@ class DeadLetterStore:
             reader.scan()
         except FileNotFoundError:
             return self._gone(seg)
-        return assess(seg, reader, size)
+        return self._assess(seg, reader, size)
 
     def check_all(self, flt: SegmentFilter | None = None) -> list[SegmentHealth]:
         """``check`` of every segment matching ``flt`` (all statuses unless it names some)."""
@@ -154,7 +180,7 @@ class DeadLetterStore:
         now = self.index.get(seg.id)
         if now is None or now.path != seg.path:
             return None
-        return assess(now, None, None)
+        return self._assess(now, None, None)
 
     def records(self, flt: SegmentFilter | None = None) -> Iterator[Entry]:
         """Live (open or sealed, unless ``flt.statuses`` says otherwise) records in ``flt``'s window,
@@ -196,7 +222,7 @@ class DeadLetterStore:
                 if health is not None:
                     yield SegmentEnd(seg, 0, 0, health)
                 continue
-            yield SegmentEnd(seg, reader.count, selected, assess(seg, reader, size))
+            yield SegmentEnd(seg, reader.count, selected, self._assess(seg, reader, size))
 
     @staticmethod
     def _keyed(items: Iterator[Entry | SegmentEnd]) -> Iterator[tuple[tuple[int, int], Entry | SegmentEnd]]:

@@ -26,6 +26,7 @@ from framework.settings import Settings
 from framework.state.dedupe import DedupedJoin
 from framework.state.worker import JoinWiring
 from framework.worker.denylist import denylist_settler
+from framework.worker.dlq_retention import register_dlq_retention
 from framework.worker.faust_app import ConvergeFaustApp, create_faust_app
 from framework.worker.resources import Resources
 from framework.worker.verifying import WorkerVerifier
@@ -183,6 +184,7 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
     worker.starting.append(starting)
     worker.stopped.append(stopped)
     register_dlq_rotation(worker, lambda: resources.dlq)
+    register_dlq_retention(worker, lambda: resources.dlq, settings)  # CONVERGE_DLQ_RETENTION
     runtimes = [r for r, _ in agents] + [r for r, _ in projectors] + [r for r, _ in totals]
     return Wiring(resources, tuple(runtimes), verifier)
 

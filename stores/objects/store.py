@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from framework.core.extras import needs_extra
 from stores.objects.error_map import ChangedObjectError, DamagedObjectError, map_error
 
-__all__ = ["ObjectInfo", "ObjectStore", "parse_s3_url"]
+__all__ = ["Fetched", "ObjectInfo", "ObjectStore", "parse_s3_url"]
 
 #: The user metadata key holding the hex SHA-256 of the body (kept by every S3 implementation,
 #: unlike the additional checksums, which some S3-compatible servers do not store).
@@ -48,6 +48,30 @@ class ObjectInfo:
     size: int
     sha256: str | None
     etag: str
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """An object's body as read, its ETag, the size the service announced and the SHA-256 in its metadata."""
+
+    data: bytes
+    etag: str
+    size: int
+    sha256: str | None
+
+    @property
+    def actual_sha256(self) -> str:
+        """The hex SHA-256 of the bytes read."""
+        return hashlib.sha256(self.data).hexdigest()
+
+    def problem(self) -> str | None:
+        """What is wrong with the body read (None: its size and content digest match), in one phrase."""
+        if len(self.data) != self.size:
+            return f"size mismatch: {len(self.data)} bytes read, the object has {self.size}"
+        if self.sha256 is not None and self.actual_sha256 != self.sha256:
+            return (f"content digest mismatch: the {self.size} bytes read have SHA-256 {self.actual_sha256},"
+                    f" the object's stored SHA-256 is {self.sha256}")  # fmt: skip
+        return None
 
 
 class ObjectStore:
@@ -207,9 +231,17 @@ class ObjectStore:
             raise
 
     def copy(self, source: str, target: str) -> None:
-        """Copy the object at ``source`` to ``target`` inside the bucket (the service copies the bytes)."""
-        self._call("copy", "copy_object", Key=self.key(target),
-                   CopySource={"Bucket": self.bucket, "Key": self.key(source)})  # fmt: skip
+        """Copy the object at ``source`` to ``target`` inside the bucket (the service copies the bytes).
+
+        ``FileNotFoundError`` when there is no object at ``source``.
+        """
+        try:
+            self._call("copy", "copy_object", Key=self.key(target),
+                       CopySource={"Bucket": self.bucket, "Key": self.key(source)})  # fmt: skip
+        except Exception as exc:
+            if _not_found(exc):
+                raise FileNotFoundError(f"s3://{self.bucket}/{self.key(source)}") from None
+            raise
 
     # -- reading ---------------------------------------------------------------------
     def head(self, name: str) -> ObjectInfo | None:
@@ -236,6 +268,18 @@ class ObjectStore:
 
     def read(self, name: str) -> tuple[bytes, str]:
         """``get`` with the ETag of the version read (for a later ``if_match``)."""
+        got = self.fetch(name)
+        problem = got.problem()
+        if problem is not None:
+            raise DamagedObjectError(f"s3://{self.bucket}/{self.key(name)}: {problem}")
+        return got.data, got.etag
+
+    def fetch(self, name: str) -> Fetched:
+        """The bytes at ``name`` as read, with what the service says of them, unchecked (``Fetched.problem``).
+
+        ``FileNotFoundError`` when there is no object. For a reader that wants the readable parts
+        of a damaged object as well as the name of its damage.
+        """
         try:
             r = self._call("get", "get_object", Key=self.key(name))
         except Exception as exc:
@@ -247,14 +291,7 @@ class ObjectStore:
         except Exception as exc:
             raise map_error(exc, f"get s3://{self.bucket}/{self.key(name)}") from exc
         expected = (r.get("Metadata") or {}).get(SHA256_META)
-        if len(data) != int(r["ContentLength"]) or (
-            expected is not None and hashlib.sha256(data).hexdigest() != expected
-        ):
-            raise DamagedObjectError(
-                f"s3://{self.bucket}/{self.key(name)}: the {len(data)} bytes read do not match the "
-                f"stored size {r['ContentLength']} and SHA-256 {expected}"
-            )
-        return data, str(r.get("ETag", ""))
+        return Fetched(data, str(r.get("ETag", "")), int(r["ContentLength"]), expected)
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         """The objects whose name starts with ``prefix``, in key order (SHA-256 not read: None)."""

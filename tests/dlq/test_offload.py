@@ -130,7 +130,7 @@ def test_a_damaged_object_reads_as_a_damaged_segment(tmp_path: Path, objects: Ob
     )  # fmt: skip
     with BucketView(objects) as view:
         (health,) = view.store.check_all()
-        assert health.damaged and "missing" in health.describe()
+        assert health.damaged and "content digest mismatch" in health.describe()  # named, not "missing"
 
 
 def test_a_damaged_local_segment_stays_local(tmp_path: Path, objects: ObjectStore) -> None:
