@@ -37,9 +37,9 @@ async def publish(
     ``HOST:PORT``). Each event goes to ``topic`` when given, else to the topic ``app`` routes
     it to (``App.topic_of``; an event no agent or lookup declares raises ``EventError`` before
     anything is sent). The Kafka key is the event's ``ordering_key``: the events of one key
-    land on one partition, in the order given. ``partitions``: create any missing topic with that many partitions
-    first (give the workers' ``CONVERGE_PARTITIONS``); None leaves that to the worker, which
-    creates its topics when it starts, so start it first. Call it with ``await``, or
+    land on one partition, in the order given. ``partitions``: create any missing topic with
+    that many partitions first (give the workers' ``CONVERGE_PARTITIONS``); None leaves that to
+    the worker, which creates its topics when it starts, so start it first. Call it with ``await``, or
     ``asyncio.run(publish(...))`` from a script.
 
     ``ValueError`` when neither ``app`` nor ``topic`` is given.
