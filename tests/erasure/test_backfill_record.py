@@ -3,7 +3,9 @@
 Issue 22 case 7: a backfill into a fresh store restored erased subjects (the
 store had no deny-list). Now it refuses a store without one, and with the
 store of record named (``denylist_store``, the CLI's ``--denylist-store``)
-copies its deny-list and screens against it.
+copies its deny-list and screens against it. Issue 42: a store whose tables a worker
+created (an empty deny-list table) is refused the same way, and screened once the store
+of record is named.
 
 The erasure property through the batch layer: 300 histories of the notes
 app (``histories``, disjoint keys) are backfilled in two parts around the
@@ -60,6 +62,18 @@ async def _read(url: str, key: bytes, probes: Sequence[str]) -> tuple[dict, dict
         await store.close()
 
 
+async def _create_tables(url: str) -> None:
+    """Every table of the app and the deny-list's, empty, as a worker's start creates them."""
+    from framework.erasure.tables import ERASURE_TABLES
+
+    store = await open_wide_store(url)
+    try:
+        for schema in (*app.tables, *ERASURE_TABLES):
+            await store.ensure_table(schema)
+    finally:
+        await store.close()
+
+
 def _check(hists: Sequence[History], people: dict, notes: dict) -> None:
     for hist in hists:
         mine = {k: v for k, v in people.items() if k.lower().endswith(f"@x{hist.h}.io")}
@@ -96,12 +110,18 @@ def test_backfills_around_erasures_of_300_histories(
     monkeypatch.delenv("CONVERGE_DENYLIST_STORE", raising=False)
     with pytest.raises(JobError, match="no erasure deny-list"):  # case 7: refused before any Spark job
         backfill(spark, [str(tmp_path / "after.jsonl")], fresh, app=SPEC)
+    made = sqlite_url(tmp_path / "made.db")  # the tables a worker creates: an empty deny-list table
+    asyncio.run(_create_tables(made))
+    with pytest.raises(JobError, match="no erasure deny-list"):  # an empty table is no deny-list of record
+        backfill(spark, [str(tmp_path / "after.jsonl")], made, app=SPEC)
     paths = [str(tmp_path / "after.jsonl")]
     third = backfill(spark, paths, fresh, app=SPEC, partitions=2, denylist_store=record)
     assert third.events == len(after) and not third.rejected
+    fourth = backfill(spark, paths, made, app=SPEC, partitions=2, denylist_store=record)
+    assert fourth.events == len(after) and not fourth.rejected
 
     probes = [hists[i].requests[0].swapcase() for i in (0, N // 2, N - 1)]
-    for url in (record, fresh):
+    for url in (record, fresh, made):
         people, notes, residue = asyncio.run(_read(url, erasure_key, probes))
         assert residue == [], url
         _check(hists, people, notes)
