@@ -87,7 +87,8 @@ class Settings:
     - ``dlq_s3_access_key``: none (boto3's default credentials: an instance role or its
       config files); the access key id for ``dlq_objects``
     - ``dlq_s3_secret_key``: none; the secret key for ``dlq_objects``, never printed
-    - ``dlq_retention``: ``forever``; how long ``converge dlq cleanup`` keeps parked events, per
+    - ``dlq_retention``: ``forever``; how long parked events are kept (each worker applies it hourly,
+      and ``converge dlq cleanup``), per
       partition: comma-separated ``PATTERN=DURATION`` rules such as ``orders=30d,*/*/*/Timeout=7d``,
       PATTERN ``pipeline[/event_type[/stage[/error_class]]]`` with ``*`` for any part, DURATION
       like ``12h``, ``30d`` or ``forever``; the most specific matching rule wins, and a partition

@@ -99,15 +99,25 @@ def spark_retention(
     start_with: str | None = None,
     shards: int | None = None,
     clock: Callable[[], float] = time.time,
+    settings: Any = None,
 ) -> RetentionRun:
     """One round of the retention job of ``app_spec`` with the store side on Spark (``shards``
-    tasks per table, default the default parallelism); ``index`` opens the index (in the loop)."""
+    tasks per table, default the default parallelism); ``index`` opens the index (in the loop).
+    An app's aggregates are re-projected into their contributions in the store, their changed
+    groups announced on ``settings.broker`` (``framework.cli.job_turn.aggregate_targets``'s way)."""
     app = load_app(app_spec)
     n = shards or spark.sparkContext.defaultParallelism
 
     async def go() -> RetentionRun:
         store = await open_wide_store(store_url)
         opened = None if index is None else index()
+        announcer = contributions = None
+        if app.aggregates and settings is not None:
+            from framework.aggregates.announce import KafkaAnnouncer
+            from framework.aggregates.contributions import ContributionIndex
+
+            announcer = KafkaAnnouncer(settings.broker, app.group_topic, settings.partitions)
+            contributions = ContributionIndex(store, app.aggregates, announcer)
         try:
             return await run_retention(
                 app,
@@ -115,12 +125,15 @@ def spark_retention(
                 checkpoints=checkpoints,
                 locks=locks,
                 index=opened,
+                aggregates=contributions,
                 predecessor=predecessor,
                 start_with=start_with,
                 clock=clock,
                 retain=spark_retain(spark, store_url, app_spec, shards=n),
             )
         finally:
+            if announcer is not None:
+                await announcer.close()
             if opened is not None:
                 await opened.close()
             await store.close()

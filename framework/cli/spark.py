@@ -423,6 +423,7 @@ def _retention(args: argparse.Namespace) -> int:
         run = spark_retention(
             c.spark, args.app, c.job.store, checkpoints=c.checkpoints, locks=c.locks, index=c.index,
             predecessor=args.predecessor, start_with=args.start_with, shards=args.shards, clock=c.clock,
+            settings=c.job.settings,
         )  # fmt: skip
     return _reported(args, run, print_run)
 
