@@ -15,6 +15,8 @@ from framework import Event
 from framework.testing import assert_converges, deliveries
 from tests.examples.support_desk.builders import CREATED
 
+SPACINGS = (1, 1_000, 1_000_000, 86_400_000_000)
+T0 = 1_700_000_000_000_000
 TICKETS = tuple(TicketRef("acme", "zendesk", f"47{n:02d}") for n in range(3))
 CONVERSATIONS = ("thread-a", "thread-b")
 
@@ -67,8 +69,10 @@ def test_a_reply_newer_than_both_claims_moved_away_leaves_no_mark_of_its_own() -
 @st.composite
 def histories(draw: st.DrawFn) -> list[Event]:
     """Tickets, each created (maybe naming a conversation), claims that move conversations between
-    tickets, and replies, with versions that fall before, between and after the claims."""
-    version = st.integers(1, 60)
+    tickets, and replies, with versions that fall before, between and after the claims, on a grid
+    of real timestamps spaced 1 us, 1 ms, 1 s or a day."""
+    spacing = draw(st.sampled_from(SPACINGS))  # versions: real timestamps 1 us, 1 ms, 1 s or a day apart
+    version = st.integers(1, 60).map(lambda i: T0 + spacing * i)
     events: list[Event] = []
     for ref in TICKETS:
         events.append(created(ref, draw(version), draw(st.sampled_from((None, *CONVERSATIONS)))))
