@@ -26,6 +26,17 @@ calibration line comes first (``benchmarks.calibration.calibrate``).
     python -m benchmarks.agent_throughput --events 100000 --keys 1000 --latency-ms 0 --repeat 5 \\
         --variants c c-app c-agg
 
+(quix) Quix Streams (issue 44, ``benchmarks.quix_peer``): the same keyed work (per key the payload
+of the highest version) in RocksDB state with a changelog topic, checkpointed commits, run by a
+scratch venv's interpreter (never a dependency of converge) as its own process, its CPU from
+``/proc`` of that process, first to last processed event, and (``ckpt``) to the end of the
+checkpoint after it; its state is compared with the model of the events. With ``quix`` chosen and
+a latency of 0, (c0) and (quix) join the interleaved rounds of that latency and each round prints
+(c) and Quix side by side.
+
+    python -m benchmarks.agent_throughput --events 100000 --keys 1000 --latency-ms 0 --repeat 5 \\
+        --variants c0 c quix
+
 With ``--repeat N`` every variant runs N times, interleaved, and the median is
 printed (with the range): single runs on 2 shared cores vary by 30 % or more. With (b1) and
 (c) both chosen, the ratio of their CPU per event is printed for each round as well.
@@ -44,13 +55,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.calibration import Measured, calibrate, make_records, raw_measured
+from benchmarks.quix_peer import QUIX_VENV, quix_run, scratch_venv
 from framework.aggregates.tables import tables_of
 from framework.kafka_admin import ensure_topics, produce
 from framework.local_stack import LocalStack
 from framework.worker.processes import start_worker, stop_worker
 from stores.sqlite.store import SqliteStore
 
-VARIANTS = ("a", "c0", "b1", "b2", "c", "c-app", "c-agg")
+VARIANTS = ("a", "c0", "b1", "b2", "c", "c-app", "c-agg", "quix")
 
 
 def faust_run(
@@ -187,6 +199,21 @@ def _line(runs: list[Measured]) -> str:
     return f"{rates} ev/s   CPU {_median([r.cpu_us for r in runs], '5.0f')} us/ev"
 
 
+def _peer_round(i: int, runs: dict[str, list[Measured]], ckpt: Measured) -> str:
+    """Round ``i``'s (c), (c0) and Quix figures side by side (the last run of each)."""
+    parts = [f"round {i + 1}:"]
+    for variant, label in (("keyed", "(c)"), ("noop", "(c0)")):
+        if variant in runs:
+            m = runs[variant][-1]
+            parts.append(f"{label} {m.cpu_us:5.1f} us/ev {m.rate:8.0f} ev/s;")
+    q = runs["quix"][-1]
+    parts.append(f"(quix) {q.cpu_us:5.1f} us/ev {q.rate:8.0f} ev/s (to checkpoint {ckpt.cpu_us:5.1f} us/ev "
+                 f"{ckpt.rate:8.0f} ev/s)")  # fmt: skip
+    if "keyed" in runs:
+        parts.append(f"; c/quix CPU {runs['keyed'][-1].cpu_us / q.cpu_us:.2f}")
+    return " ".join(parts)
+
+
 def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -197,8 +224,11 @@ def main() -> None:
     ap.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS),
                     help="the variants to run (default: all)")  # fmt: skip
     ap.add_argument("--calibration-records", type=int, default=200_000)
+    ap.add_argument("--quix-venv", type=Path, default=QUIX_VENV, help="the scratch venv of (quix)")
     args = ap.parse_args()
     chosen = set(args.variants)
+    if "quix" in chosen:
+        args.quix_python = scratch_venv(args.quix_venv)  # before the calibration: pip is no load then
     with tempfile.TemporaryDirectory() as tmp:
         print(calibrate(Path(tmp) / "calibration", args.calibration_records), flush=True)
         with LocalStack(Path(tmp) / "stack") as stack:
@@ -220,32 +250,58 @@ def run(args: argparse.Namespace, chosen: set[str], bootstrap: str, work: Path) 
     if "a" in chosen:
         raw = asyncio.run(raw_measured(bootstrap, topic, args.events))
         print(f"(a)  raw aiokafka + JSON decode      {_line([raw])}   (this process)")
-    if "c0" in chosen:
+    peer = "quix" in chosen and 0.0 in args.latency_ms  # (c0) and (quix) join the rounds at 0 ms
+    if "c0" in chosen and not peer:
         c0 = [faust_run("keyed", broker, topic, args.events, 0, work, noop=True)[0]
               for _ in range(args.repeat)]  # fmt: skip
         print(f"(c0) KeyedAgent runtime, no-op sink  {_line(c0)}   (the runtime without the store)")
     labels = {"plain": ("(b1)", "plain Faust agent, no writes   "),
               "naive": ("(b2)", "naive Faust agent, awaits each "),
-              "keyed": ("(c)", "KeyedAgent runtime             ")}  # fmt: skip
+              "keyed": ("(c)", "KeyedAgent runtime             "),
+              "noop": ("(c0)", "KeyedAgent runtime, no-op sink "),
+              "quix": ("(quix)", "Quix Streams, RocksDB state  ")}  # fmt: skip
+    ckpt: list[Measured] = []
     for latency in args.latency_ms:
         runs: dict[str, list[Measured]] = {v: [] for v, (lb, _) in labels.items() if lb.strip("()") in chosen}
+        runs.pop("noop", None)
+        runs.pop("quix", None)
+        if peer and latency == 0:
+            runs.update({"noop": []} if "c0" in chosen else {})
+            runs["quix"] = []
         if not runs:
             break
-        for _ in range(args.repeat):
+        for i in range(args.repeat):
             for variant, out in runs.items():
-                one, data = faust_run(variant, broker, topic, args.events, latency, work)
-                if variant == "keyed":
-                    check_rows(data, model)
+                if variant == "quix":
+                    one, to_ckpt, version = quix_run(
+                        args.quix_python, bootstrap, topic, args.events, work, model
+                    )
+                    labels["quix"] = ("(quix)", f" Quix Streams {version}, RocksDB".ljust(30))
+                    ckpt.append(to_ckpt)
+                else:
+                    one, data = faust_run("keyed" if variant == "noop" else variant, broker, topic,
+                                          args.events, latency, work, noop=variant == "noop")  # fmt: skip
+                    if variant == "keyed":
+                        check_rows(data, model)
                 out.append(one)
+            if "quix" in runs:
+                print(_peer_round(i, runs, ckpt[-1]), flush=True)
         print(f"-- sink latency {latency:g} ms per write (SQLite store)")
         for variant, out in runs.items():
             label, text = labels[variant]
             print(f"{label:<5}{text}{_line(out)}")
+        if "quix" in runs:
+            print(f"{'       to the checkpoint after it':<36}{_line(ckpt)}")
+            if "keyed" in runs:
+                rounds = " ".join(
+                    f"{c.cpu_us / q.cpu_us:.2f}" for c, q in zip(runs["keyed"], runs["quix"], strict=True)
+                )
+                print(f"     CPU per event c/quix in each round: {rounds}")
         if "plain" in runs and "keyed" in runs:  # issue 27: b1/c of at least 1.5 in every round
             pairs = zip(runs["plain"], runs["keyed"], strict=True)
             rounds = " ".join(f"{b.cpu_us / c.cpu_us:.2f}" for b, c in pairs)
             print(f"     CPU per event b1/c in each round: {rounds}")
-        if raw is not None and len(runs) == 3:
+        if raw is not None and {"plain", "naive", "keyed"} <= runs.keys():
             b1, b2, c = (statistics.median(r.rate for r in runs[v]) for v in ("plain", "naive", "keyed"))
             print(f"     c/a = {c / raw.rate:.2f}   c/b1 = {c / b1:.2f}   c/b2 = {c / b2:.2f}   (medians)")
     pair = {v: app for v, app in (("c-app", "app"), ("c-agg", "app-agg")) if v in chosen}
