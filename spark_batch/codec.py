@@ -5,18 +5,19 @@ of its partition key (rows of different tables with the same partition key
 share it, so they can be grouped), ``key`` the JSON of its whole primary key
 and ``cells`` the JSON of ``{column: [value, writetime]}``. Blob values are
 ``{"$b64": ...}``. A document's content is compared by the digest of its
-canonical JSON (sorted keys, no spaces), which both sides compute the same way.
+canonical JSON (sorted keys, no spaces: ``framework.core.json_codec.canonical``), which both
+sides compute the same way, and the change verifier compares by too.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from framework.core.cells import Cell
+from framework.core.json_codec import canonical, content_digest
 from framework.core.mutations import CellValue
 from framework.core.rows import Row
 from framework.core.schema import TableSchema
@@ -25,6 +26,7 @@ __all__ = [
     "ROW_FIELDS",
     "canonical_json",
     "digest",
+    "document_text",
     "row_to_record",
     "record_to_row",
     "rows_from_records",
@@ -58,8 +60,14 @@ def canonical_json(obj: Any) -> str:
 
 
 def digest(doc: Mapping[str, Any]) -> str:
-    """A content digest of a document (hex SHA-1 of its canonical JSON)."""
-    return hashlib.sha1(canonical_json(doc).encode("utf-8"), usedforsecurity=False).hexdigest()
+    """A content digest of a document: ``json_codec.content_digest`` (hex SHA-1 of its canonical
+    JSON), the rule the change verifier compares documents by too (``json_codec.same_json``)."""
+    return content_digest(doc)
+
+
+def document_text(source: Mapping[str, Any]) -> str:
+    """An index document's source as the text whose SHA-1 is its ``digest``."""
+    return canonical(source).decode("utf-8")
 
 
 def partition_json(schema: TableSchema, key: Mapping[str, CellValue]) -> str:

@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from framework.core.mutations import Mutation
-from spark_batch.codec import canonical_json, row_to_record
+from spark_batch.codec import document_text, row_to_record
 from stores.base import IndexOp, WideColumnStore
 from stores.elasticsearch.index import ElasticsearchIndex
 from stores.errors import PermanentStoreError, TransientStoreError
@@ -56,7 +56,7 @@ R = TypeVar("R")
 
 #: Row records (see ``spark_batch.codec``).
 ROW_SCHEMA = StructType([StructField(n, StringType(), False) for n in ("table", "pk", "key", "cells")])
-#: Index documents: id, external version and the canonical JSON of the source.
+#: Index documents: id, external version and the canonical JSON of the source (``codec.document_text``).
 DOC_SCHEMA = StructType(
     [
         StructField("doc_id", StringType(), False),
@@ -278,7 +278,7 @@ async def _index_pages(
     try:
         hits = index.scan(alias, slice_id=slice_id, slices=slices, page_size=page_size)
         async for page in pages(hits, page_size):
-            yield [(h.doc_id, h.version, canonical_json(h.source)) for h in page]
+            yield [(h.doc_id, h.version, document_text(h.source)) for h in page]
     finally:
         await index.close()
 

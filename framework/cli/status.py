@@ -1,4 +1,5 @@
-"""``converge status``: a running worker's metrics, summed up per runtime."""
+"""``converge status``: a running worker's metrics, summed up per runtime, and the change
+verifier's (a worker's with ``CONVERGE_VERIFY``, or ``converge verify --metrics-port``'s alone)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ _PORT_ENV = ENV["web_port"]
 
 #: The key of the change verifier's summary in ``--json`` (no runtime name has a dot).
 VERIFY_KEY = "converge.verify"
+
 
 def _default_url() -> str:
     return f"http://127.0.0.1:{env_setting('web_port') or 6066}"
@@ -55,11 +57,15 @@ def _status(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     console = Console(width=None if sys.stdout.isatty() else 200)
-    console.print(f"worker metrics from {escape(url)}")
-    if not rows:
+    if not rows and verify is not None:  # a verifier's own endpoint (converge verify --metrics-port)
+        console.print(f"verifier metrics from {escape(url)}")
+    else:
+        console.print(f"worker metrics from {escape(url)}")
+    if not rows and verify is None:
         console.print("no runtime reported (the worker may still be starting)")
         return 0
-    console.print(_table(rows))
+    if rows:
+        console.print(_table(rows))
     for r in rows.values():
         for what, n in sorted(r.parked_by.items()):
             console.print(f"parked {escape(r.runtime)} {escape(what)}: {n}")
@@ -68,8 +74,8 @@ def _status(args: argparse.Namespace) -> int:
         lag = "-" if verify.lag_p50_s is None else f"p50 {verify.lag_p50_s}s, p99 {verify.lag_p99_s}s"
         console.print(f"verify: {verify.documents} documents verified ({verify.entries} entries), behind "
                       f"{verify.behind_s if verify.behind_s is not None else '-'}s; divergences {found}; "
-                      f"repaired {sum(verify.repaired.values())}, parked {sum(verify.parked.values())}; "
-                      f"write to verification {lag}")  # fmt: skip
+                      f"repaired {sum(verify.repaired.values())}, parked {sum(verify.parked.values())}, "
+                      f"refused {sum(verify.refused.values())}; write to verification {lag}")  # fmt: skip
         age = "never" if verify.last_sweep_age_s is None else f"{verify.last_sweep_age_s}s ago"
         console.print(f"verify: {verify.sweeps} full sweeps since start; the last finished {age}")
     return 0

@@ -4,7 +4,9 @@
 ``notifications``) as consumer ``converge-verify``, each once it is ``--settle`` old, and
 repairs every document found to differ twice ``--recheck`` apart (``framework.verify``); it
 runs until interrupted, printing a summary every ``--report-every``. ``--once`` verifies what
-has settled and exits: 0 when nothing is left divergent, 1 when a divergence was parked.
+has settled and exits: 0 when nothing is left divergent, 1 when a divergence was parked or a
+repair refused by the index (each logged on one line naming the document, the reason and the way
+to repair it).
 Unrepairable divergences are parked in the dead-letter log at ``--dlq-root`` (default
 ``<data_dir>/verify/dlq``; ``converge dlq list --root`` shows them, ``replay`` re-projects them).
 ``--sweep`` first sweeps every view in full, ``--sweep-every`` again and again while it runs: a
@@ -45,7 +47,7 @@ from framework.cli.common import (
     store_flag,
 )
 
-__all__ = ["register"]
+__all__ = ["register", "exit_code"]
 
 
 async def _verify(args: argparse.Namespace, app: Any, settings: Any) -> Any:
@@ -118,8 +120,8 @@ def _print(stats: Any, app: str, as_json: bool) -> None:
     p50, p99 = d["lag_p50_seconds"], d["lag_p99_seconds"]
     lag = "-" if p50 is None else f"p50 {p50:.1f}s p99 {p99:.1f}s"
     print(f"{app}: {d['verified']} documents verified from {d['entries']} entries; divergent: {found}; "
-          f"repaired {sum(d['repaired'].values())}, parked {sum(d['parked'].values())}; "
-          f"write to verification {lag}", flush=True)  # fmt: skip
+          f"repaired {sum(d['repaired'].values())}, parked {sum(d['parked'].values())}, "
+          f"refused {sum(d['refused'].values())}; write to verification {lag}", flush=True)  # fmt: skip
 
 
 def _print_sweep(report: Any, app: str, as_json: bool) -> None:
@@ -132,7 +134,13 @@ def _print_sweep(report: Any, app: str, as_json: bool) -> None:
           f"{d['rows_read']} rows read) in {d['finished_at'] - d['started_at']:.1f}s: "
           f"{d['buckets_differing']} of {d['buckets']} buckets differed, {d['verified_in_full']} "
           f"documents verified in full; divergent: {found}; repaired {sum(d['repaired'].values())}, "
-          f"parked {sum(d['parked'].values())}", flush=True)  # fmt: skip
+          f"parked {sum(d['parked'].values())}, refused {sum(d['refused'].values())}",
+          flush=True)  # fmt: skip
+
+
+def exit_code(stats: Any) -> int:
+    """``--once``'s status: 1 when it parked a divergence or the index refused a repair, else 0."""
+    return 1 if sum(stats.parked.values()) or sum(stats.refused.values()) else 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -149,7 +157,7 @@ def _run(args: argparse.Namespace) -> int:
         except RepairRefused as exc:
             raise UserError(str(exc)) from None
         _print(stats, app.name, args.json)
-        return 1 if sum(stats.parked.values()) else 0
+        return exit_code(stats)
     return 130
 
 

@@ -11,7 +11,10 @@ surrogates, and reads integers beyond 64 bits as floats. So:
   fast path.
 - ``round_trip`` (a value as read back from its JSON) takes orjson's way only where ``encode``
   does.
-- ``canonical`` is ``encode`` with sorted keys: the text a document's digest is taken of.
+- ``canonical`` is ``encode`` with sorted keys: the text a document's digest is taken of, and
+  the rule every check compares documents by (``same_json``, ``content_digest``): the change
+  verifier, its sweeps and ``converge spark check`` alike, so ``2`` and ``2.0``, ``1`` and
+  ``true`` differ in all of them, as they do in the index (Python's ``==`` calls them equal).
 - ``decode`` falls back to ``json.loads`` whenever orjson refuses the text (``NaN`` and
   ``Infinity`` literals, escaped lone surrogates) and is only for text whose integers fit in
   64 bits, as every value the stores accept does (``framework.core.mutations.check_value``).
@@ -19,13 +22,14 @@ surrogates, and reads integers beyond 64 bits as floats. So:
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-__all__ = ["canonical", "decode", "encode", "round_trip"]
+__all__ = ["canonical", "content_digest", "decode", "encode", "round_trip", "same_json"]
 
 _PLAIN = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
 _SORTED = _PLAIN | orjson.OPT_SORT_KEYS
@@ -58,6 +62,19 @@ def canonical(value: Any) -> bytes:
     """``value`` as canonical UTF-8 JSON (keys sorted, compact), the text to digest a document by;
     TypeError or ValueError when it is not JSON (a lone surrogate among them)."""
     return encode(value, _CANONICAL, sort_keys=True)
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are the same JSON: their ``canonical`` texts are equal (key order
+    aside, ``2`` is not ``2.0`` and ``1`` is not ``true``). How the verifier compares a document
+    with the index's copy; ``converge spark check`` compares their ``content_digest``."""
+    return a is b or canonical(a) == canonical(b)
+
+
+def content_digest(value: Any) -> str:
+    """The hex SHA-1 of ``canonical(value)``: the content digest ``converge spark check`` joins
+    a document and the index's copy on (equal exactly when ``same_json`` says so)."""
+    return hashlib.sha1(canonical(value), usedforsecurity=False).hexdigest()
 
 
 def round_trip(value: Any, fallback: Callable[[Any], str]) -> Any:

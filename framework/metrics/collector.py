@@ -84,8 +84,8 @@ def _verify_families(status: Mapping[str, Any]) -> Iterator[Metric]:
         yield HistogramMetricFamily(names.VERIFY_LAG, text, buckets=buckets, sum_value=total)
     behind = status.get("behind_seconds")
     if behind is not None:
-        yield GaugeMetricFamily(names.VERIFY_BEHIND, "seconds the verifier's position is behind now",
-                                value=behind)  # fmt: skip
+        yield GaugeMetricFamily(names.VERIFY_BEHIND, "seconds since the oldest change not verified yet "
+                                "was ingested (0: every settled change verified)", value=behind)  # fmt: skip
     age = status.get("last_sweep_age_seconds")
     if age is not None:
         text = "seconds since the last full sweep finished"

@@ -81,8 +81,9 @@ GROUP_MEMBERS_REMOVED = "converge_group_members_removed"
 
 #: The change verifier (``framework.verify``) of a worker with the ``verify`` setting: counters of
 #: documents verified, entries committed and failed steps; by category (label ``category``):
-#: divergences found, repaired and parked; seconds from a change's ingestion to its verification
-#: (a histogram); seconds the verifier's position is behind now (the settle time when it keeps up);
+#: divergences found, repaired and parked, and repairs the index refused; seconds from a change's
+#: ingestion to its verification (a histogram); seconds since the oldest change not verified yet was
+#: ingested (0 when it keeps up);
 #: full sweeps finished, and the seconds since the last one finished.
 VERIFY_COUNTERS: dict[str, str] = {
     "verified": "converge_verify_documents",
@@ -94,6 +95,7 @@ VERIFY_BY_CATEGORY: dict[str, str] = {
     "divergent": "converge_verify_divergences",
     "repaired": "converge_verify_repaired",
     "parked": "converge_verify_parked",
+    "refused": "converge_verify_refused",
 }
 VERIFY_LAG = "converge_verify_lag_seconds"
 VERIFY_BEHIND = "converge_verify_behind_seconds"

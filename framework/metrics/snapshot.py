@@ -190,6 +190,6 @@ async def take_snapshot(worker: Any, last: Snapshot | None = None) -> Snapshot:
 def verify_status(stats: Any) -> dict[str, Any]:
     """``Snapshot.verify`` of a change verifier's ``VerifyStats``: its counts, how far behind, and
     the age of the last full sweep."""
-    at, swept, now = stats.last_position, stats.last_sweep_at, time.time()
-    return {**stats.to_dict(), "behind_seconds": None if at is None else max(0.0, now - at / 1e6),
+    swept, now = stats.last_sweep_at, time.time()
+    return {**stats.to_dict(), "behind_seconds": stats.behind(now),
             "last_sweep_age_seconds": None if swept is None else max(0.0, now - swept)}  # fmt: skip

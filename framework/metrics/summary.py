@@ -61,6 +61,7 @@ class VerifySummary:
     divergent: dict[str, int] = field(default_factory=dict)
     repaired: dict[str, int] = field(default_factory=dict)
     parked: dict[str, int] = field(default_factory=dict)
+    refused: dict[str, int] = field(default_factory=dict)
     lag_p50_s: float | None = None
     lag_p99_s: float | None = None
     behind_s: float | None = None

@@ -52,8 +52,10 @@ async def app_verifier(
     targets: dict[str, Any] = {p.name: index for p in app.projections}
     targets.update({a.name: contributions for a in app.aggregates})
     park = dlq_parker({v.name: (v, app.change_topic(v)) for v in app.views}, dlq)
-    return ChangeVerifier(app.views, store, targets, reader, recheck=recheck, park=park,
-                          tenant_of=notifications.tenant_of)  # fmt: skip
+    verifier = ChangeVerifier(app.views, store, targets, reader, recheck=recheck, park=park,
+                              tenant_of=notifications.tenant_of, app=app.name)  # fmt: skip
+    await verifier.ensure()
+    return verifier
 
 
 async def app_sweep(

@@ -5,7 +5,9 @@ the rows give is not in the index), ``orphaned`` (the index holds a document the
 give), ``stale`` (the index holds an older version), ``ahead`` (a newer version than the
 partition's mark: no projection wrote it, and the index refuses to replace it with a lower
 one), ``content`` (same version, other content). The index holds a document as JSON, so the
-expected one is compared as the index would store it (``encode_document``).
+expected one is compared as the index would store it (``encode_document``), by the rule
+``converge spark check`` compares by: equal canonical JSON (``json_codec.same_json``), so ``2``
+and ``2.0`` (or ``1`` and ``true``) differ, as they do in the index.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from framework.core.json_codec import round_trip
+from framework.core.json_codec import round_trip, same_json
 from framework.core.projection import Document
 from stores.base import SearchHit
 from stores.elasticsearch.checks import METADATA_FIELDS, encode_document
 
-__all__ = ["Category", "CATEGORIES", "classify", "as_stored"]
+__all__ = ["Category", "CATEGORIES", "classify", "as_stored", "same_content"]
 
 Category = Literal["missing", "orphaned", "stale", "ahead", "content"]
 #: Every category, in the order reports list them.
@@ -41,6 +43,12 @@ def as_stored(doc: Any) -> Any:
     return round_trip(doc, _encoded)
 
 
+def same_content(doc: Any, found: SearchHit) -> bool:
+    """Whether the index's copy ``found`` holds ``doc`` (as the index stores it), by the Spark
+    check's rule (``json_codec.same_json``)."""
+    return same_json(as_stored(doc), dict(found.source))
+
+
 def classify(expected: Document, found: SearchHit | None, *, versions: bool = True) -> Category | None:
     """How ``found`` (the index's document, None when absent) differs from ``expected`` (the
     projection of the store's rows: ``(doc_id, document or None, version)``); None when equal.
@@ -55,4 +63,4 @@ def classify(expected: Document, found: SearchHit | None, *, versions: bool = Tr
         return "stale"
     if held > version:
         return "ahead"
-    return None if as_stored(doc) == dict(found.source) else "content"
+    return None if same_content(doc, found) else "content"

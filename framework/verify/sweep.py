@@ -12,9 +12,11 @@ equal its record is right (a projection is pure); any other one is verified in f
 change verifier verifies a change (``ChangeVerifier.first_look`` and ``second_look``: built
 from the store's rows and compared, looked at again, repaired or parked), and recorded once
 found right (a repaired one: when a look after its repair finds it right). A document only the
-index holds (no row, no mark: no partition key) is deleted at the version it holds when the
-second look finds it there unchanged: the repair ``converge spark check --repair`` makes of an
-orphan. The second look comes once for every view, at least ``settle`` seconds after the first.
+index holds (no row, no mark: no partition key) is deleted when the second look finds it there
+unchanged, with no tombstone at the version it holds where the index allows
+(``verifier.delete_orphan``): a tombstone there would refuse the document the stream writes for
+it later, at a lower version. The second look comes once for every view, at least ``settle``
+seconds after the first.
 
 The index is scanned before the store: a document's rows are written before it is, so a
 partition absent from the later scan of the store was gone by then (an erasure, an expiry) and
@@ -46,9 +48,9 @@ from framework.core.mutations import CellValue, Mutation, Upsert
 from framework.core.projection import PartitionKey, Projection
 from framework.core.repair_guard import DEFAULT_MAX_DELETES, DeleteBound, RepairRefused, parse_delete_bound
 from framework.core.schema import Column, TableSchema
-from framework.runtime.projector import write_document
+from framework.notifications.entries import key_ident
 from framework.verify.digests import BUCKETS, Ledger, Record, bucket_of, hit_digest, row_digest
-from framework.verify.verifier import CONSUMER, ChangeVerifier, Differing, Right
+from framework.verify.verifier import CONSUMER, ChangeVerifier, Differing, Right, delete_orphan
 
 __all__ = ["BUCKET_DIGESTS", "RETRY", "Sweep", "SweepReport"]
 
@@ -115,6 +117,7 @@ class SweepReport:
     divergent: collections.Counter[str] = field(default_factory=collections.Counter)
     repaired: collections.Counter[str] = field(default_factory=collections.Counter)
     parked: collections.Counter[str] = field(default_factory=collections.Counter)
+    refused: collections.Counter[str] = field(default_factory=collections.Counter)
     started_at: float = 0.0
     finished_at: float = 0.0
 
@@ -208,7 +211,7 @@ class Sweep:
             chosen = [v for v in chosen if v.name in names]
         report = SweepReport(started_at=self.clock())
         before = (self.verifier.stats.divergent.copy(), self.verifier.stats.repaired.copy(),
-                  self.verifier.stats.parked.copy())  # fmt: skip
+                  self.verifier.stats.parked.copy(), self.verifier.stats.refused.copy())  # fmt: skip
         groups: dict[str, list[Projection]] = {}
         for view in chosen:
             groups.setdefault(view.version_table.name, []).append(view)
@@ -229,6 +232,7 @@ class Sweep:
         report.divergent += stats.divergent - before[0]
         report.repaired += stats.repaired - before[1]
         report.parked += stats.parked - before[2]
+        report.refused += stats.refused - before[3]
         report.finished_at = self.clock()
         if views is None:
             stats.sweeps += 1
@@ -327,9 +331,11 @@ class Sweep:
         """Repair or park what still differs, delete the orphans still there, record what is right."""
         view = looked.view
         if looked.differing:
-            repaired = await self.verifier.second_look([view], looked.differing)
-            if repaired:  # record them as repaired, so that the next sweep does not build them
-                await self.verifier.right_now([view], repaired, looked.right)
+            await self.verifier.second_look([view], looked.differing)
+            # record the repaired (and the parked) as they are now, so that the next sweep does not
+            # build them again
+            settled = {key_ident(key): key for key, _, _, _ in looked.differing.values()}
+            await self.verifier.right_now([view], list(settled.values()), looked.right)
         if looked.orphans:
             await self._orphans(view, looked.orphans)
         versions = not isinstance(view, Aggregate)
@@ -358,8 +364,8 @@ class Sweep:
             stats.divergent["orphaned"] += 1
             log.warning("verify: %s document %s is orphaned (no partition in the store, index version %s)",
                         view.name, doc_id, held)  # fmt: skip
-            await write_document(target, view.alias, (doc_id, None, 0), held)
-            stats.repaired["orphaned"] += 1
+            if await delete_orphan(target, view.alias, doc_id, held, 0):
+                stats.repaired["orphaned"] += 1
 
     async def _bucket_digests(self, view: Projection) -> dict[int, int]:
         rows = await self.store.read_partition(

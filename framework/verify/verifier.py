@@ -10,11 +10,26 @@ difference is looked at once more ``recheck`` seconds later, store and index bot
 only a difference found both times, for the same expected document, is a divergence. It is
 repaired by ``project_partition`` at a delete floor of the version the index holds, the
 routine ``converge spark check --repair`` runs on each divergent partition, so a document that
-was right is never written. An ``ahead`` document (a version above the partition's mark, which
-the index will not lower) is not repairable that way: it is handed to ``park`` (the worker and
-the command park it in the dead-letter log for an operator, ``framework.verify.park``). The
-checkpoint moves past a page of entries only once every document they name is verified,
-repaired or parked: a verifier stopped before that verifies them again.
+was right is never written; but a document the rows give none for that the index holds above
+the partition's mark is deleted without a tombstone at its version (``delete_orphan``), which
+would refuse the partition's later writes below it.
+
+A repair the index refuses (a 409: it holds a version above the one written, a delete tombstone
+say) is no repair: it is counted as ``refused``, logged and handed to ``park`` once, with the
+reason; a later look tries again and reports it no more while it stays the same.
+
+An ``ahead`` document (a version above the partition's mark, which the index will not lower)
+is not repairable by projecting: when it is above the mark by no more than hand edits make
+(``HAND_EDIT_BUMPS``: a plain ``PUT`` or ``_update`` raises the version by one), the rebuilt
+document is written at the version the index holds (``external_gte`` takes an equal version),
+which restores its content and shadows no later write the damage did not already shadow: a
+stream write above that version replaces it, and one at or below it was refused by the damage
+already (its change, verified later, finds the document again). Any other ``ahead`` document is
+handed to ``park`` (the worker and the command park it in the dead-letter log for an operator,
+``framework.verify.park``). Either is remembered with the copy of the index it saw (table
+``converge_verify_settled``): the same copy is neither parked nor counted again, and a sweep
+records it as verified. The checkpoint moves past a page of entries only once every document
+they name is verified, repaired or parked: a verifier stopped before that verifies them again.
 
 An aggregate's contributions are compared by content only: their write times may be above the
 entity's mark by design (``framework.aggregates.contributions``).
@@ -34,18 +49,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from framework.core.aggregate import Aggregate
+from framework.core.mutations import CellValue, Upsert
 from framework.core.projection import Document, PartitionKey, Projection
+from framework.core.schema import Column, TableSchema
 from framework.metrics.summary import bucket_quantile
 from framework.notifications.entries import TenantOf, key_ident
 from framework.notifications.reader import NotificationReader
-from framework.runtime.projector import project_partition, read_shared_sources
+from framework.runtime.projector import project_partition, read_shared_sources, write_document
 from framework.verify.changes import Changed, changed_documents
-from framework.verify.compare import CATEGORIES, Category, classify
-from framework.verify.digests import rows_digest
+from framework.verify.compare import CATEGORIES, Category, as_stored, classify, same_content
+from framework.verify.digests import hit_digest, rows_digest
 from stores.base import SearchHit, SearchIndex, WideColumnStore
 
 __all__ = [
     "ChangeVerifier", "Divergence", "Differing", "VerifyStats", "Park", "Right", "CONSUMER", "LAG_BUCKETS",
+    "HAND_EDIT_BUMPS", "SETTLED", "delete_orphan",
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)
@@ -54,6 +72,19 @@ log = logging.getLogger(__name__)
 CONSUMER = "converge-verify"
 #: Upper bounds (seconds) of the buckets of the time from a change's ingestion to its verification.
 LAG_BUCKETS = (1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 1800.0)
+#: The most an ``ahead`` document's version may exceed its partition's mark to be taken for hand
+#: edits of a projected document (each ``PUT`` or ``_update`` raises it by one) and rewritten at
+#: its version; one further ahead is parked for an operator.
+HAND_EDIT_BUMPS = 100
+#: What the verifier did about a document it could not repair by projecting, with the copy of
+#: the index it saw: ``how`` is ``parked`` or ``rewritten`` (an ``ahead`` document) or
+#: ``refused`` (a repair the index refused); ``index_digest`` is that copy's ``hit_digest`` (after
+#: the rewrite, for one rewritten), ``expected_version`` the partition's mark then.
+SETTLED = TableSchema(
+    name="converge_verify_settled",
+    partition_key=(Column("app", "text"), Column("view_name", "text"), Column("doc_id", "text")),
+    columns=(Column("how", "text"), Column("index_digest", "text"), Column("expected_version", "bigint")),
+)
 
 
 @dataclass(frozen=True)
@@ -81,6 +112,33 @@ async def _log_only(divergence: Divergence, reason: str) -> None:
               divergence.category, reason)  # fmt: skip
 
 
+@dataclass(frozen=True)
+class _Settled:
+    how: str
+    index_digest: int
+    expected_version: int
+
+
+async def delete_orphan(target: SearchIndex, alias: str, doc_id: str, held: int, version: int) -> bool:
+    """Delete a document the rows give none for, which the index holds at ``held``, so that no
+    later write is refused for it. At ``version`` (the projector's delete: the partition's mark,
+    0 without one) when ``held`` is not above it; else, where the index can (``remove``: an
+    Elasticsearch or noida-db index), removed while it is still that copy, with no tombstone at
+    ``held``, then deleted at ``version`` as the projector would; else (an index without
+    ``remove``) at ``held``, whose tombstone refuses the writes below it. False when the index
+    refused, or held another copy by then."""
+    if held <= version:
+        return (await write_document(target, alias, (doc_id, None, version)))[0] == "delete"
+    remove = getattr(target, "remove", None)
+    if remove is None:
+        return (await write_document(target, alias, (doc_id, None, version), held))[0] == "delete"
+    if not await remove(alias, doc_id, held):
+        return False
+    if version > 0:
+        await target.delete(alias, doc_id, version)
+    return True
+
+
 @dataclass
 class VerifyStats:
     """What the verifier did since it started."""
@@ -91,11 +149,18 @@ class VerifyStats:
     divergent: collections.Counter[str] = field(default_factory=collections.Counter)
     repaired: collections.Counter[str] = field(default_factory=collections.Counter)
     parked: collections.Counter[str] = field(default_factory=collections.Counter)
+    #: repairs the index refused (a 409), by category: each counted once while it stays the same
+    refused: collections.Counter[str] = field(default_factory=collections.Counter)
     #: documents by seconds from their change's ingestion to their verification, per bucket of
     #: ``LAG_BUCKETS`` (the last: beyond them), and the sum of those seconds
     lag_counts: list[int] = field(default_factory=lambda: [0] * (len(LAG_BUCKETS) + 1))
     lag_sum: float = 0.0
     last_position: int | None = None  # ingestion time (epoch µs) of the last committed entry
+    #: ingestion time (epoch µs) of the oldest change read and not verified yet (an upper bound
+    #: after a full page: the next one is no older than its last); None when every settled
+    #: change is verified
+    unverified_since: int | None = None
+    stepped: bool = False  # a page of entries was read at least once
     sweeps: int = 0  # full sweeps finished (``framework.verify.sweep``)
     last_sweep_at: float | None = None  # when the last full sweep finished (epoch seconds)
 
@@ -108,6 +173,13 @@ class VerifyStats:
         """The cumulative ``(upper bound, documents)`` buckets, the last bound infinite."""
         return list(zip((*LAG_BUCKETS, math.inf), itertools.accumulate(self.lag_counts), strict=True))
 
+    def behind(self, now: float) -> float | None:
+        """Seconds since the oldest change not verified yet was ingested (``now``: epoch seconds),
+        0 when every settled change is verified, None before the first read of entries."""
+        if not self.stepped:
+            return None
+        return 0.0 if self.unverified_since is None else max(0.0, now - self.unverified_since / 1e6)
+
     def lag(self, quantile: float) -> float | None:
         """The ``quantile`` (0..1) of the lags, estimated from the buckets; None before any."""
         return bucket_quantile(self.lag_buckets(), quantile)
@@ -119,10 +191,11 @@ class VerifyStats:
             "divergent": {c: self.divergent[c] for c in CATEGORIES},
             "repaired": {c: self.repaired[c] for c in CATEGORIES},
             "parked": {c: self.parked[c] for c in CATEGORIES},
+            "refused": {c: self.refused[c] for c in CATEGORIES},
             "lag_p50_seconds": self.lag(0.5), "lag_p99_seconds": self.lag(0.99),
             "lag_buckets": [[None if b == math.inf else b, n] for b, n in self.lag_buckets()],
             "lag_sum": self.lag_sum,
-            "last_position": self.last_position,
+            "last_position": self.last_position, "unverified_since": self.unverified_since,
             "sweeps": self.sweeps, "last_sweep_at": self.last_sweep_at,
         }  # fmt: skip
 
@@ -132,7 +205,9 @@ class ChangeVerifier:
 
     ``targets``: where each view's documents are (by view name: the index for a projection,
     the contributions for an aggregate). ``page``: entries read, and documents compared, at a
-    time. ``sleep`` and ``clock`` are injectable for tests.
+    time. ``app``: the app's name, the key of what it remembers of the documents it parked,
+    rewrote or could not repair (``SETTLED``, in ``store``). ``sleep`` and ``clock`` are
+    injectable for tests.
     """
 
     def __init__(
@@ -148,6 +223,7 @@ class ChangeVerifier:
         tenant_of: TenantOf | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        app: str = "",
     ) -> None:
         missing = [v.name for v in views if v.name not in targets]
         if missing:
@@ -156,15 +232,26 @@ class ChangeVerifier:
             raise ValueError("recheck must be non-negative and page at least 1")
         self.views, self.store, self.targets, self.reader = list(views), store, targets, reader
         self.recheck, self.page, self.park, self.tenant_of = recheck, page, park, tenant_of
-        self.clock, self.sleep = clock, sleep
+        self.clock, self.sleep, self.app = clock, sleep, app
         self.stats = VerifyStats()
+        self._ensured = False
+        self._written_at = 0
+
+    async def ensure(self) -> None:
+        """Create the table of what it remembers (``SETTLED``) if missing."""
+        if not self._ensured:
+            await self.store.ensure_table(SETTLED)
+            self._ensured = True
 
     async def step(self) -> int:
         """Verify one page of settled entries and commit past it; the entries it covered (0:
         nothing settled to verify)."""
         entries = await self.reader.read(self.page)
+        self.stats.stepped = True
         if not entries:
+            self.stats.unverified_since = None
             return 0
+        self.stats.unverified_since = min(e.ingested_at for e in entries)
         groups: dict[str, list[Changed]] = {}  # views sharing marks read their rows once
         for changed in await changed_documents(entries, self.views, self.store, self.tenant_of):
             groups.setdefault(changed.view.version_table.name, []).append(changed)
@@ -173,6 +260,8 @@ class ChangeVerifier:
         await self.reader.commit(entries)
         self.stats.entries += len(entries)
         self.stats.last_position = entries[-1].ingested_at
+        # a full page: more may have settled, none older than its last
+        self.stats.unverified_since = entries[-1].ingested_at if len(entries) >= self.page else None
         return len(entries)
 
     async def run(
@@ -274,13 +363,51 @@ class ChangeVerifier:
                 if not versions:  # an entity without contributions has none stored: no document
                     expected = [(doc_id, doc or None, v) for doc_id, doc, v in expected]
                 found = await self.targets[view.name].get_many(view.alias, [doc[0] for doc in expected])
+                categories = [
+                    classify(doc, hit, versions=versions) for doc, hit in zip(expected, found, strict=True)
+                ]
+                ahead = [doc[0] for doc, c in zip(expected, categories, strict=True) if c == "ahead"]
+                settled = await self._settled(view, ahead) if ahead else {}
                 for j, (key, doc, hit) in enumerate(zip(chunk, expected, found, strict=True)):
-                    if classify(doc, hit, versions=versions) is not None:
+                    category = categories[j]
+                    if category == "ahead" and self._dealt_with(settled.get(doc[0]), doc, hit):
+                        category = None  # parked or rewritten before, and the index still holds that copy
+                    if category is not None:
                         out[(view.name, doc[0])] = (key, view, doc, hit)
                     elif right is not None:
                         digest = rows_digest(marks_table, marks[j], rows[j])
                         right.append((view, doc[0], hit, digest))
         return out
+
+    @staticmethod
+    def _dealt_with(settled: _Settled | None, expected: Document, found: SearchHit | None) -> bool:
+        """Whether an ``ahead`` copy ``found`` was parked, or rewritten with the content it still
+        should hold, when the index held it last."""
+        if settled is None or found is None or settled.index_digest != hit_digest(found):
+            return False
+        return settled.how == "parked" or (settled.how == "rewritten" and same_content(expected[1], found))
+
+    async def _settled(self, view: Projection, doc_ids: Sequence[str]) -> dict[str, _Settled]:
+        """What is remembered of ``view``'s documents ``doc_ids``, by document id."""
+        await self.ensure()
+        keys = [{"app": self.app, "view_name": view.name, "doc_id": d} for d in doc_ids]
+        out: dict[str, _Settled] = {}
+        for doc_id, rows in zip(doc_ids, await self.store.read_partitions(SETTLED.name, keys), strict=True):
+            cells = rows[0].values() if rows else {}
+            if cells.get("how"):
+                out[doc_id] = _Settled(str(cells["how"]), int(str(cells.get("index_digest") or "0"), 16),
+                                       int(str(cells.get("expected_version") or 0)))  # fmt: skip
+        return out
+
+    async def _remember(
+        self, view: Projection, doc_id: str, how: str, found: SearchHit | None, expected_version: int
+    ) -> None:
+        await self.ensure()
+        self._written_at = max(int(self.clock() * 1e6), self._written_at + 1)  # write times rise
+        key = {"app": self.app, "view_name": view.name, "doc_id": doc_id}
+        cells: dict[str, CellValue] = {"how": how, "index_digest": f"{hit_digest(found):x}",
+                                       "expected_version": expected_version}  # fmt: skip
+        await self.store.apply([Upsert(SETTLED.name, key, cells, self._written_at)])
 
     async def _settle(
         self, view: Projection, key: PartitionKey, expected: Document, found: SearchHit | None
@@ -289,16 +416,60 @@ class ChangeVerifier:
         category = classify(expected, found, versions=not isinstance(view, Aggregate))
         if category is None:
             return False
+        doc_id, doc, version = expected
         held = None if found is None else found.version
-        divergence = Divergence(view.name, expected[0], dict(key), category, expected[2], held)
-        self.stats.divergent[category] += 1
-        log.warning("verify: %s document %s is %s (store version %s, index %s)",
-                    view.name, expected[0], category, expected[2], held)  # fmt: skip
+        divergence = Divergence(view.name, doc_id, dict(key), category, version, held)
+        before = (await self._settled(view, [doc_id])).get(doc_id)
+        reported = (before is not None and before.how == "refused" and before.expected_version == version
+                    and before.index_digest == hit_digest(found))  # fmt: skip
+        if not reported:  # a refusal reported before is tried again, not counted again
+            self.stats.divergent[category] += 1
+            log.warning("verify: %s document %s is %s (store version %s, index %s)",
+                        view.name, doc_id, category, version, held)  # fmt: skip
         if category == "ahead":
-            self.stats.parked[category] += 1
-            await self.park(divergence, f"the index holds version {held}, above the partition's mark "
-                                        f"{expected[2]}: a projection cannot lower it")  # fmt: skip
+            return await self._ahead(view, divergence, expected, found)
+        target = self.targets[view.name]
+        if category == "orphaned" and held is not None and held > version:
+            done = await delete_orphan(target, view.alias, doc_id, held, version)
+        else:
+            action, _ = await project_partition(self.store, target, view, key, floor=held or 0)
+            done = action != "stale"
+        if done:
+            if reported:
+                self.stats.divergent[category] += 1
+            self.stats.repaired[category] += 1
+            return True
+        if reported:
             return False
-        await project_partition(self.store, self.targets[view.name], view, key, floor=held or 0)
-        self.stats.repaired[category] += 1
-        return True
+        self.stats.refused[category] += 1
+        write = f"a delete at version {max(version, held or 0)}" if doc is None else f"version {version}"
+        reason = (f"the index refused the repair ({write}): it holds a newer version of document {doc_id}, "
+                  f"a delete tombstone or the document (index version {held}); remove it from the index, "
+                  f"then replay this record")  # fmt: skip
+        await self.park(divergence, reason)
+        await self._remember(view, doc_id, "refused", found, version)
+        return False
+
+    async def _ahead(
+        self, view: Projection, divergence: Divergence, expected: Document, found: SearchHit | None
+    ) -> bool:
+        """Rewrite an ``ahead`` document at the version the index holds when hand edits may have
+        raised it there (True), else park it."""
+        doc_id, doc, version = expected
+        held = divergence.index_version or 0
+        if doc is not None and held - version <= HAND_EDIT_BUMPS:
+            action, _ = await write_document(self.targets[view.name], view.alias, (doc_id, doc, held))
+            if action == "stale":  # written above it since the second look: the next look sees it
+                return False
+            self.stats.repaired["ahead"] += 1
+            log.warning("verify: %s document %s rewritten at the index's version %s (the partition's mark "
+                        "is %s: edited by hand?)", view.name, doc_id, held, version)  # fmt: skip
+            await self._remember(view, doc_id, "rewritten", SearchHit(doc_id, held, as_stored(doc)), version)
+            return True
+        self.stats.parked["ahead"] += 1
+        await self.park(divergence, f"the index holds version {held}, above the partition's mark "
+                                    f"{version} by more than hand edits make ({HAND_EDIT_BUMPS}): a "
+                                    f"projection cannot lower it; delete the document from the index, "
+                                    f"then replay this record")  # fmt: skip
+        await self._remember(view, doc_id, "parked", found, version)
+        return False

@@ -25,6 +25,13 @@ works on servers that keep no delete tombstones (noida-db), and is hidden
 from :meth:`get` and :meth:`search`; the marker field is added to the
 mappings of indices created by :meth:`ensure_index`.
 
+:meth:`remove` deletes one copy of a document with no tombstone at its version, in either
+mode: a plain (internally versioned) delete conditional on the copy's sequence number. A later
+write at any external version is then accepted: at once on noida-db, which keeps no delete
+tombstones; on Elasticsearch after ``index.gc_deletes``, during which its delete tombstone (the
+copy's version plus one) refuses lower ones. The verifier removes a document the store gives
+none for that way, since a tombstone at its version would refuse the real document later.
+
 Targets. A target named like a generation (``…-v<N>``) is written as a
 concrete index; any other target must be an existing alias
 (``require_alias``), so a write before :meth:`ensure_index` fails instead of
@@ -249,6 +256,29 @@ class ElasticsearchIndex(SearchIndex):
             raise map_error(exc, f"delete {alias}/{doc_id}") from exc
         except (ApiError, TransportError) as exc:
             raise map_error(exc, f"delete {alias}/{doc_id}") from exc
+        return True
+
+    async def remove(self, alias: str, doc_id: str, version: int) -> bool:
+        """Delete the document if the index holds it at ``version``, leaving no tombstone at that
+        version (see the module docstring); False when it holds another version or none."""
+        check_name(alias)
+        check_doc_id(doc_id)
+        try:
+            body = (await self._es.get(index=alias, id=doc_id)).body
+        except NotFoundError:
+            return False
+        except (ApiError, TransportError) as exc:
+            raise map_error(exc, f"get {alias}/{doc_id}") from exc
+        source = body.get("_source") or {}
+        if not body.get("found") or body.get("_version") != version or not self._visible(source):
+            return False
+        try:
+            await self._es.delete(index=body["_index"], id=doc_id, if_seq_no=body["_seq_no"],
+                                  if_primary_term=body["_primary_term"])  # fmt: skip
+        except (ConflictError, NotFoundError):
+            return False
+        except (ApiError, TransportError) as exc:
+            raise map_error(exc, f"remove {alias}/{doc_id}") from exc
         return True
 
     async def bulk(self, alias: str, ops: Sequence[IndexOp]) -> BulkResult:
