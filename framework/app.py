@@ -119,6 +119,24 @@ class App:
         if self.id_mutation is not None:
             check_id_mutation(self.id_mutation, self.tables)
         self._check_lookup_topics(owner)
+        self._check_decoders()
+
+    def _check_decoders(self) -> None:
+        """Lookups read converge's envelope only: no lookup on a decoded topic, no decoded agent
+        with lookups (its recorded events are mapped again from their envelope)."""
+        decoded = {a.topic: a for a in self.agents if a.decoder is not None}
+        for agent in decoded.values():
+            if agent.lookups:
+                raise ValueError(
+                    f"App {self.name}: agent {agent.name} has a decoder and lookups (not supported)"
+                )
+        for lk in self.lookups:
+            if lk.topic in decoded:
+                owner = decoded[lk.topic]
+                raise ValueError(
+                    f"App {self.name}: lookup {lk.name!r} reads {lk.topic!r}, which agent "
+                    f"{owner.name} decodes ({owner.decoder!r}): lookups read envelopes"
+                )
 
     def _check_lookup_topics(self, owner: dict[str, str]) -> None:
         """Every lookup topic is an agent's or declared in ``lookup_topics`` with its event types."""

@@ -27,6 +27,9 @@ PACKAGES = ("framework", "stores", "spark_batch", "agents", "examples", "benchma
 #: module, or a package with everything under it). ``framework`` alone is the facade.
 LAYERS: list[tuple[str, ...]] = [
     ("framework.core",),  # the ground model, with the protocol features read an app through
+    (
+        "framework.decoders",
+    ),  # a Kafka record in, an event out: the runtime and the batch layer parse with them
     ("stores",),
     # infrastructure
     (

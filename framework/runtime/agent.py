@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 from framework.core.events import Event
 from framework.core.mutations import Mutation
 from framework.core.schema import TableSchema
+from framework.decoders.base import Decoder
 
 if TYPE_CHECKING:
     from framework.core.lookup import Lookup
@@ -40,6 +41,10 @@ class KeyedAgent(abc.ABC):
     delivery_consumer: ClassVar[str | None] = None
     #: The lookup tables ``handle(event, state)`` reads (``framework.state.Lookup``).
     lookups: ClassVar[tuple[Lookup, ...]] = ()
+    #: How a record of ``topic`` becomes an event (``framework.decoders``): None is converge's
+    #: JSON envelope; e.g. ``CdcDecoder("ticket")`` for a table's change events. A record that
+    #: does not decode is parked at stage ``parse``. See docs/how-to/decoders.md.
+    decoder: ClassVar[Decoder | None] = None
 
     @abc.abstractmethod
     def handle(self, event: Event) -> Iterable[Mutation]:

@@ -10,6 +10,7 @@ from typing import Any, Protocol, TypeVar
 
 from framework.core.events import Event, EventError, parse_event
 from framework.core.projection import Projection
+from framework.decoders.base import DecodeError, Record
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.dedupe import DuplicateFilter
 from framework.runtime.errors import MessageError, SinkFailure, is_io_failure
@@ -18,7 +19,7 @@ from framework.runtime.sinks import BatchSink, Sink, Written
 from framework.runtime.work import Work
 from stores.errors import TransientStoreError
 
-__all__ = ["Processor", "Mapped", "AgentProcessor", "parse_work", "key_mismatch", "bounded"]
+__all__ = ["Processor", "Mapped", "AgentProcessor", "parse_work", "record_of", "key_mismatch", "bounded"]
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +82,35 @@ def key_mismatch(key: bytes | None, event: Event) -> EventError | None:
     return EventError("ordering_key", f"{why}; the event's ordering_key is {event.ordering_key[:200]!r}")
 
 
+def record_of(work: Work) -> Record:
+    """``work`` as the record a decoder reads (``framework.decoders.Record``)."""
+    tp: Any = work.tp
+    topic, partition = (tp[0], tp[1]) if isinstance(tp, tuple) and len(tp) == 2 else (str(tp), 0)
+    return Record(work.key, work.value, topic, partition, work.offset, work.timestamp, work.headers)
+
+
+def _decode(work: Work) -> Event:
+    """The event ``work.decoder`` makes of the record (MessageError at stage ``parse``)."""
+    decoder = work.decoder
+    try:
+        event = decoder.decode(record_of(work))
+    except Exception as exc:  # noqa: BLE001 - whatever decoding raises is the message's
+        raise MessageError("parse", exc) from exc
+    if not isinstance(event, Event):
+        raise MessageError(
+            "parse", DecodeError("decoder", f"{decoder!r} gave {type(event).__name__}, not an Event")
+        )
+    if decoder.checks_key and (mismatch := key_mismatch(work.key, event)) is not None:
+        raise MessageError("key", mismatch)
+    return event
+
+
 def parse_work(work: Work) -> Event:
     """The event of ``work``; MessageError at stage ``parse`` when it is not one, at stage
-    ``key`` when its Kafka key is not its ``ordering_key`` (``key_mismatch``)."""
+    ``key`` when its Kafka key is not its ``ordering_key`` (``key_mismatch``). A work with a
+    ``decoder`` (the agent's, ``framework.decoders``) is decoded by it, else read as the envelope."""
+    if work.decoder is not None:
+        return _decode(work)
     if work.value is None:
         raise MessageError("parse", EventError("event", "empty message"))
     try:
@@ -147,6 +174,7 @@ class AgentProcessor:
         """Parse ahead and find the relation key. A message that does not parse, or whose Kafka
         key is not its ordering key, is parked when its turn comes; until then it holds the lane
         of its Kafka key read as the ordering key, so later events of that key wait behind it."""
+        work.decoder = self.agent.decoder
         try:
             work.event = parse_work(work)
         except MessageError:

@@ -24,6 +24,11 @@ class Work:
     #: the scheduler's epoch of ``tp`` when the record was taken (``KeyedScheduler.epoch``);
     #: work of an earlier epoch is never tracked. None: not stamped (taken as current).
     epoch: int | None = None
+    #: the record's Kafka timestamp (epoch ms, None: unknown) and headers, for a decoder
+    timestamp: int | None = None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    #: the agent's decoder (``framework.decoders``; None: converge's envelope), set by ``prepare``
+    decoder: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.relation is None:

@@ -36,6 +36,7 @@ from framework.core.mutations import Mutation
 from framework.core.projection import Projection, mark_writers
 from framework.core.rows import Row, cell_int
 from framework.core.state_log import StateEntry, current_state
+from framework.decoders.base import Record
 from framework.idmutation.collapse import collapse
 from framework.idmutation.requests import IdRequest
 from framework.idmutation.resolution import IdMap, mapped_event, resolutions_for
@@ -61,7 +62,8 @@ if TYPE_CHECKING:
 __all__ = ["Driver", "Parked", "Message", "DEFAULT_NOW"]
 
 T = TypeVar("T")
-#: What ``send`` accepts: an event, or a raw message (JSON bytes or text) as Kafka would carry it.
+#: What ``send`` accepts: an event, or a raw message (JSON bytes or text) as Kafka would carry it
+#: (or a ``framework.decoders.Record`` for the agent consuming its topic, read by its decoder).
 Message = Event | bytes | str
 #: The store's clock (epoch seconds) until a test moves ``Driver.now``.
 DEFAULT_NOW = 1_700_000_000.0
@@ -178,13 +180,16 @@ class Driver:
             await self._attempt(self._totals[topic], work, parse_event(value))
 
     # -- sending --------------------------------------------------------------
-    def send(self, events: Message | Iterable[Message], *, topic: str | None = None) -> list[Parked]:
-        """Process each message in turn; return the ones parked by this call.
+    def send(
+        self, events: Message | Record | Iterable[Message | Record], *, topic: str | None = None
+    ) -> list[Parked]:
+        """Process each message in turn; return the ones parked by this call. A ``Record`` goes to
+        the agent consuming its topic (or ``topic``), decoded by that agent's ``decoder``.
 
         ``topic`` routes every message to the agent consuming it, or feeds the lookups of a
         topic only lookups read (default: by event type, ``App.topic_of``).
         """
-        batch = [events] if isinstance(events, Event | bytes | bytearray | str) else list(events)
+        batch = [events] if isinstance(events, Event | bytes | bytearray | str | Record) else list(events)
         before = len(self.parked)
         if self.screen is not None:
             self.run(self.screen.refresh(self.store))
@@ -192,7 +197,10 @@ class Driver:
             self.run(self._deliver(message, topic))
         return self.parked[before:]
 
-    async def _deliver(self, message: Message, topic: str | None) -> None:
+    async def _deliver(self, message: Message | Record, topic: str | None) -> None:
+        if isinstance(message, Record):
+            await self._deliver_record(message, topic)
+            return
         raw = _encode(message)
         sent: Event | bytes = message if isinstance(message, Event) else raw
         try:
@@ -217,6 +225,20 @@ class Driver:
         await self._attempt(self._agents[agent.name], work, sent)
         await self._project()
         await self._entries(agent.topic, event)
+
+    async def _deliver_record(self, record: Record, topic: str | None) -> None:
+        """A record for the agent consuming ``topic`` (default: the record's), decoded by the agent's
+        decoder (``KeyedAgent.decoder``) as the worker decodes it; parked at ``parse`` when it does not."""
+        on = topic or record.topic
+        agent = next((a for a in self.app.agents if a.topic == on), None)
+        if agent is None:
+            error = EventError("topic", f"no agent of {self.app.name} consumes {on!r}")
+            self.parked.append(Parked(record.value or b"", "route", error))
+            return
+        work = Work((agent.topic, 0), next(self._offsets), record.key, record.value)
+        work.timestamp, work.headers = record.timestamp, record.headers
+        await self._attempt(self._agents[agent.name], work, record.value or b"")  # parked: its value
+        await self._project()
 
     async def _entries(self, topic: str, event: Event) -> None:
         """Feed the lookups of ``topic`` with ``event``; map again the events that read what changed."""
