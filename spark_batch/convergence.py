@@ -4,7 +4,9 @@ The store side is the projection of every partition of its source tables
 (``spark_batch.projection``), as ``(doc_id, key, version, digest)``, the
 digest null where the partition has no document; the index side is every
 visible document of the alias (sliced point-in-time scans), digested the
-same way. A full outer join on ``doc_id`` sorts each divergent document
+same way (``codec.digest``: SHA-1 of ``json_codec.canonical``, the rule the
+change verifier compares documents by, so ``2`` and ``2.0`` differ in both).
+A full outer join on ``doc_id`` sorts each divergent document
 into one category:
 
 - ``missing``: the partition has a document, the index has none;
