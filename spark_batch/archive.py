@@ -9,6 +9,13 @@ adds null fields (which mean "clear this cell" to the agents). Each file is
 read whole by one task: archive big histories as many files. Parquet files
 have the columns ``event_id``, ``ordering_key``, ``version``, ``occurred_at``,
 ``type`` and ``payload``, the payload being its JSON text for the same reason.
+
+Archives in the source's own format (a topic whose agent has a ``decoder``, e.g. a table's CDC
+changes) hold raw Kafka records instead: format ``records``, one record per line as
+``framework.decoders.record_to_json`` writes it (``{topic, partition, offset, timestamp, key,
+value, headers}``, bytes in base64), detected by a file name containing ``.records.`` (e.g.
+``tickets.records.jsonl.gz``). Each line reaches the backfill as ``("record", line)``, which
+decodes it with the decoder of the agent consuming its topic, as the stream does.
 """
 
 from __future__ import annotations
@@ -25,10 +32,19 @@ from pyspark import RDD
 from pyspark.sql import SparkSession
 
 from framework.core.events import Event
+from framework.decoders.base import Record, record_to_json
 
-__all__ = ["ArchiveFormat", "PARQUET_SCHEMA", "detect_format", "read_archive", "write_jsonl", "write_parquet"]
+__all__ = [
+    "ArchiveFormat",
+    "PARQUET_SCHEMA",
+    "detect_format",
+    "read_archive",
+    "write_jsonl",
+    "write_parquet",
+    "write_records",
+]
 
-ArchiveFormat = Literal["auto", "jsonl", "parquet"]
+ArchiveFormat = Literal["auto", "jsonl", "parquet", "records"]
 _COLUMNS = ("event_id", "ordering_key", "version", "occurred_at", "type", "payload")
 #: The Parquet layout of archived events.
 PARQUET_SCHEMA = pa.schema(
@@ -43,12 +59,19 @@ PARQUET_SCHEMA = pa.schema(
 )
 
 
-def detect_format(paths: Sequence[str]) -> Literal["jsonl", "parquet"]:
-    """``parquet`` when the first path is a Parquet file or a directory of them, else ``jsonl``."""
+def detect_format(paths: Sequence[str]) -> Literal["jsonl", "parquet", "records"]:
+    """``parquet`` when the first path is a Parquet file or a directory of them, ``records`` when
+    its name contains ``.records.`` (a directory: of its files), else ``jsonl``."""
     first = Path(paths[0])
     if first.suffix == ".parquet" or (first.is_dir() and any(first.rglob("*.parquet"))):
         return "parquet"
+    if ".records." in first.name or (first.is_dir() and any(first.rglob("*.records.*"))):
+        return "records"
     return "jsonl"
+
+
+def _record_line(line: bytes) -> tuple[str, bytes]:
+    return ("record", line)
 
 
 def _from_parquet(row: Any) -> dict[str, Any]:
@@ -83,9 +106,11 @@ def read_archive(
     rdd: RDD[Any]
     if kind == "parquet":
         rdd = spark.read.parquet(*paths).select(*_COLUMNS).rdd.map(_from_parquet)
-    elif kind == "jsonl":
+    elif kind in ("jsonl", "records"):
         sc = spark.sparkContext
         rdd = sc.union([sc.binaryFiles(p) for p in paths]).flatMap(_lines)
+        if kind == "records":
+            rdd = rdd.map(_record_line)
     else:
         raise ValueError(f"unknown archive format {fmt!r}")
     return rdd.repartition(partitions) if partitions else rdd
@@ -99,6 +124,18 @@ def write_jsonl(events: Iterable[Event], path: str | Path) -> int:
     with opener(path, "wb") as f:
         for e in events:
             f.write(e.to_json() + b"\n")
+            n += 1
+    return n
+
+
+def write_records(records: Iterable[Record], path: str | Path) -> int:
+    """Write raw ``records`` as JSON lines (format ``records``; gzip when ``path`` ends in ``.gz``)."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    n = 0
+    with opener(path, "wb") as f:
+        for r in records:
+            f.write(record_to_json(r) + b"\n")
             n += 1
     return n
 

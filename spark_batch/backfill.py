@@ -1,8 +1,10 @@
 """Backfill: archived events through an app's agents, exactly as the stream maps them.
 
 Each executor task loads the app from its ``MODULE:ATTR`` spec, parses its
-share of the archive, routes every event with ``App.route`` (an event of a topic only lookups
-read, ``App.topic_of``, only feeds the lookups: counted, not mapped) and maps it
+share of the archive (an archive of raw records, ``archive.py``'s format ``records``, decoded by
+the decoder of the agent consuming each record's topic, ``KeyedAgent.decoder``), routes every
+event with ``App.route`` (an event of a topic only lookups read, ``App.topic_of``, only feeds
+the lookups: counted, not mapped) and maps it
 with ``framework.runtime.mapping.map_event`` (the agent's mutations plus the
 version marks of the projections it feeds), then applies the mutations with
 their versions through the store adapter (batches, bounded concurrency,
@@ -45,10 +47,11 @@ from typing import Any
 from pyspark import StorageLevel, TaskContext
 from pyspark.sql import SparkSession
 
-from framework.core.events import Event, parse_event
+from framework.core.events import Event, EventError, parse_event
 from framework.core.projection import Projection, mark_writers
 from framework.core.schema import SchemaError
 from framework.core.sync import run_sync
+from framework.decoders.base import Record, record_from_json
 from framework.erasure.keyed import erasure_key
 from framework.erasure.record import DenylistMissing, adopt_denylist, screen_of
 from framework.erasure.screen import load_screen
@@ -57,6 +60,8 @@ from framework.notifications.schema import NOTIFICATION_TABLES
 from framework.notifications.sink import write_notifications
 from framework.runtime.errors import MessageError
 from framework.runtime.mapping import map_event
+from framework.runtime.processor import parse_work
+from framework.runtime.work import Work
 from spark_batch.apps import JobError, app_of, load_app, select
 from spark_batch.archive import ArchiveFormat, read_archive
 from spark_batch.backfill_aggregates import project_aggregates, require_ends
@@ -142,6 +147,8 @@ class _Mapper:
         self._sources.pop(id(unit[1]), None)
 
     def map(self, raw: Any) -> Unit | None:
+        if isinstance(raw, Record) or (isinstance(raw, tuple) and raw[:1] == ("record",)):
+            return self.map_record(raw if isinstance(raw, Record) else raw[1])
         try:
             event: Event = parse_event(raw)
         except Exception as exc:  # noqa: BLE001 - anything unparseable is the message's
@@ -155,6 +162,32 @@ class _Mapper:
         except Exception as exc:  # noqa: BLE001 - an event no agent takes is the message's
             self.reject("-", exc, raw, event, "route")
             return None
+        return self.map_routed(agent, event, raw)
+
+    def map_record(self, raw: Record | bytes) -> Unit | None:
+        """A raw Kafka record (or its archived line, ``framework.decoders.record_to_json``): decoded
+        by the decoder of the agent consuming its topic (``parse_work``'s rule), then mapped."""
+        try:
+            record = raw if isinstance(raw, Record) else record_from_json(raw)
+        except Exception as exc:  # noqa: BLE001 - a line that is no record is the message's
+            self.reject("-", exc, raw, None, "parse")
+            return None
+        text = raw if isinstance(raw, bytes) else record.value or b""
+        agent = next((a for a in self.app.agents if a.topic == record.topic), None)
+        if agent is None:
+            self.reject("-", EventError("topic", f"no agent consumes {record.topic!r}"), text, None, "route")
+            return None
+        work = Work((record.topic, record.partition), record.offset, record.key, record.value)
+        work.decoder, work.timestamp, work.headers = agent.decoder, record.timestamp, record.headers
+        try:
+            event = parse_work(work)
+        except MessageError as exc:
+            self.reject(agent.name, exc.cause, text, None, exc.stage)
+            return None
+        return self.map_routed(agent, event, text)
+
+    def map_routed(self, agent: Any, event: Event, raw: Any) -> Unit | None:
+        """The mutations of ``event`` by ``agent`` (rejected at stage ``map`` when it raises)."""
         try:
             resolve = self.resolutions.get(agent.name)
             if agent.lookups:  # joins: the final entries, the stream's version rule

@@ -42,6 +42,7 @@ from pyspark.sql import SparkSession
 from framework.core.events import Event, EventError, parse_event
 from framework.core.mutations import Mutation
 from framework.core.projection import Projection
+from framework.decoders.base import Record
 from framework.jobs.batches import Batch, OffsetRange
 from framework.runtime.processor import key_mismatch
 from framework.runtime.projector import read_documents
@@ -82,14 +83,23 @@ Empty = Callable[[bytes | None], None]
 
 
 def _values(
-    broker: str, part: Iterable[Any], stray: Stray | None = None, empty: Empty | None = None
-) -> Iterator[bytes | str]:
+    broker: str,
+    part: Iterable[Any],
+    stray: Stray | None = None,
+    empty: Empty | None = None,
+    decoded: frozenset[str] = frozenset(),
+) -> Iterator[bytes | str | Record]:
     """The values of the ranges' records (text when UTF-8), without those whose Kafka key is not
     the ordering key of the event they hold (``key_mismatch``, the stream's rule) nor those whose
     value is null: ``stray`` and ``empty`` get them (the store process parks them at stage ``key``
-    and ``parse``, as the stream's ``parse_work``), the other processes skip them."""
+    and ``parse``, as the stream's ``parse_work``), the other processes skip them. A record of a
+    topic in ``decoded`` (its agent has a decoder) is yielded whole, tombstones too, for the
+    mapper to decode (``_Mapper.map_record``; no headers nor timestamp: the range reader has none)."""
     for r in part:
-        for _, _, _, key, value in read_range_sync(broker, r):
+        for topic, partition, offset, key, value in read_range_sync(broker, r):
+            if topic in decoded:
+                yield Record(key, value, topic, partition, offset)
+                continue
             if value is None:
                 if empty is not None:
                     empty(key)
@@ -109,6 +119,11 @@ def _values(
                 yield raw
             elif stray is not None:
                 stray(key, raw, event, mismatch)
+
+
+def _decoded(app: Any) -> frozenset[str]:
+    """The topics whose agent has a decoder (``KeyedAgent.decoder``)."""
+    return frozenset(a.topic for a in app.agents if a.decoder is not None)
 
 
 def ranges_rdd(spark: SparkSession, cfg: IngestConfig, batch: Batch) -> RDD | None:
@@ -131,7 +146,8 @@ def ranges_rdd(spark: SparkSession, cfg: IngestConfig, batch: Batch) -> RDD | No
 def _mapped(cfg: IngestConfig, part: Iterable[Any]) -> Iterator[tuple[str, list[Mutation]]]:
     """The (agent, mutations) of every event of the ranges that maps (the others are the store
     process's to park)."""
-    yield from _Mapper(cfg.app, cfg.store_url).mapped(_values(cfg.broker, part))
+    mapper = _Mapper(cfg.app, cfg.store_url)
+    yield from mapper.mapped(_values(cfg.broker, part, decoded=_decoded(mapper.app)))
 
 
 # -- store ------------------------------------------------------------------------------------
@@ -152,7 +168,8 @@ def _store_task(cfg: IngestConfig, part: Iterable[Any]) -> Iterator[tuple[Any, .
         parked = mapper.rejected.pop()  # parked as the stream parks it: no value, the Kafka key
         empties.append((*parked[:5], None, parked[6], key))
 
-    values = list(_values(cfg.broker, part, stray, empty))  # read first: the apply runs its own event loop
+    # read first: the apply runs its own event loop
+    values = list(_values(cfg.broker, part, stray, empty, _decoded(mapper.app)))
 
     def done(unit: Unit, error: BaseException | None) -> None:
         if error is not None:

@@ -103,6 +103,7 @@ PROCESS_FAULTS = (
 #: JVM, not one a worker. A module that requests ``spark`` must be listed (checked at collection).
 SPARK_IN_PROCESS = (
     "tests/spark/",
+    "tests/decoders/test_cdc_backfill.py",
     "tests/erasure/test_backfill.py",
     "tests/erasure/test_backfill_record.py",
     "tests/erasure/test_join_backfill.py",

@@ -21,6 +21,7 @@ from examples.support_desk.projection import TicketProjection
 from examples.support_desk.schemas import RECORD_COLUMNS, TICKET
 from framework import App, Delete, Event, KeyedAgent, TableSchema, Upsert
 from framework.decoders import CdcDecoder, Record
+from stores.open import open_wide_store
 
 TOPIC_CDC = "helpdesk.public.tickets"
 TOPIC_ROWS = "support.ticket_rows"
@@ -147,3 +148,13 @@ def history(seed: int, tickets: int = 14, transactions: int = 60) -> History:
             c: v for c, v in row.items() if v is not None and (c in RECORD_COLUMNS or c in KEY_COLUMNS)
         }
     return h
+
+
+async def store_table(url: str) -> dict[str, dict[str, Any]]:
+    """The live cells of every ``ticket`` row of the store at ``url``, by ticket id."""
+    store = await open_wide_store(url)
+    try:
+        rows = [r async for r in store.scan(TICKET.name)]
+    finally:
+        await store.close()
+    return {str(r.key["ticket_id"]): {c: cell.value for c, cell in r.cells.items()} for r in rows if r.cells}
