@@ -28,6 +28,7 @@ __all__ = [
     "GroupMember",
     "GroupReading",
     "GroupReader",
+    "leave_group",
 ]
 
 
@@ -244,6 +245,13 @@ class GroupReader:
         committed = {(tp.topic, tp.partition): om.offset for tp, om in offsets.items() if om.offset >= 0}
         return GroupReading(state, tuple(members), ends, committed)
 
+    async def members(self) -> tuple[str, tuple[GroupMember, ...]]:
+        """The group's state and members now."""
+        admin, _ = await self._clients()
+        (response,) = await admin.describe_consumer_groups([self.group])
+        state, members = _described(response)
+        return state, tuple(members)
+
     async def remove_member(self, member_id: str) -> str:
         """Send LeaveGroup for ``member_id`` (of any process); the broker's answer, by error name
         (``NoError``, ``UnknownMemberIdError``...)."""
@@ -276,3 +284,16 @@ class GroupReader:
                 raise
             self._admin, self._consumer = admin, consumer
         return self._admin, self._consumer
+
+
+async def leave_group(broker: str, group: str, client_id: str, member_ids: Sequence[str] = ()) -> list[str]:
+    """Remove from ``group`` (LeaveGroup, through connections of their own) ``member_ids`` and every
+    member whose client id is ``client_id``, whatever the group's state; the member ids the broker
+    removed. For a process's own members (a unique client id) once its consumer stopped."""
+    reader = GroupReader(broker, group)
+    try:
+        _state, members = await reader.members()
+        ids = list(dict.fromkeys([*member_ids, *(m.member_id for m in members if m.client_id == client_id)]))
+        return [m for m in ids if await reader.remove_member(m) == "NoError"]
+    finally:
+        await reader.close()

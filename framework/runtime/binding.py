@@ -26,7 +26,7 @@ from framework.runtime.dedupe import DedupeConfig
 from framework.runtime.errors import error_class, stage_of
 from framework.runtime.fetch_pacing import pace_empty_fetches
 from framework.runtime.group_rejoin import leave_before_rejoin
-from framework.runtime.group_watch import GroupWatch, member_client_id
+from framework.runtime.group_watch import GroupWatch, member_client_id, run_with
 from framework.runtime.handover import route, routed
 from framework.runtime.intake import Intake
 from framework.runtime.metadata_wait import bound_metadata_wait
@@ -229,6 +229,9 @@ class AgentRuntime:
         bound_metadata_wait(getattr(consumer, "_client", None), self.config.metadata_wait)
 
     def _on_revoked(self, sender: Any, revoked: set[Any], **kwargs: Any) -> None:
+        # before every join, the first one too: a stop then leaves also the member it is joining as
+        leave_before_rejoin(getattr(getattr(getattr(self.app.consumer, "_thread", None), "_consumer", None),
+                                    "_coordinator", None))  # fmt: skip
         self._rebalanced()
         mine = {tp for tp in revoked if tp.topic == self.topic_name}
         self.intake.drop(mine)  # never acked: fetched again by the partitions' next owners
@@ -373,7 +376,7 @@ def watch_group(app: faust.App, topic: str, config: RuntimeConfig) -> GroupWatch
                            period=config.group_watch_period, stall_after=config.stall_after,
                            own=own)  # fmt: skip
         setattr(app, _WATCH, watch)
-        app.task(watch.run)
+        run_with(app, watch)  # from the app's start: an app task would wait for an assignment
     watch.add_topic(topic)
     return watch
 

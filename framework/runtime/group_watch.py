@@ -23,6 +23,13 @@ own client id other than the one its consumer is now, while that one is in
 the group too: an id its consumer gave up (``group_rejoin`` removes those it
 sees; this catches any other path). Any other member is left to the broker's
 session timeout.
+
+A watch runs from the start of the worker (``run_with``: a child service of the app), not as a
+Faust app task: those start only once the tables are recovered, which waits for a first
+assignment, and the only worker of a group restarted after a SIGKILL gets none while the dead
+member it replaces holds the rebalance (noida-db waits for every member to rejoin). While the
+group is not ``Stable`` (or nothing was read yet) it reads every ``rebalance_period`` seconds
+(1 s), so that a dead member holding a join is removed within about a second.
 """
 
 from __future__ import annotations
@@ -36,9 +43,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import mode
+
 from framework.kafka_admin import GroupMember, GroupReader, GroupReading
 
-__all__ = ["PartitionProgress", "GroupWatch", "member_client_id", "dead_here"]
+__all__ = ["PartitionProgress", "GroupWatch", "member_client_id", "dead_here", "run_with"]
 
 log = logging.getLogger(__name__)
 
@@ -111,12 +120,14 @@ class GroupWatch:
         topics: Sequence[str] = (),
         *,
         period: float = 5.0,
+        rebalance_period: float = 1.0,
         stall_after: float = 30.0,
         remove_dead: bool = True,
         own: Callable[[], tuple[str, str | None]] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.group, self.period, self.stall_after = group, period, stall_after
+        self.rebalance_period = min(period, rebalance_period)
         self.topics: list[str] = list(topics)
         self.remove_dead = remove_dead
         #: this worker's client id and its consumer's member id now (None: not known)
@@ -141,7 +152,8 @@ class GroupWatch:
             self.topics.append(topic)
 
     async def run(self) -> None:
-        """Read until cancelled; a failed reading is logged and retried at the next period."""
+        """Read until cancelled, every ``period`` seconds, every ``rebalance_period`` while the group
+        is not Stable; a failed reading is logged and retried at the next period."""
         try:
             while True:
                 try:
@@ -153,7 +165,7 @@ class GroupWatch:
                     log.warning("group %r: could not read the group's progress from the broker: %r",
                                 self.group, exc)  # fmt: skip
                     await self.reader.close()
-                await asyncio.sleep(self.period)
+                await asyncio.sleep(self.period if self.state == "Stable" else self.rebalance_period)
         finally:
             await self.reader.close()
 
@@ -249,3 +261,21 @@ class GroupWatch:
             "read_errors": self.read_errors,
             "age_s": None if self.read_at is None else round(self.clock() - self.read_at, 1),
         }
+
+
+class _WatchService(mode.Service):
+    """Runs a ``GroupWatch`` while the service runs."""
+
+    def __init__(self, watch: GroupWatch, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.watch = watch
+
+    async def on_start(self) -> None:
+        self.add_future(self.watch.run())
+
+
+def run_with(service: mode.ServiceT, watch: GroupWatch) -> None:
+    """Run ``watch`` from the start of ``service`` (a Faust app) to its stop, as its child: started
+    before the app's own children (its consumer among them), unlike an app task, which Faust starts
+    only after table recovery."""
+    service.add_dependency(_WatchService(watch))

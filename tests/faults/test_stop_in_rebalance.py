@@ -1,73 +1,116 @@
-"""A worker stopped in the middle of a rebalance exits within its drain timeout plus a few seconds.
+"""A worker stopped (SIGINT) in the middle of a rebalance leaves its group before it exits.
 
-Real parts: a noida-db of its own, a support-desk ``converge worker`` subprocess and a
-plain aiokafka consumer in another process, killed with SIGKILL once it holds the
-group's partitions: noida-db keeps it as a member (it never evicts one), and its
-long rebalance timeout holds the worker's JoinGroup unanswered. The worker gets
-SIGINT while it waits there; aiokafka would wait for the answer up to the worker's
-rebalance timeout (60 s) and mode then logs a traceback.
+Real parts: a noida-db of its own, ``converge worker`` subprocesses of each example app.
+
+- A rebalance that completes: records flow all the time (so the workers commit every second,
+  and the broker answers the commits of a rebalance IllegalGeneration); each try starts a second
+  worker and sends SIGINT to the first as soon as a rebalance begins (the group leaves Stable, or
+  the second worker logs its JoinGroup: a rebalance may last a few ms). The worker exits with
+  code 0 within its stop bound, and the group, described on the broker when it has exited, holds
+  no member of it (seen before: the consumer rejoined during the stop and the process exited with
+  that member in the group, holding half the partitions until a peer of the same host removed it).
+  The default variant makes 5 tries per app (10 in all); ``--faults-long``, 10 per app.
+- A rebalance the broker holds (the support desk): a plain aiokafka consumer (``outsider``, which
+  no worker removes) killed with SIGKILL once it held the partitions holds the worker's JoinGroup
+  (noida-db keeps it for ever). The worker gets SIGINT while it waits there: it leaves (the member
+  it is joining as) and exits within its stop bound, code 0, no traceback.
 """
 
 from __future__ import annotations
 
-import asyncio
+import signal
 import time
-import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from examples.support_desk.app import app
-from framework.kafka_admin import ensure_topics, group_assignments
 from framework.local_stack import LocalStack
-from framework.worker.processes import kill_worker, start_worker, stop_worker
+from framework.worker.processes import kill_worker, stop_worker
+from tests.faults.conftest import FaultPlan
+from tests.faults.group_runs import APPS, GroupRun
+from tests.support.fault_figures import FaultFigures
 from tests.support.outsider_member import leave_a_dead_outsider
 
 pytestmark = pytest.mark.faults
 
-#: the support desk's drain timeout (RuntimeConfig's default) + framework.worker.run.STOP_GRACE_S
+#: the examples' drain timeout (RuntimeConfig's default) + framework.worker.run.STOP_GRACE_S
 STOP_BOUND = 10.0 + 5.0
 MARGIN = 6.0  # a loaded machine
 
 
-
-def _wait_state(broker: str, group: str, state: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while (seen := asyncio.run(group_assignments(broker, group))[0]) != state:
-        assert time.monotonic() < deadline, f"group {group} still {seen}, not {state}"
-        time.sleep(0.2)
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("module", APPS)
+def test_sigint_during_a_rebalance_leaves_the_group_before_the_exit(
+    module: str,
+    fresh_stack: LocalStack,
+    tmp_path: Path,
+    fault_plan: FaultPlan,
+    report: Callable[[FaultFigures], None],
+) -> None:
+    started = time.monotonic()
+    run = GroupRun(fresh_stack, tmp_path, module)
+    figures = FaultFigures(f"sigint during a rebalance ({module.split('.')[1]})")
+    name, proc = "w0", run.start("w0")
+    run.wait_sole_owner(proc, time.monotonic() + 90)
+    run.feed()
+    tries = 10 if fault_plan.long else 5
+    try:
+        for i in range(1, tries + 1):
+            time.sleep(1.0)  # commits flow
+            begun = time.monotonic()
+            following = run.start(f"w{i}")
+            figures.restarts += 1
+            state = run.wait_rebalance(f"w{i}", time.monotonic() + 60)
+            proc.send_signal(signal.SIGINT)
+            signalled = time.monotonic()
+            code = proc.wait(STOP_BOUND + MARGIN)
+            took = time.monotonic() - signalled
+            left_in = run.members_of(proc, run.members()[1])
+            print(f"try {i}: SIGINT {signalled - begun:.1f} s after a second worker's start, in {state}; "
+                  f"exit {code} after {took:.1f} s; members of it left: {left_in}")  # fmt: skip
+            log = run.log(name)
+            assert code == 0 and "Traceback" not in log, f"try {i}: exit {code}\n{log}"
+            assert not left_in, f"try {i}: the stopped worker is still in the group: {left_in}\n{log}"
+            name, proc = f"w{i}", following
+            run.wait_sole_owner(proc, time.monotonic() + 60)
+            print(f"try {i}: the second worker alone {time.monotonic() - signalled:.1f} s after the SIGINT")
+    finally:
+        run.stop_feeding()
+        code = stop_worker(proc)
+    figures.events = run.fed
+    figures.seconds = time.monotonic() - started
+    report(figures)
+    assert code == 0, run.log(name)
+    assert not run.members_of(proc, run.members()[1])
 
 
 @pytest.mark.timeout(180)
-def test_sigint_while_the_join_is_held_exits_in_bound_without_a_traceback(
-    fresh_stack: LocalStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_sigint_while_the_join_is_held_leaves_and_exits_in_bound_without_a_traceback(
+    fresh_stack: LocalStack, tmp_path: Path
 ) -> None:
     assert fresh_stack.info is not None
-    monkeypatch.setenv("CONVERGE_LOGLEVEL", "info")  # the worker logs its joins
-    boot = fresh_stack.info.kafka_bootstrap
-    broker, group = f"kafka://{boot}", f"desk-{uuid.uuid4().hex[:8]}"
-    topics = list(app.topics())
-    asyncio.run(ensure_topics(broker, dict.fromkeys(topics, 2)))
-    leave_a_dead_outsider(boot, group, topics)  # the broker keeps it: a member that will never rejoin
-    env = {
-        "CONVERGE_ES_URL": fresh_stack.info.es_url,
-        "CONVERGE_APP_ID": group,
-        "CONVERGE_WIDE_STORE": f"sqlite:///{(tmp_path / 'wide.db').resolve()}",
-        "CONVERGE_PARTITIONS": "2",
-    }
-    log = tmp_path / "w" / "worker.log"
-    worker = start_worker("examples.support_desk.app:app", tmp_path / "w", broker, env)
+    run = GroupRun(fresh_stack, tmp_path, APPS[0])
+    # the broker keeps it: a member that will never rejoin
+    leave_a_dead_outsider(fresh_stack.info.kafka_bootstrap, run.group, run.topics)
+    worker = run.start("w")
     try:
-        _wait_state(broker, group, "PreparingRebalance", 60)  # the worker's JoinGroup is in
+        deadline = time.monotonic() + 60
+        while not run.members_of(worker, run.members()[1]):  # its JoinGroup is in
+            assert time.monotonic() < deadline, run.log("w")
+            time.sleep(0.2)
         time.sleep(2)
-        assert worker.poll() is None, log.read_text()[-3000:]
+        assert worker.poll() is None and run.members()[0] == "PreparingRebalance", run.log("w")
         started = time.monotonic()
         code = stop_worker(worker, timeout=90)
         took = time.monotonic() - started
     finally:
         if worker.poll() is None:
             kill_worker(worker)
-    text = log.read_text(errors="replace")
+    text = run.log("w", 10**9)
     assert "(Re-)joining group" in text and "Joined group" not in text  # it was stopped inside the join
     assert took < STOP_BOUND + MARGIN, f"stop took {took:.1f} s:\n{text[-3000:]}"
     assert code == 0 and "Traceback" not in text, text[-3000:]
+    state, members = run.members()
+    assert not run.members_of(worker, members), (state, members, text[-3000:])
+    print(f"stop inside a held join: exit {code} after {took:.1f} s; {state} with {len(members)} member(s)")
