@@ -214,7 +214,8 @@ def test_the_support_desk_verifier_repairs_damage_after_a_kill_and_an_index_outa
             if (
                 summary
                 and sum(summary.repaired.values()) >= sum(DAMAGE.values())
-                and time.time() - (summary.behind_s or 1e9) >= last / 1e6 - 0.2  # every entry verified
+                and time.time() >= last / 1e6 + SETTLE + 1.0  # the newest entry has settled ...
+                and summary.behind_s == 0  # ... and every settled change is verified
             ):
                 break
             time.sleep(1.0)
