@@ -27,6 +27,7 @@ EXTRAS: Mapping[str, tuple[str, ...]] = {
     "report": ("matplotlib",),
     "stack": ("noida_db", "moto"),
     "s3": ("boto3", "botocore"),
+    "decoders": ("fastavro", "jsonschema"),  # and protobuf (module ``google.protobuf``)
 }
 _EXTRA_OF = {module: extra for extra, modules in EXTRAS.items() for module in modules}
 

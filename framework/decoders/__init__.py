@@ -12,12 +12,17 @@ the test kit (``Driver.send`` of ``Record``s), the Spark backfill (archives of r
 - ``cloudevents``: CloudEvents in structured and binary mode;
 - ``fields``: how a decoded record's fields become an event (shared by the registry formats).
 
+The registry formats' modules import their package (the ``decoders`` extra) and are not imported
+here: ``from framework.decoders.avro import AvroDecoder``.
+
 See docs/how-to/decoders.md.
 """
 
 from framework.decoders.base import DecodeError, Decoder, Record, record_from_json, record_to_json
 from framework.decoders.cdc import CdcDecoder
 from framework.decoders.envelope import ENVELOPE, EnvelopeDecoder
+from framework.decoders.fields import EventFields
+from framework.decoders.registry import RegistryUnavailable, SchemaRegistry, UnknownSchema
 
 __all__ = [
     "Decoder",
@@ -28,4 +33,8 @@ __all__ = [
     "EnvelopeDecoder",
     "ENVELOPE",
     "CdcDecoder",
+    "EventFields",
+    "SchemaRegistry",
+    "UnknownSchema",
+    "RegistryUnavailable",
 ]

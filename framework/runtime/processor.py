@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
+from framework.core.errors import Transient
 from framework.core.events import Event, EventError, parse_event
 from framework.core.projection import Projection
 from framework.decoders.base import DecodeError, Record
@@ -94,7 +95,9 @@ def _decode(work: Work) -> Event:
     decoder = work.decoder
     try:
         event = decoder.decode(record_of(work))
-    except Exception as exc:  # noqa: BLE001 - whatever decoding raises is the message's
+    except Transient as exc:  # e.g. the schema registry is down: retried, like a sink's failure
+        raise SinkFailure(f"decoder:{decoder.name}", exc) from exc
+    except Exception as exc:  # noqa: BLE001 - whatever else decoding raises is the message's
         raise MessageError("parse", exc) from exc
     if not isinstance(event, Event):
         raise MessageError(
@@ -177,7 +180,7 @@ class AgentProcessor:
         work.decoder = self.agent.decoder
         try:
             work.event = parse_work(work)
-        except MessageError:
+        except (MessageError, SinkFailure):  # a decoder's transient failure: retried in its turn
             work.event = None
             work.relation = _ordering_key(work.key)
             return
@@ -218,9 +221,14 @@ class AgentProcessor:
                 items.append((work, (event, mapped)))
             except MessageError as exc:
                 bad.append((work, exc))
+            except SinkFailure as exc:  # a decoder's: write_batch raises it, the per-key path retries
+                items.append((work, exc))  # type: ignore[arg-type]
         return items, bad
 
     async def write_batch(self, items: Sequence[Any]) -> None:
+        failed = next((w for _, w in items if isinstance(w, SinkFailure)), None)
+        if failed is not None:
+            raise failed  # nothing written: the whole batch goes to the per-key path
         batch = [written for _, written in items if written is not None]
         if not batch:
             return
