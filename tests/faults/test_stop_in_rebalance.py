@@ -73,7 +73,10 @@ def test_sigint_during_a_rebalance_leaves_the_group_before_the_exit(
             assert code == 0 and "Traceback" not in log, f"try {i}: exit {code}\n{log}"
             assert not left_in, f"try {i}: the stopped worker is still in the group: {left_in}\n{log}"
             name, proc = f"w{i}", following
-            run.wait_sole_owner(proc, time.monotonic() + 60)
+            # 90 s: noida-db may hold the JoinGroup the second worker sent just before the first
+            # left for its whole rebalance timeout (60 s; seen in 1 of 10 tries): not this test's
+            # subject, reported by the print below
+            run.wait_sole_owner(proc, time.monotonic() + 90)
             print(f"try {i}: the second worker alone {time.monotonic() - signalled:.1f} s after the SIGINT")
     finally:
         run.stop_feeding()
