@@ -17,6 +17,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy framework stores spark_batch agents examples benchmarks
 
 docs: $(STAMP)
@@ -25,6 +26,7 @@ docs: $(STAMP)
 test: $(STAMP)
 	bash scripts/system_deps.sh
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy framework stores spark_batch agents examples benchmarks
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
 	$(PY) -m pytest -q -p no:cacheprovider

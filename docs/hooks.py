@@ -52,8 +52,12 @@ API_PAGES: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("state", "Lookups and joins (framework.state)", ("framework.state",), ()),
     ("testing", "The test kit (framework.testing)", ("framework.testing",), ()),
     ("erasure", "Erasure (framework.erasure)", ("framework.erasure",), ()),
-    ("stores", "Stores", (), ("stores.base", "stores.open", "stores.errors", "stores.objects.store",
-                              "stores.objects.error_map")),
+    (
+        "stores",
+        "Stores",
+        (),
+        ("stores.base", "stores.open", "stores.errors", "stores.objects.store", "stores.objects.error_map"),
+    ),
 )
 
 

@@ -150,7 +150,11 @@ def ingest(
 
     return run_sync(
         run_job(
-            job, [process(n, s) for n, s in steps], plan, max_batches=max_batches, apply_log=apply_log,
+            job,
+            [process(n, s) for n, s in steps],
+            plan,
+            max_batches=max_batches,
+            apply_log=apply_log,
             after_process=after_process,
         )  # fmt: skip
     )

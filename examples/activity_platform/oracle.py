@@ -91,9 +91,6 @@ class Expected:
     documents: dict[str, tuple[dict[str, Any], int]]
 
 
-
-
-
 def _addresses(value: Any) -> str | None:
     people = sorted({a.lower() for a in value})
     return ",".join(people) if people else None
@@ -160,9 +157,6 @@ def expected_state(truth: Truth) -> Expected:
             rows[hub] = cells
             docs[hub] = _document(hub, cells, engagement.get(hub), _mark(t))
     return Expected(rows, logs, engagement, docs)
-
-
-
 
 
 def compare_engagement(

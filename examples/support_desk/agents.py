@@ -84,7 +84,9 @@ class TicketAgent(KeyedAgent):
         if "requester_id" in fields:
             key = {"tenant": ref.tenant, "requester_id": fields["requester_id"], **ref.key}
             owned: dict[str, str | int] = {
-                "source": ref.source, "external_id": ref.external_id, "created_at": event.occurred_at
+                "source": ref.source,
+                "external_id": ref.external_id,
+                "created_at": event.occurred_at,
             }
             out.append(Upsert(REQUESTER_TICKET.name, key, owned, event.version))
         return out

@@ -88,9 +88,6 @@ class Expected:
     documents: dict[str, tuple[dict[str, Any], int]]
 
 
-
-
-
 def _ticket_cells(t: TicketTruth) -> dict[str, CellState]:
     cells: dict[str, CellState] = {}
     if t.row_writes:

@@ -151,8 +151,12 @@ SPECS: Mapping[str, Spec] = {
     "requester.erased": Spec(TOPIC_PRIVACY, {"request_id": text(128)}),
     "reply.received": Spec(
         TOPIC_MAIL,
-        {"conversation_id": text(128), "message_id": text(128), "author_kind": choice(*AUTHOR_KINDS),
-         "body": text(10_000)},
+        {
+            "conversation_id": text(128),
+            "message_id": text(128),
+            "author_kind": choice(*AUTHOR_KINDS),
+            "body": text(10_000),
+        },
     ),  # fmt: skip
 }
 

@@ -46,6 +46,7 @@ Fingerprint = tuple[int, bytes | None]
 #: A change record's place: ``(topic partition, offset)``.
 Position = tuple[Hashable, int]
 
+
 def _fingerprint(op: IndexOp) -> Fingerprint | None:
     """None when the document cannot be digested (it is then always written)."""
     if op.doc is None:

@@ -47,6 +47,7 @@ LEDGER = TableSchema(
     columns=(Column("index_digest", "text"), Column("rows_digest", "text")),
 )
 
+
 def _blake(data: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=16).digest(), "big")
 

@@ -108,7 +108,7 @@ def test_an_announcement_without_buckets_recomputes_every_bucket() -> None:
 def test_bad_bucket_lists_are_an_event_error(buckets: Any, error: str) -> None:
     agg = ByTeamStatusBuckets()
     groups = [Group(("red", "open")), Group(("blue", "open"))]
-    (_, _, value), = group_records(agg, [(groups[0], 0), (groups[1], 2)], 1)
+    ((_, _, value),) = group_records(agg, [(groups[0], 0), (groups[1], 2)], 1)
     event = parse_event(value)
     assert groups_named(event, agg) == [(groups[0], [0]), (groups[1], [2])]
     bad = Event(event.event_id, event.ordering_key, 0, 0, event.type, {**event.payload, "buckets": buckets})

@@ -59,7 +59,9 @@ def test_no_worker_there_is_one_error_line(capsys: pytest.CaptureFixture[str]) -
     port = free_port()
     assert main(["status", "--url", f"http://127.0.0.1:{port}", "--timeout", "2"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"converge status: error: cannot read http://127.0.0.1:{port}/metrics")
+    assert len(err) == 1 and err[0].startswith(
+        f"converge status: error: cannot read http://127.0.0.1:{port}/metrics"
+    )
     assert main(["status", "--url", "ftp://example.invalid/"]) == 1
     assert "not an http(s) URL" in capsys.readouterr().err
 

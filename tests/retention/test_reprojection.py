@@ -18,7 +18,7 @@ def test_a_late_write_after_retention_reaches_the_document(tmp_path: Path) -> No
         d.send([item_event("set", "o3", "i1", 28, "a"), item_event("log", "o3", "i1", 1, "a")])
         assert d.documents(app.projections[0]) == {"o3:i1": (full, 28 * STEP)}
         retain(d, coord, NOW_US / 1e6)  # the log entry of step 1 goes; the document changes
-        (doc, version), = d.documents(app.projections[0]).values()
+        ((doc, version),) = d.documents(app.projections[0]).values()
         assert doc == {"a": f"a{28 * STEP}"} and version > 28 * STEP
         d.send(item_event("log", "o3", "i1", 28, "a"))  # late, at the cutoff: kept
         assert d.documents(app.projections[0]) == {"o3:i1": (full, version)}

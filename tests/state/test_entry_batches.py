@@ -15,8 +15,13 @@ from framework.state.kv import MemoryKV, RocksKV
 from tests.state.join_app import app, parent_set
 
 entry_events = st.lists(
-    st.builds(parent_set, st.sampled_from(["c1", "c2", "c3"]), st.sampled_from(["A", "B"]),
-              st.sampled_from(["x", "y"]), st.integers(1, 4)),  # fmt: skip
+    st.builds(
+        parent_set,
+        st.sampled_from(["c1", "c2", "c3"]),
+        st.sampled_from(["A", "B"]),
+        st.sampled_from(["x", "y"]),
+        st.integers(1, 4),
+    ),  # fmt: skip
     min_size=1,
     max_size=25,
 )

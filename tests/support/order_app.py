@@ -103,7 +103,7 @@ def build() -> faust.App:
                 down_max_delay=0.5,
                 park_after=int(os.environ.get("ORDER_PARK_AFTER", "1000")),
             ),
-        )
+        ),
     )
     agent = OrderAgent()
     processor = AgentProcessor(agent, [sink], config.sink_timeout)

@@ -80,8 +80,9 @@ class ReferenceRun:
 
     def verify(self, name: str, proc: subprocess.Popen[bytes] | None = None) -> dict[str, Any] | None:
         """The change verifier's figures last dumped by worker ``name`` (None: it runs none)."""
-        found: dict[str, Any] | None = read_status(self.work / name / "status.json",
-                                                   None if proc is None else proc.pid).get("verify")
+        found: dict[str, Any] | None = read_status(
+            self.work / name / "status.json", None if proc is None else proc.pid
+        ).get("verify")
         return found
 
     def counter(self, name: str, counter: str, proc: subprocess.Popen[bytes] | None = None,

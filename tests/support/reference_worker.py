@@ -21,6 +21,7 @@ from tests.support.status_file import dump_status
 def build() -> faust.App:
     """The reference app's Faust worker, dumping its status."""
     worker = build_worker(app)
+
     def status() -> dict[str, Any]:
         stats = worker.converge.verifier.stats if worker.converge.verifier is not None else None
         return {"runtimes": worker.converge.status(), "verify": None if stats is None else stats.to_dict()}

@@ -34,7 +34,11 @@ def test_a_worker_verifies_its_changes_repairs_damage_and_reports_it(
 ) -> None:
     port = free_port()
     desk = LiveDesk.create(
-        fresh_stack, tmp_path, SEED, CONVERGE_VERIFY=f"{SETTLE}s", CONVERGE_WEB_PORT=str(port),
+        fresh_stack,
+        tmp_path,
+        SEED,
+        CONVERGE_VERIFY=f"{SETTLE}s",
+        CONVERGE_WEB_PORT=str(port),
         CONVERGE_VERIFY_SWEEP="1h",  # one full sweep, at the start
     )
     worker, log = desk.start_worker(), desk.log
