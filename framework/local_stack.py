@@ -1,5 +1,6 @@
 """The embedded local stack: one ``noida-db`` process serving Kafka and Elasticsearch, and
-optionally the embedded S3 server (``framework.local_s3``) with the bucket for parked segments.
+optionally the embedded S3 server (``framework.local_s3``) with the bucket for parked segments and
+the schema-registry stand-in (``framework.local_registry``) for decoders of registry formats.
 
 Used by ``converge stack``, the demo and the tests. Each process runs in its own process
 group and is stopped with SIGINT (noida-db loses its last writes on SIGKILL). An owned stack
@@ -23,6 +24,7 @@ from pathlib import Path
 from framework.core.errors import ConvergeError
 from framework.core.extras import needs_extra
 from framework.local_process import die_with_parent, free_port, pid_alive, port_free, stop_pid
+from framework.local_registry import LocalRegistry
 from framework.local_s3 import DLQ_BUCKET, LocalS3
 
 __all__ = ["LocalStack", "LocalStackError", "StackInfo", "free_port", "default_binary", "die_with_parent"]
@@ -45,6 +47,9 @@ class StackInfo:
     data_dir: str
     s3_port: int | None = None
     s3_pid: int | None = None
+    #: the schema-registry stand-in (``framework.local_registry``), None without one
+    registry_port: int | None = None
+    registry_pid: int | None = None
 
     @property
     def kafka_bootstrap(self) -> str:
@@ -64,6 +69,11 @@ class StackInfo:
     def s3_endpoint(self) -> str | None:
         """The embedded S3 server's URL, or None when the stack runs without one."""
         return None if self.s3_port is None else f"http://{self.host}:{self.s3_port}"
+
+    @property
+    def registry_url(self) -> str | None:
+        """The schema-registry stand-in's URL (always on loopback), or None without one."""
+        return None if self.registry_port is None else f"http://127.0.0.1:{self.registry_port}"
 
 
 def default_binary() -> Path:
@@ -94,6 +104,8 @@ class LocalStack:
         detach: bool = False,
         s3: bool = False,
         s3_port: int | None = None,
+        registry: bool = False,
+        registry_port: int | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.host = host
@@ -106,6 +118,9 @@ class LocalStack:
         self.s3_port = s3_port
         self._proc: subprocess.Popen[bytes] | None = None
         self._s3: LocalS3 | None = None
+        self.registry = registry
+        self.registry_port = registry_port
+        self._registry: LocalRegistry | None = None
         self.info: StackInfo | None = None
 
     # -- lifecycle -----------------------------------------------------
@@ -152,6 +167,8 @@ class LocalStack:
             self._wait_ready(log_path)
             if self.s3:
                 self.info = self._start_s3(self.info)
+            if self.registry:
+                self.info = self._start_registry(self.info)
         except BaseException:
             self.stop()
             raise
@@ -172,6 +189,18 @@ class LocalStack:
         self._s3.start()
         self._s3.ensure_bucket(DLQ_BUCKET)
         return replace(info, s3_port=self._s3.port, s3_pid=self._s3.pid)
+
+    def _start_registry(self, info: StackInfo) -> StackInfo:
+        """``info`` with the schema-registry stand-in started, or kept when one recorded in the state
+        file still runs (its schemas live only in its memory)."""
+        before = _load_state(self.data_dir) if self.detach else None
+        if before is not None and before.registry_pid is not None and pid_alive(before.registry_pid):
+            return replace(info, registry_port=before.registry_port, registry_pid=before.registry_pid)
+        self._registry = LocalRegistry(
+            self.data_dir, port=self.registry_port, startup_timeout=self.startup_timeout, detach=self.detach
+        )
+        self._registry.start()
+        return replace(info, registry_port=self._registry.port, registry_pid=self._registry.pid)
 
     def _wait_ready(self, log_path: Path) -> None:
         assert self._proc is not None and self.info is not None
@@ -197,6 +226,9 @@ class LocalStack:
         s3, self._s3 = self._s3, None
         if s3 is not None:
             s3.stop(timeout)
+        registry, self._registry = self._registry, None
+        if registry is not None:
+            registry.stop(timeout)
         proc, self._proc = self._proc, None
         if proc is None:
             return
@@ -209,7 +241,7 @@ class LocalStack:
         consumers); an S3 server starts again empty."""
         if self.info is not None:
             self.kafka_port, self.es_port = self.info.kafka_port, self.info.es_port
-            self.s3_port = self.info.s3_port
+            self.s3_port, self.registry_port = self.info.s3_port, self.info.registry_port
         self.stop()
         return self.start()
 
@@ -232,7 +264,7 @@ class LocalStack:
         info = _load_state(data_dir)
         if info is None or pid_alive(info.pid):
             return info
-        if info.s3_pid is None or not pid_alive(info.s3_pid):
+        if not any(pid is not None and pid_alive(pid) for pid in (info.s3_pid, info.registry_pid)):
             (Path(data_dir) / _STATE_FILE).unlink(missing_ok=True)
         return None
 
@@ -242,7 +274,8 @@ class LocalStack:
         info = _load_state(data_dir)
         if info is None:
             return False
-        running = [pid for pid in (info.s3_pid, info.pid) if pid is not None and pid_alive(pid)]
+        pids = (info.registry_pid, info.s3_pid, info.pid)
+        running = [pid for pid in pids if pid is not None and pid_alive(pid)]
         for pid in running:
             stop_pid(pid, timeout)
         (Path(data_dir) / _STATE_FILE).unlink(missing_ok=True)
@@ -265,6 +298,7 @@ class LocalStack:
         stack = LocalStack(
             info.data_dir, host=info.host, kafka_port=info.kafka_port, es_port=info.es_port, detach=True,
             s3=info.s3_port is not None, s3_port=info.s3_port,
+            registry=info.registry_port is not None, registry_port=info.registry_port,
         )  # fmt: skip
         return stack.start()
 

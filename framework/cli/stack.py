@@ -29,12 +29,16 @@ def _stack_info(info: StackInfo) -> dict[str, object]:
         from framework.local_s3 import DLQ_BUCKET
 
         out |= {"s3_url": info.s3_endpoint, "s3_bucket": DLQ_BUCKET}
+    if info.registry_url is not None:
+        out["registry_url"] = info.registry_url
     return out
 
 
 def _where(info: StackInfo) -> str:
     """Where the stack listens, for one line of output."""
     where = f"pid {info.pid}, kafka {info.kafka_bootstrap}, es {info.es_url}"
+    if info.registry_url is not None:
+        where += f", schema registry {info.registry_url} (a stand-in)"
     if info.s3_endpoint is None:
         return where
     from framework.local_s3 import DLQ_BUCKET
@@ -53,7 +57,7 @@ def _stack_up(args: argparse.Namespace) -> int:
     s3 = not args.no_s3 and available()
     info = LocalStack(
         args.data_dir, host=args.host, kafka_port=args.kafka_port, es_port=args.es_port, detach=True,
-        s3=s3, s3_port=args.s3_port,
+        s3=s3, s3_port=args.s3_port, registry=not args.no_registry, registry_port=args.registry_port,
     ).start()  # fmt: skip
     print(f"started: {_where(info)}")
     if not s3 and not args.no_s3:
@@ -141,6 +145,12 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
             p.add_argument("--es-port", type=int, default=None, help="default: a free port")
             p.add_argument("--s3-port", type=int, default=None, help="default: a free port")
             p.add_argument("--no-s3", action="store_true", help="start no S3 server")
+            p.add_argument("--registry-port", type=int, default=None, help="default: a free port")
+            p.add_argument(
+                "--no-registry",
+                action="store_true",
+                help="start no schema-registry stand-in (framework.decoders)",
+            )
         if name == "env":
             p.add_argument(
                 "--dlq-prefix",

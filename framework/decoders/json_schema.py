@@ -51,6 +51,8 @@ class JsonSchemaDecoder:
             value = json.loads(payload)
         except (ValueError, RecursionError) as exc:
             raise DecodeError("json", f"schema id {schema_id}: not JSON: {exc}") from None
+        if validator.is_valid(value):
+            return value
         error = self._jsonschema.exceptions.best_match(validator.iter_errors(value))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "(document)"
