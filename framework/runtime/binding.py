@@ -275,6 +275,8 @@ class AgentRuntime:
                         self.counters.stale_dropped += 1  # never acked: redelivered after the rebalance
                         continue
                     work = Work(msg.tp, msg.offset, msg.key, msg.value, ack=ack, epoch=sched.epoch(msg.tp))
+                    work.headers = msg.headers or ()  # for a decoder (framework.decoders)
+                    work.timestamp = msg.timestamp and round(msg.timestamp * 1000)
                     processor.prepare(work)
                     works.append(work)
                     last[msg.tp] = msg.offset

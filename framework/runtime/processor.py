@@ -11,7 +11,7 @@ from typing import Any, Protocol, TypeVar
 from framework.core.errors import Transient
 from framework.core.events import Event, EventError, parse_event
 from framework.core.projection import Projection
-from framework.decoders.base import DecodeError, Record
+from framework.decoders.base import DecodeError, Record, normalize_headers
 from framework.runtime.agent import KeyedAgent
 from framework.runtime.dedupe import DuplicateFilter
 from framework.runtime.errors import MessageError, SinkFailure, is_io_failure
@@ -87,7 +87,8 @@ def record_of(work: Work) -> Record:
     """``work`` as the record a decoder reads (``framework.decoders.Record``)."""
     tp: Any = work.tp
     topic, partition = (tp[0], tp[1]) if isinstance(tp, tuple) and len(tp) == 2 else (str(tp), 0)
-    return Record(work.key, work.value, topic, partition, work.offset, work.timestamp, work.headers)
+    headers = normalize_headers(work.headers)  # Faust's are a list of (str, bytes) pairs
+    return Record(work.key, work.value, topic, partition, work.offset, work.timestamp, headers)
 
 
 def _decode(work: Work) -> Event:

@@ -24,9 +24,10 @@ class Work:
     #: the scheduler's epoch of ``tp`` when the record was taken (``KeyedScheduler.epoch``);
     #: work of an earlier epoch is never tracked. None: not stamped (taken as current).
     epoch: int | None = None
-    #: the record's Kafka timestamp (epoch ms, None: unknown) and headers, for a decoder
+    #: the record's Kafka timestamp (epoch ms, None: unknown) and headers (pairs of name and value,
+    #: as the consumer gives them), for a decoder
     timestamp: int | None = None
-    headers: tuple[tuple[str, bytes | None], ...] = ()
+    headers: Any = ()
     #: the agent's decoder (``framework.decoders``; None: converge's envelope), set by ``prepare``
     decoder: Any = field(default=None, repr=False)
 

@@ -21,6 +21,7 @@ from examples.support_desk.projection import TicketProjection
 from examples.support_desk.schemas import RECORD_COLUMNS, TICKET
 from framework import App, Delete, Event, KeyedAgent, TableSchema, Upsert
 from framework.decoders import CdcDecoder, Record
+from framework.decoders.cloudevents import CloudEventsDecoder
 from stores.open import open_wide_store
 
 TOPIC_CDC = "helpdesk.public.tickets"
@@ -158,3 +159,27 @@ async def store_table(url: str) -> dict[str, dict[str, Any]]:
     finally:
         await store.close()
     return {str(r.key["ticket_id"]): {c: cell.value for c, cell in r.cells.items()} for r in rows if r.cells}
+
+
+TOPIC_CE = "helpdesk.ticket-events"
+
+
+class TicketPriorityEvents(KeyedAgent):
+    """CloudEvents (binary mode in the worker test: attributes in ``ce_*`` headers) setting a
+    ticket's priority."""
+
+    name: ClassVar[str] = "ticket-priority"
+    topic: ClassVar[str] = TOPIC_CE
+    event_types: ClassVar[tuple[str, ...]] = ("ticket.prioritized",)
+    tables: ClassVar[tuple[TableSchema, ...]] = (TICKET,)
+    decoder = CloudEventsDecoder()
+
+    def handle(self, event: Event) -> Iterable[Upsert]:
+        ref = TicketRef.parse(event.ordering_key)
+        return [Upsert(TICKET.name, ref.key, {**ref.cells, "priority": event.payload["data"]["priority"]},
+                       event.version)]  # fmt: skip
+
+
+#: The worker test's app: the CDC topic and a CloudEvents topic.
+worker_app = App("support-desk-decoded", agents=[TicketCdcAgent(), TicketPriorityEvents()],
+                 projections=[TicketProjection()])  # fmt: skip
