@@ -62,10 +62,13 @@ CONVERGE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )  # fmt: skip
 QUIX_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("other", ("logging/", "quixstreams/logging.py", "processed (", "cpu_seconds (")),
+    ("store write: checkpoint flush (RocksDB, changelog)", (
+        "PartitionTransaction.prepare (", "PartitionTransaction.flush (", "RocksDBStorePartition.write (",
+    )),
     ("store write", ("quixstreams/state/", "rocksdict")),
     ("commit", ("quixstreams/checkpointing/", "ProcessingContext.commit_checkpoint", "InternalProducer.flush",
                 "store_offset (")),
-    ("decode", ("quixstreams/models/serializers/", "json/", "orjson")),
+    ("decode", ("quixstreams/models/serializers/", "Topic.row_deserialize (", "json/", "orjson")),
     ("map", ("keep_latest (",)),
     ("fetch", ("quixstreams/kafka/", "quixstreams/rowconsumer.py", "confluent_kafka/",
                "InternalConsumer.", "RowConsumer.", "BaseConsumer.")),
