@@ -49,24 +49,32 @@ class AvroDecoder:
         fields: EventFields | None = None,
         *,
         reader_schema: Mapping[str, Any] | None = None,
+        reader_key_schema: Mapping[str, Any] | None = None,
     ) -> None:
         self.registry = registry
         self.fields = fields or EventFields()
         self._fastavro = _fastavro()
-        self.reader_schema = (
-            None if reader_schema is None else self._fastavro.parse_schema(dict(reader_schema))
-        )
+        parse = self._fastavro.parse_schema
+        self.reader_schema = None if reader_schema is None else parse(dict(reader_schema))
+        self.reader_key_schema = None if reader_key_schema is None else parse(dict(reader_key_schema))
 
     def _writer(self, schema: RegisteredSchema) -> Any:
         return self._fastavro.parse_schema(json.loads(schema.schema))
 
+    def read_key(self, record: Record) -> Any:
+        """The record's key decoded (Avro keys in the wire format, e.g. Debezium's row keys)."""
+        return self._read(record.key, self.reader_key_schema)
+
     def read(self, record: Record) -> Any:
         """The record's value decoded (a dict for an Avro record)."""
-        schema_id, payload = split_wire(record.value)
+        return self._read(record.value, self.reader_schema)
+
+    def _read(self, data: bytes | None, reader: Any) -> Any:
+        schema_id, payload = split_wire(data)
         writer = self.registry.parsed(schema_id, "AVRO", self._writer)
         buf = io.BytesIO(payload)
         try:
-            value = self._fastavro.schemaless_reader(buf, writer, self.reader_schema)
+            value = self._fastavro.schemaless_reader(buf, writer, reader)
         except Exception as exc:  # noqa: BLE001 - truncated, corrupt or not resolvable: the record's
             raise DecodeError("avro", f"schema id {schema_id}: {type(exc).__name__}: {exc}") from None
         if buf.tell() != len(payload):

@@ -115,12 +115,15 @@ class CdcDecoder:
         ordering_key: Callable[[Mapping[str, Any]], str] | None = None,
         snapshot_window: int = DAY_US,
         read_value: Callable[[Record], Any] | None = None,
+        read_key: Callable[[Record], Any] | None = None,
     ) -> None:
         """``entity`` prefixes the event types. ``key_columns``: the primary key's columns in
         order (default: the record key's, as they come). ``ordering_key``: the ordering key of a
         key (default: its values joined by ``/``). ``snapshot_window``: microseconds a snapshot
         may run (the version rule). ``read_value``: the change event of a record as a mapping
-        (default: its value as JSON; e.g. a registry decoder's ``read`` for Avro changes)."""
+        (default: its value as JSON; e.g. ``AvroDecoder(registry).read`` for Debezium's Avro
+        converter); ``read_key``: the row's key of a record (default: its key as JSON; e.g.
+        ``AvroDecoder(registry).read_key``)."""
         if not entity or "." in entity:
             raise ValueError(f"CdcDecoder: entity must be a non-empty name without '.', not {entity!r}")
         if snapshot_window < 0:
@@ -130,6 +133,7 @@ class CdcDecoder:
         self._ordering_key = ordering_key
         self.snapshot_window = snapshot_window
         self._read_value = read_value
+        self._read_key = read_key
 
     @property
     def event_types(self) -> tuple[str, ...]:
@@ -139,7 +143,7 @@ class CdcDecoder:
     def _key(self, record: Record) -> dict[str, Any]:
         if record.key is None:
             raise DecodeError("key", "a change event needs its row's key as the record key")
-        key = _json(record.key, "key")
+        key = self._read_key(record) if self._read_key else _json(record.key, "key")
         if not isinstance(key, dict) or not key:
             raise DecodeError("key", f"must be a non-empty JSON object, got {type(key).__name__}")
         if self.key_columns is not None:

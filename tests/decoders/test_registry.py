@@ -206,3 +206,33 @@ def test_the_worker_batch_path_hands_a_registry_outage_to_the_per_key_path() -> 
     assert sink.batches == []  # nothing written: the per-key path retries each record
     with pytest.raises(SinkFailure):
         asyncio.run(processor(works[0]))
+
+
+def test_debezium_changes_in_avro_through_the_cdc_decoder(stand_in: RegistryStandIn) -> None:
+    from framework.decoders import CdcDecoder
+
+    row = {"type": "record", "name": "Value", "namespace": "helpdesk.public.tickets",
+           "fields": [{"name": "id", "type": "long"}, {"name": "subject", "type": "string"}]}  # fmt: skip
+    key_schema = {"type": "record", "name": "Key", "namespace": "helpdesk.public.tickets",
+                  "fields": [{"name": "id", "type": "long"}]}  # fmt: skip
+    envelope = {"type": "record", "name": "Envelope", "namespace": "helpdesk.public.tickets", "fields": [
+        {"name": "before", "type": ["null", row], "default": None},
+        {"name": "after", "type": ["null", "helpdesk.public.tickets.Value"], "default": None},
+        {"name": "op", "type": "string"},
+        {"name": "source", "type": {"type": "record", "name": "Source", "fields": [
+            {"name": "ts_ms", "type": "long"}, {"name": "lsn", "type": ["null", "long"]},
+            {"name": "table", "type": "string"}]}}]}  # fmt: skip
+    kid = stand_in.register("tickets-key", json.dumps(key_schema))
+    vid = stand_in.register("tickets-value", json.dumps(envelope))
+    avro = AvroDecoder(SchemaRegistry(stand_in.url))
+    decoder = CdcDecoder("ticket", read_value=avro.read, read_key=avro.read_key)
+    source = {"ts_ms": 1_700_000_000_123, "lsn": 77, "table": "tickets"}
+    change = {"before": None, "after": {"id": 5, "subject": "printer"}, "op": "c", "source": source}
+    record = Record(avro_payload(key_schema, {"id": 5}, kid), avro_payload(envelope, change, vid), "cdc")
+    event = decoder.decode(record)
+    assert (event.type, event.ordering_key, event.version) == ("ticket.insert", "5", 1_700_000_000_123_000)
+    assert event.payload["after"] == {"id": 5, "subject": "printer"}
+    tombstone = decoder.decode(Record(record.key, None, "cdc"))
+    assert tombstone.type == "ticket.tombstone" and tombstone.ordering_key == "5"
+    with pytest.raises(Exception, match="magic"):
+        decoder.decode(Record(b'{"id": 5}', record.value, "cdc"))  # a JSON key where Avro is expected
