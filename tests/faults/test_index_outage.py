@@ -20,9 +20,9 @@ from framework.local_stack import LocalStack
 from framework.worker.processes import stop_worker
 from tests.faults.conftest import FaultPlan
 from tests.support.fault_figures import FaultFigures
-from tests.support.index_outage import RECOVERY_BOUND, CommitWatch, DeskRun
+from tests.support.index_outage import CommitWatch, DeskRun, assert_recovered, index_back
 from tests.support.reference_runs import ReferenceRun
-from tests.support.stack_faults import index_answers, start_service, stop_service
+from tests.support.stack_faults import index_answers, stop_service
 
 pytestmark = pytest.mark.faults
 
@@ -72,13 +72,8 @@ def test_index_outage_pauses_parks_nothing_then_converges(
             watch()
             time.sleep(0.25)
         parked_files = len(run.parked())
-        start_service(fresh_stack, "elasticsearch")
-        back = time.monotonic()
-        drained = run.drain(180)
-        print(f"index back after {back - outage_started:.1f} s; "
-              f"drained={drained} {time.monotonic() - back:.1f} s later")  # fmt: skip
+        drained, recovery = index_back(fresh_stack, run.drain, commits, outage_started, "it stopped")
         alive = proc.poll() is None
-        recovery = commits.wait_recovered(back)
     finally:
         commits.__exit__()
         code = stop_worker(proc)
@@ -91,13 +86,7 @@ def test_index_outage_pauses_parks_nothing_then_converges(
     assert (seen["parked"], parked_files) == (0, 0), f"parked during the outage:\n{run.log_tail('w')}"
     assert (outcome.lost, outcome.divergent) == (0, 0), outcome.examples
     assert figures.parked == 0, run.parked()[:3]
-    _assert_recovered(recovery, run.log_tail("w"))
-
-
-def _assert_recovered(recovery: dict[str, float | None], log: str) -> None:
-    assert recovery, "no partition of the change topic was behind when the index came back"
-    slow = {part: took for part, took in recovery.items() if took is None or took > RECOVERY_BOUND}
-    assert not slow, f"partitions not committing within {RECOVERY_BOUND} s: {recovery}\n{log}"
+    assert_recovered(recovery, run.log_tail("w"))
 
 
 def test_support_desk_index_outage_every_partition_commits_again_within_the_bound(
@@ -128,13 +117,8 @@ def test_support_desk_index_outage_every_partition_commits_again_within_the_boun
         assert outage_started is not None
         while time.monotonic() - outage_started < fault_plan.index_outage_s and proc.poll() is None:
             time.sleep(0.25)
-        start_service(fresh_stack, "elasticsearch")
-        back = time.monotonic()
-        drained = run.drain(180)
-        print(f"index back after {back - outage_started:.1f} s; "
-              f"drained={drained} {time.monotonic() - back:.1f} s later")  # fmt: skip
+        drained, recovery = index_back(fresh_stack, run.drain, commits, outage_started, "it stopped")
         alive = proc.poll() is None
-        recovery = commits.wait_recovered(back)
     finally:
         commits.__exit__()
         code = stop_worker(proc)
@@ -145,4 +129,4 @@ def test_support_desk_index_outage_every_partition_commits_again_within_the_boun
     assert alive and drained and code == 0, (alive, drained, code, run.log_tail())
     assert not found, "\n".join(map(str, found[:20]))
     assert figures.parked == 0, run.parked()[:3]
-    _assert_recovered(recovery, run.log_tail())
+    assert_recovered(recovery, run.log_tail())

@@ -19,17 +19,11 @@ from framework.local_stack import LocalStack
 from framework.worker.processes import stop_worker
 from tests.faults.conftest import FaultPlan
 from tests.support.fault_figures import FaultFigures
-from tests.support.index_outage import RECOVERY_BOUND, CommitWatch, DeskRun
+from tests.support.index_outage import CommitWatch, DeskRun, assert_recovered, index_back
 from tests.support.reference_runs import ReferenceRun
-from tests.support.stack_faults import index_answers, start_service, stop_service
+from tests.support.stack_faults import index_answers, stop_service
 
 pytestmark = pytest.mark.faults
-
-
-def _assert_recovered(recovery: dict[str, float | None], log: str) -> None:
-    assert recovery, "no partition of the change topic was behind when the index came back"
-    slow = {part: took for part, took in recovery.items() if took is None or took > RECOVERY_BOUND}
-    assert not slow, f"partitions not committing within {RECOVERY_BOUND} s: {recovery}\n{log}"
 
 
 def _opened_without_index(log: Path, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> float:
@@ -73,13 +67,10 @@ def test_an_activity_worker_started_during_an_index_outage_waits_then_drains(
             seen["stored"] = run.counter("w", "processed", proc, projector=False)
             time.sleep(0.25)
         parked_during = len(run.parked())
-        start_service(fresh_stack, "elasticsearch")
-        back = time.monotonic()
-        drained = run.drain(180)
-        print(f"index back {back - down_at:.1f} s after the worker started without it; "
-              f"drained={drained} {time.monotonic() - back:.1f} s later")  # fmt: skip
+        drained, recovery = index_back(
+            fresh_stack, run.drain, commits, down_at, "the worker started without it"
+        )
         alive = proc.poll() is None
-        recovery = commits.wait_recovered(back)
     finally:
         commits.__exit__()
         code = stop_worker(proc)
@@ -92,7 +83,7 @@ def test_an_activity_worker_started_during_an_index_outage_waits_then_drains(
     assert seen["down"] and seen["paused"], f"the projector never paused ({seen}):\n{run.log_tail('w')}"
     assert parked_during == 0 and figures.parked == 0, run.parked()[:3]
     assert (outcome.lost, outcome.divergent) == (0, 0), outcome.examples
-    _assert_recovered(recovery, run.log_tail("w"))
+    assert_recovered(recovery, run.log_tail("w"))
 
 
 def test_a_support_desk_worker_started_during_an_index_outage_waits_then_drains(
@@ -115,13 +106,10 @@ def test_a_support_desk_worker_started_during_an_index_outage_waits_then_drains(
             assert proc.poll() is None, f"the worker exited during the outage:\n{run.log_tail()}"
             time.sleep(0.25)
         parked_during = len(run.parked())
-        start_service(fresh_stack, "elasticsearch")
-        back = time.monotonic()
-        drained = run.drain(180)
-        print(f"index back {back - down_at:.1f} s after the worker started without it; "
-              f"drained={drained} {time.monotonic() - back:.1f} s later")  # fmt: skip
+        drained, recovery = index_back(
+            fresh_stack, run.drain, commits, down_at, "the worker started without it"
+        )
         alive = proc.poll() is None
-        recovery = commits.wait_recovered(back)
     finally:
         commits.__exit__()
         code = stop_worker(proc)
@@ -132,4 +120,4 @@ def test_a_support_desk_worker_started_during_an_index_outage_waits_then_drains(
     assert alive and drained and code == 0, (alive, drained, code, run.log_tail())
     assert parked_during == 0 and figures.parked == 0, run.parked()[:3]
     assert not found, "\n".join(map(str, found[:20]))
-    _assert_recovered(recovery, run.log_tail())
+    assert_recovered(recovery, run.log_tail())

@@ -15,7 +15,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -30,6 +30,7 @@ from framework.kafka_admin import ensure_topics, produce, wait_all_drained
 from framework.local_stack import LocalStack
 from framework.worker.processes import start_worker
 from tests.examples.support_desk.compare import divergences, read_run
+from tests.support.stack_faults import start_service
 
 __all__ = ["CommitWatch", "DeskRun", "RECOVERY_BOUND", "DESK"]
 
@@ -162,3 +163,23 @@ class DeskRun:
 
 def _name(tp: TopicPartition) -> str:
     return f"{tp.topic}[{tp.partition}]"
+
+
+def index_back(
+    stack: LocalStack, drain: Callable[[float], bool], commits: CommitWatch, since: float, what: str
+) -> tuple[bool, dict[str, float | None]]:
+    """Start the stack's index again (down since ``since``, monotonic), wait until the run drains
+    (``drain(timeout)``), then for every behind partition's next commit: ``(drained, recovery)``."""
+    start_service(stack, "elasticsearch")
+    back = time.monotonic()
+    drained = drain(180)
+    took = time.monotonic() - back
+    print(f"index back {back - since:.1f} s after {what}; drained={drained} {took:.1f} s later")
+    return drained, commits.wait_recovered(back)
+
+
+def assert_recovered(recovery: dict[str, float | None], log: str) -> None:
+    """Every partition of the change topic that was behind committed within ``RECOVERY_BOUND``."""
+    assert recovery, "no partition of the change topic was behind when the index came back"
+    slow = {part: took for part, took in recovery.items() if took is None or took > RECOVERY_BOUND}
+    assert not slow, f"partitions not committing within {RECOVERY_BOUND} s: {recovery}\n{log}"
