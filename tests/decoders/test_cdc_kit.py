@@ -106,3 +106,20 @@ def test_poison_is_parked_at_parse_with_its_class_and_the_rest_goes_on() -> None
         assert [(p.stage, type(p.error).__name__) for p in parked] == [("parse", "DecodeError")] * len(POISON)
         assert [p.event for p in parked] == [r.value for _, r in POISON]
         assert len(d.rows("ticket")) == 1
+
+
+def test_an_app_refuses_a_lookup_on_a_decoded_topic() -> None:
+    from framework import App
+    from framework.state import Lookup
+    from tests.decoders.support_cdc import TicketCdcAgent, TicketRowAgent
+
+    by_subject = Lookup("by_subject", TOPIC_CDC, key=lambda e: e.payload.get("after", {}).get("subject"),
+                        value=lambda e: {"key": e.ordering_key})  # fmt: skip
+
+    class Reader(TicketRowAgent):
+        name = "reader"
+        event_types = ("reader.x",)
+        lookups = (by_subject,)
+
+    with pytest.raises(ValueError, match="lookups read envelopes"):
+        App("refused", agents=[TicketCdcAgent(), Reader()])
