@@ -54,6 +54,7 @@ ENV: dict[str, str] = {
     "gc": "CONVERGE_GC",
     "spark_master": "CONVERGE_SPARK_MASTER",
     "spark_log_level": "CONVERGE_SPARK_LOG_LEVEL",
+    "shared_paths": "CONVERGE_SHARED_PATHS",
     "debug": "CONVERGE_DEBUG",
 }
 
@@ -119,6 +120,8 @@ class Settings:
     - ``gc``: ``freeze``, the garbage collector mode of ``converge worker`` (``framework.worker.heap``)
     - ``spark_master``: ``local[2]``, the Spark master of the batch jobs
     - ``spark_log_level``: ``WARN``, the log level of the Spark context
+    - ``shared_paths``: none; directories (``os.pathsep``-separated) every Spark executor sees at the
+      same path (a shared filesystem): a SQLite store under one may serve a job on a cluster
     - ``debug``: off; ``1`` lets a command's exceptions through with their traceback
     """
 
@@ -151,6 +154,7 @@ class Settings:
     gc: str = "freeze"
     spark_master: str = "local[2]"
     spark_log_level: str = "WARN"
+    shared_paths: str | None = None
     debug: bool = False
 
     @classmethod
@@ -220,7 +224,7 @@ class Settings:
 #: Settings read as given (a string), each with its fixed default (None: none).
 _OPTIONAL = ("dlq_objects", "dlq_s3_endpoint", "dlq_s3_region", "dlq_s3_access_key", "dlq_s3_secret_key",
              "checkpoints", "job_locks", "erasure_key", "metrics_token", "loglevel", "loop", "gc",
-             "spark_master", "spark_log_level")  # fmt: skip
+             "spark_master", "spark_log_level", "shared_paths")  # fmt: skip
 _DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in dataclasses.fields(Settings) if f.default is not dataclasses.MISSING
 }

@@ -3,13 +3,15 @@
 ``Job`` loads the app, picks its projections, resolves where to connect
 (``framework.Settings``: flags, then ``CONVERGE_*``, then the app's
 defaults) and checks the store's tables, the index aliases and the input
-paths, each failure a one-line ``JobError``.
+paths, each failure a one-line ``JobError``. On a cluster master, a store only the driver can reach
+(a SQLite file) is refused unless its path is declared shared (``shared_store_refusal``).
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from framework.settings import Settings, Tombstones
 from spark_batch.apps import JobError, load_app, one, require_tables, select
 from spark_batch.io import open_index
 
-__all__ = ["Job", "absolute_store_url", "input_bytes", "SHORT_INPUT_BYTES"]
+__all__ = ["Job", "absolute_store_url", "input_bytes", "shared_store_refusal", "SHORT_INPUT_BYTES"]
 
 #: A job whose inputs hold at most this many bytes is a short one (``spark_session(short=True)``):
 #: about 190,000 hub rows of the reference platform in a SQLite store.
@@ -58,6 +60,31 @@ def input_bytes(store_url: str | None, *paths: str | None) -> int | None:
     return total
 
 
+def shared_store_refusal(
+    master: str, store_url: str, shared_paths: str | None = None, *, shared: bool = False
+) -> str | None:
+    """Why a job on ``master`` cannot write ``store_url``, or None: on a master that is not local, a
+    SQLite file is reached by the executors only when ``shared`` (``--shared-store``) or under one of
+    ``shared_paths`` (``os.pathsep``-separated directories every executor sees at the same path)."""
+    from spark_batch.session import is_local
+    from stores.open import sqlite_path
+
+    if is_local(master) or shared:
+        return None
+    try:
+        path = Path(sqlite_path(store_url)).resolve()
+    except ValueError:
+        return None  # a networked store (Cassandra): every executor reaches it
+    for root in filter(None, (shared_paths or "").split(os.pathsep)):
+        if path.is_relative_to(Path(root).resolve()):
+            return None
+    return (
+        f"the store {store_url} is a file only this machine reaches, and master {master} runs executors "
+        "elsewhere: give a store every executor reaches (--wide-store cassandra://HOST/KEYSPACE), or "
+        "declare the path shared (--shared-store, or CONVERGE_SHARED_PATHS=DIR) if every executor sees it"
+    )
+
+
 class Job:
     """The app, projections and settings of one job, from its command-line ``args``.
 
@@ -87,6 +114,14 @@ class Job:
         except ValueError as exc:
             raise JobError(str(exc)) from None
         self.store = absolute_store_url(self.settings.wide_store)
+        from spark_batch.session import default_master
+
+        master = getattr(args, "master", None) or default_master()
+        refusal = shared_store_refusal(
+            master, self.store, self.settings.shared_paths, shared=getattr(args, "shared_store", False)
+        )
+        if refusal is not None:
+            raise JobError(refusal)
 
     @property
     def tombstones(self) -> Tombstones:

@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
         "framework.local_process",
         "framework.local_stack",
         "framework.local_s3",
+        "framework.local_spark",
         "framework.local_registry",
     ),
     ("framework.runtime", "framework.dlq", "framework.coordination"),

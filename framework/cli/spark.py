@@ -36,7 +36,7 @@ def _setup(args: argparse.Namespace, name: str, *, short: bool = False) -> Any:
             level=logging.WARNING if args.quiet else logging.INFO, format="%(asctime)s %(name)s %(message)s"
         )
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    return spark_session(f"converge-{name}", args.master, short=short)
+    return spark_session(f"converge-{name}", args.master, short=short, app=args.app)
 
 
 def _opts(args: argparse.Namespace) -> Any:
@@ -451,6 +451,12 @@ def _common() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--master", default=None, help="Spark master (env CONVERGE_SPARK_MASTER, default local[2])"
+    )
+    p.add_argument(
+        "--shared-store",
+        action="store_true",
+        help="every executor of a cluster sees the SQLite store at this path (else a cluster refuses "
+        "it; env CONVERGE_SHARED_PATHS: the shared directories)",
     )
     p.add_argument(
         "--wide-store",

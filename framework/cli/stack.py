@@ -53,7 +53,7 @@ def _stack_up(args: argparse.Namespace) -> int:
     running = LocalStack.read_state(args.data_dir)
     if running is not None:
         print(f"already running: {_where(running)}")
-        return 0
+        return _spark_up(args)
     s3 = not args.no_s3 and available()
     info = LocalStack(
         args.data_dir, host=args.host, kafka_port=args.kafka_port, es_port=args.es_port, detach=True,
@@ -62,12 +62,38 @@ def _stack_up(args: argparse.Namespace) -> int:
     print(f"started: {_where(info)}")
     if not s3 and not args.no_s3:
         print("no S3 server: moto is not installed (pip install 'converge[stack]')")
+    return _spark_up(args)
+
+
+def _spark_up(args: argparse.Namespace) -> int:
+    """With ``--spark``: the local Spark standalone cluster (``framework.local_spark``) in
+    ``DATA_DIR/spark``, unless it runs."""
+    if not args.spark:
+        return 0
+    from framework.local_spark import LocalSpark, LocalSparkError
+
+    info = LocalSpark.read_state(args.data_dir / "spark")
+    if info is not None:
+        print(f"spark already running: {info.master_url} (web UI http://{info.host}:{info.webui_port})")
+        return 0
+    try:
+        info = LocalSpark(
+            args.data_dir / "spark", host=args.host, workers=args.spark_workers, detach=True
+        ).start()
+    except LocalSparkError as exc:
+        raise UserError(str(exc)) from None
+    print(
+        f"spark: {info.master_url}, {len(info.worker_pids)} workers (web UI http://{info.host}:{info.webui_port})"
+    )
     return 0
 
 
 def _stack_down(args: argparse.Namespace) -> int:
+    from framework.local_spark import LocalSpark
     from framework.local_stack import LocalStack
 
+    if LocalSpark.stop_detached(args.data_dir / "spark"):
+        print("spark stopped")
     stopped = LocalStack.stop_detached(args.data_dir)
     print("stopped" if stopped else "not running")
     return 0
@@ -100,6 +126,7 @@ def _stack_status(args: argparse.Namespace) -> int:
 def _stack_env(args: argparse.Namespace) -> int:
     """Shell exports of the running stack's settings (``eval "$(converge stack env)"``)."""
     from framework.local_s3 import dlq_env
+    from framework.local_spark import LocalSpark
     from framework.local_stack import LocalStack
     from framework.settings import ENV
 
@@ -114,6 +141,9 @@ def _stack_env(args: argparse.Namespace) -> int:
     }
     if info.s3_endpoint is not None:
         env |= dlq_env(info.s3_endpoint, args.dlq_prefix)
+    spark = LocalSpark.read_state(args.data_dir / "spark")
+    if spark is not None:
+        env[ENV["spark_master"]] = spark.master_url
     if args.json:
         print_json(env)
     else:
@@ -145,6 +175,8 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
             p.add_argument("--es-port", type=int, default=None, help="default: a free port")
             p.add_argument("--s3-port", type=int, default=None, help="default: a free port")
             p.add_argument("--no-s3", action="store_true", help="start no S3 server")
+            p.add_argument("--spark", action="store_true", help="also a Spark standalone master and workers")
+            p.add_argument("--spark-workers", type=int, default=2, help="with --spark (default 2)")
             p.add_argument("--registry-port", type=int, default=None, help="default: a free port")
             p.add_argument(
                 "--no-registry",

@@ -1,0 +1,187 @@
+"""The batch layer on a real Spark standalone cluster (issue 45): a master and two worker JVMs from
+pyspark's distribution (``tests/spark/cluster.py``), jobs submitted to ``spark://``.
+
+Both example apps go through backfill (with projection), check, repair and reindex on the cluster,
+and the store rows and index documents equal those of the same jobs on ``local[2]``. The code
+reaches the executors only through the zip the job ships (``spark.submit.pyFiles``); a SQLite store
+not declared shared is refused before Spark starts; a worker JVM killed mid-job (SIGKILL) leaves a
+job whose results equal a clean run's.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from examples.activity_platform.generator import generate_history as activity_history
+from examples.support_desk.generator import generate_history as desk_history
+from examples.support_desk.history import deliver
+from framework.cli import main
+from framework.local_spark import master_state
+from framework.local_stack import StackInfo
+from spark_batch.apps import load_app
+from spark_batch.archive import write_jsonl
+from spark_batch.io import open_index
+from stores.open import open_wide_store
+from tests.spark.cluster import Cluster, spark_cluster
+from tests.spark.support import TOMBSTONES, documents, run, sqlite_url, unique_alias
+
+__all__ = ["spark_cluster"]
+
+APPS = {"desk": "examples.support_desk.app:app", "activity": "examples.activity_platform.app:app"}
+
+
+async def _rows(url: str, spec: str) -> dict[str, list[str]]:
+    """Every row of every table of the app, with its cells' values and write times."""
+    store = await open_wide_store(url)
+    try:
+        out: dict[str, list[str]] = {}
+        for table in load_app(spec).tables:
+            rows = [r async for r in store.scan(table.name)]
+            out[table.name] = sorted(
+                json.dumps(
+                    [r.key, {c: repr(v) for c, v in sorted(r.cells.items())}], sort_keys=True, default=str
+                )
+                for r in rows
+            )
+        return out
+    finally:
+        await store.close()
+
+
+class Run:
+    """One app's jobs: the archive, and per master (``local``, ``cluster``) its store and alias."""
+
+    def __init__(self, name: str, root: Path, es_url: str) -> None:
+        self.name, self.spec, self.root = name, APPS[name], root
+        self.archive = root / f"{name}.jsonl"
+        self.es_url = es_url
+        self.stores = {m: sqlite_url(root / f"{name}-{m}.db") for m in ("local", "cluster")}
+        self.aliases = {m: unique_alias(f"{name}-{m}") for m in ("local", "cluster")}
+
+    def common(self, where: str) -> list[str]:
+        return ["--app", self.spec, "--wide-store", self.stores[where], "--es-url", self.es_url,
+                "--es-tombstones", TOMBSTONES, "--alias", self.aliases[where], "--quiet"]  # fmt: skip
+
+    def backfill(self, where: str) -> list[str]:
+        dlq = str(self.root / f"{self.name}-{where}-dlq")
+        return ["spark", "backfill", str(self.archive), "--project", "--dlq-root", dlq, *self.common(where)]
+
+    def check(self, where: str, *extra: str) -> list[str]:
+        report = str(self.root / f"{self.name}-{where}-check{'-'.join(extra)}.json")
+        return ["spark", "check", *self.common(where), "--shards", "2", "--slices", "2", *extra,
+                "--report", report]  # fmt: skip
+
+    def check_report(self, where: str, *extra: str) -> dict[str, Any]:
+        path = self.root / f"{self.name}-{where}-check{'-'.join(extra)}.json"
+        return dict(json.loads(path.read_text()))
+
+    def rows(self, where: str) -> dict[str, list[str]]:
+        return dict(run(_rows(self.stores[where], self.spec)))
+
+    def docs(self, where: str) -> dict[str, Any]:
+        return dict(run(documents(self.es_url, self.aliases[where])))
+
+
+@pytest.fixture(scope="module")
+def runs(
+    spark: SparkSession, stack: StackInfo, spark_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Run]]:
+    """Both apps backfilled (with projection) on ``local[2]`` and on the cluster, then checked on
+    the cluster (one driver process for the four cluster jobs)."""
+    root = tmp_path_factory.mktemp("cluster-jobs")
+    desk, activity = Run("desk", root, stack.es_url), Run("activity", root, stack.es_url)
+    write_jsonl(deliver(desk_history(5, 60).events, 5), desk.archive)  # scrambled, with duplicates
+    write_jsonl(activity_history(17, 400).events, activity.archive)
+    for r in (desk, activity):
+        assert main([*r.backfill("local"), "--master", "local[2]"]) == 0
+    started = time.monotonic()
+    codes = spark_cluster.run_jobs(
+        desk.backfill("cluster"),
+        desk.check("cluster"),
+        activity.backfill("cluster"),
+        activity.check("cluster"),
+    )
+    print(f"cluster backfill + check of both apps: {time.monotonic() - started:.1f} s")
+    assert codes == [0, 0, 0, 0]
+    yield {"desk": desk, "activity": activity}
+
+
+@pytest.mark.parametrize("name", sorted(APPS))
+def test_backfill_on_the_cluster_equals_local(runs: dict[str, Run], name: str) -> None:
+    r = runs[name]
+    rows, docs = r.rows("cluster"), r.docs("cluster")
+    assert sum(map(len, rows.values())) > 0 and docs
+    assert rows == r.rows("local")
+    assert docs == r.docs("local")
+    checked = next(iter(r.check_report("cluster").values()))["check"]
+    assert checked["clean"] and checked["expected_docs"] == len(docs)
+
+
+async def _corrupt(es_url: str, alias: str, ids: list[str]) -> None:
+    """Delete documents ``ids`` and add an orphan."""
+    index = open_index(es_url, TOMBSTONES)
+    try:
+        concrete = (await index.alias_indices(alias))[0]
+        for doc_id in ids:
+            await index.client.delete(index=concrete, id=doc_id)
+        assert await index.index(alias, "no-such-entity", {"subject": "ghost"}, 10)
+    finally:
+        await index.close()
+
+
+def test_repair_and_reindex_on_the_cluster(runs: dict[str, Run], spark_cluster: Cluster) -> None:
+    for r in runs.values():
+        run(_corrupt(r.es_url, r.aliases["cluster"], sorted(r.docs("cluster"))[:3]))
+    jobs = []
+    for r in runs.values():
+        reindex = ["spark", "reindex", *r.common("cluster"), "--shards", "2"]
+        jobs += [r.check("cluster", "--repair"), reindex, r.check("cluster", "--sample", "50")]
+    started = time.monotonic()
+    assert spark_cluster.run_jobs(*jobs) == [0, 0, 0] * len(runs)
+    print(f"cluster repair + reindex + check of both apps: {time.monotonic() - started:.1f} s")
+    for r in runs.values():
+        repaired = next(iter(r.check_report("cluster", "--repair").values()))
+        assert repaired["check"]["counts"]["missing"] == 3 and repaired["check"]["counts"]["orphaned"] == 1
+        assert repaired["after_repair"]["clean"]
+        assert r.docs("cluster") == r.docs("local")
+
+
+def test_executors_import_the_shipped_zip(spark_cluster: Cluster) -> None:
+    (files,) = spark_cluster.run_jobs(["probe", APPS["desk"]])
+    assert files and all("converge-code.zip" in f for f in files), files
+
+
+def test_a_driver_only_store_is_refused_on_a_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("CONVERGE_SHARED_PATHS", raising=False)
+    (tmp_path / "a.jsonl").write_text("")
+    argv = ["spark", "backfill", str(tmp_path / "a.jsonl"), "--app", APPS["desk"], "--quiet",
+            "--wide-store", sqlite_url(tmp_path / "w.db"), "--master", "spark://127.0.0.1:1"]  # fmt: skip
+    started = time.monotonic()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--shared-store" in err and "cassandra://" in err, err
+    assert time.monotonic() - started < 10  # refused before Spark starts: no JVM, no connection
+    monkeypatch.setenv("CONVERGE_SHARED_PATHS", str(tmp_path))
+    from spark_batch.preflight import shared_store_refusal
+
+    assert shared_store_refusal("spark://h:7077", sqlite_url(tmp_path / "w.db"), str(tmp_path)) is None
+    assert shared_store_refusal("spark://h:7077", sqlite_url(tmp_path / "w.db"), None, shared=True) is None
+    assert shared_store_refusal("local[2]", sqlite_url(tmp_path / "w.db")) is None
+    assert shared_store_refusal("spark://h:7077", "cassandra://h/ks") is None
+
+
+def test_the_cluster_is_two_alive_workers(spark_cluster: Cluster) -> None:
+    assert spark_cluster.local.info is not None
+    state = master_state(spark_cluster.local.info)
+    assert state["aliveworkers"] == 2 and {w["cores"] for w in state["workers"] if w["state"] == "ALIVE"} == {
+        1
+    }
