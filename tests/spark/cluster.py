@@ -39,6 +39,10 @@ DRIVER_DEFAULTS = {
 }
 
 
+#: The line the driver prints before job N: ``JOB_MARK N``.
+JOB_MARK = "@@converge-job"
+
+
 class Cluster:
     """A started ``LocalSpark`` and the environment of a driver that submits to it."""
 
@@ -114,7 +118,8 @@ def _main(argvs: list[str]) -> None:  # pragma: no cover - the driver process
     from framework.cli import main
 
     out: list[object] = []
-    for text in argvs:
+    for n, text in enumerate(argvs):
+        print(f"{JOB_MARK} {n}", flush=True)
         argv = json.loads(text)
         out.append(_probe(argv[1]) if argv[0] == "probe" else main(argv))
     print(json.dumps(out), flush=True)

@@ -29,7 +29,7 @@ from spark_batch.apps import load_app
 from spark_batch.archive import write_jsonl
 from spark_batch.io import open_index
 from stores.open import open_wide_store
-from tests.spark.cluster import Cluster, spark_cluster
+from tests.spark.cluster import JOB_MARK, Cluster, spark_cluster
 from tests.spark.support import TOMBSTONES, documents, run, sqlite_url, unique_alias
 
 __all__ = ["spark_cluster"]
@@ -103,14 +103,22 @@ def runs(
         assert main([*r.backfill("local"), "--master", "local[2]"]) == 0
     started = time.monotonic()
     codes = spark_cluster.run_jobs(
-        desk.backfill("cluster"),
-        desk.check("cluster"),
-        activity.backfill("cluster"),
-        activity.check("cluster"),
-    )
+        ["probe", desk.spec], desk.backfill("cluster"), desk.check("cluster"),
+        activity.backfill("cluster"), activity.check("cluster"),
+    )  # fmt: skip
     print(f"cluster backfill + check of both apps: {time.monotonic() - started:.1f} s")
+    files = codes.pop(0)
+    assert files and all("converge-code.zip" in f for f in files), files  # the shipped code, not the checkout
     assert codes == [0, 0, 0, 0]
     yield {"desk": desk, "activity": activity}
+
+
+def test_the_cluster_is_two_alive_workers(spark_cluster: Cluster) -> None:
+    assert spark_cluster.local.info is not None
+    state = master_state(spark_cluster.local.info)
+    assert state["aliveworkers"] == 2 and {w["cores"] for w in state["workers"] if w["state"] == "ALIVE"} == {
+        1
+    }
 
 
 @pytest.mark.parametrize("name", sorted(APPS))
@@ -136,26 +144,76 @@ async def _corrupt(es_url: str, alias: str, ids: list[str]) -> None:
         await index.close()
 
 
-def test_repair_and_reindex_on_the_cluster(runs: dict[str, Run], spark_cluster: Cluster) -> None:
+def _new_task_on(worker_dir: Path, sizes: dict[Path, int]) -> bool:
+    """Whether an executor log of worker ``worker_dir`` gained a started task past ``sizes``."""
+    for log in worker_dir.glob("app-*/*/stderr"):
+        with log.open("rb") as f:
+            f.seek(sizes.get(log, 0))
+            if b"Running task" in f.read():
+                return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def repaired(runs: dict[str, Run], spark_cluster: Cluster) -> dict[str, Any]:
+    """One driver process: check --repair of both apps' corrupted indexes (3 documents deleted, an
+    orphan added), reindex of the support desk's, then a backfill of the activity app into a fresh
+    store and alias during which worker 0's JVM gets SIGKILL as soon as its executor starts a task
+    of that job. The exit statuses, and how long it took."""
     for r in runs.values():
         run(_corrupt(r.es_url, r.aliases["cluster"], sorted(r.docs("cluster"))[:3]))
-    jobs = []
-    for r in runs.values():
-        reindex = ["spark", "reindex", *r.common("cluster"), "--shards", "2"]
-        jobs += [r.check("cluster", "--repair"), reindex, r.check("cluster", "--sample", "50")]
+    desk, activity = runs["desk"], runs["activity"]
+    activity.stores["fault"] = sqlite_url(activity.root / "activity-fault.db")
+    activity.aliases["fault"] = unique_alias("activity-fault")
+    reindex = ["spark", "reindex", *desk.common("cluster"), "--shards", "2"]
+    jobs = [desk.check("cluster", "--repair"), reindex, activity.check("cluster", "--repair"),
+            activity.backfill("fault")]  # fmt: skip
+    assert spark_cluster.local.info is not None
+    worker = Path(spark_cluster.local.info.data_dir) / "worker-0"
     started = time.monotonic()
-    assert spark_cluster.run_jobs(*jobs) == [0, 0, 0] * len(runs)
-    print(f"cluster repair + reindex + check of both apps: {time.monotonic() - started:.1f} s")
+    proc = spark_cluster.start_jobs(*jobs)
+    assert proc.stdout is not None
+    try:
+        while (line := proc.stdout.readline()) and line.strip() != f"{JOB_MARK} {len(jobs) - 1}":
+            pass
+        sizes = {log: log.stat().st_size for log in worker.glob("app-*/*/stderr")}
+        deadline = time.monotonic() + 120
+        while not _new_task_on(worker, sizes) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        killed = proc.poll() is None
+        spark_cluster.local.kill_worker(0)
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    print(f"cluster repair of both apps, reindex of one, backfill with a killed worker: "
+          f"{time.monotonic() - started:.1f} s")  # fmt: skip
+    return {"codes": json.loads(out.strip().splitlines()[-1]), "killed_mid_job": killed}
+
+
+def test_repair_and_reindex_on_the_cluster(runs: dict[str, Run], repaired: dict[str, Any]) -> None:
+    assert repaired["codes"][:3] == [0, 0, 0]
     for r in runs.values():
-        repaired = next(iter(r.check_report("cluster", "--repair").values()))
-        assert repaired["check"]["counts"]["missing"] == 3 and repaired["check"]["counts"]["orphaned"] == 1
-        assert repaired["after_repair"]["clean"]
+        report = next(iter(r.check_report("cluster", "--repair").values()))
+        assert report["check"]["counts"]["missing"] == 3 and report["check"]["counts"]["orphaned"] == 1
+        assert report["after_repair"]["clean"]
         assert r.docs("cluster") == r.docs("local")
 
 
-def test_executors_import_the_shipped_zip(spark_cluster: Cluster) -> None:
-    (files,) = spark_cluster.run_jobs(["probe", APPS["desk"]])
-    assert files and all("converge-code.zip" in f for f in files), files
+def test_a_worker_killed_mid_job_leaves_the_results_of_a_clean_run(
+    runs: dict[str, Run], repaired: dict[str, Any], spark_cluster: Cluster
+) -> None:
+    """SIGKILL to worker 0's JVM while its executor runs a backfill task: its executor exits, Spark
+    reruns the lost tasks on the other worker and the job ends with the clean run's rows and
+    documents (every write is an upsert at the event's version). One worker is left."""
+    assert repaired["killed_mid_job"], "the backfill ended before a task ran on worker 0"
+    assert repaired["codes"][3] == 0
+    r = runs["activity"]
+    assert r.rows("fault") == r.rows("local")
+    assert r.docs("fault") == r.docs("local")
+    assert spark_cluster.local.info is not None
+    assert master_state(spark_cluster.local.info)["aliveworkers"] == 1
 
 
 def test_a_driver_only_store_is_refused_on_a_cluster(
@@ -177,11 +235,3 @@ def test_a_driver_only_store_is_refused_on_a_cluster(
     assert shared_store_refusal("spark://h:7077", sqlite_url(tmp_path / "w.db"), None, shared=True) is None
     assert shared_store_refusal("local[2]", sqlite_url(tmp_path / "w.db")) is None
     assert shared_store_refusal("spark://h:7077", "cassandra://h/ks") is None
-
-
-def test_the_cluster_is_two_alive_workers(spark_cluster: Cluster) -> None:
-    assert spark_cluster.local.info is not None
-    state = master_state(spark_cluster.local.info)
-    assert state["aliveworkers"] == 2 and {w["cores"] for w in state["workers"] if w["state"] == "ALIVE"} == {
-        1
-    }
