@@ -78,6 +78,15 @@ class Run:
         return ["spark", "check", *self.common(where), "--shards", "2", "--slices", "2", *extra,
                 "--report", report]  # fmt: skip
 
+    def aggregate(self, where: str) -> list[str]:
+        """Recompute the aggregates from the store (``--write`` needs the group topics a worker creates)."""
+        report = str(self.root / f"{self.name}-{where}-aggregate.json")
+        return ["spark", "aggregate", "--app", self.spec, "--wide-store", self.stores[where], "--shards", "2",
+                "--quiet", "--report", report]  # fmt: skip
+
+    def aggregate_report(self, where: str) -> dict[str, Any]:
+        return dict(json.loads((self.root / f"{self.name}-{where}-aggregate.json").read_text()))
+
     def check_report(self, where: str, *extra: str) -> dict[str, Any]:
         path = self.root / f"{self.name}-{where}-check{'-'.join(extra)}.json"
         return dict(json.loads(path.read_text()))
@@ -96,20 +105,21 @@ def runs(
     """Both apps backfilled (with projection) on ``local[2]`` and on the cluster, then checked on
     the cluster (one driver process for the four cluster jobs)."""
     root = tmp_path_factory.mktemp("cluster-jobs")
-    desk, activity = Run("desk", root, stack.es_url), Run("activity", root, stack.es_url)
+    desk, activity = (Run(n, root, stack.es_url) for n in ("desk", "activity"))
     write_jsonl(deliver(desk_history(5, 60).events, 5), desk.archive)  # scrambled, with duplicates
     write_jsonl(activity_history(17, 400).events, activity.archive)
     for r in (desk, activity):
         assert main([*r.backfill("local"), "--master", "local[2]"]) == 0
+        assert main([*r.aggregate("local"), "--master", "local[2]"]) == 0
     started = time.monotonic()
     codes = spark_cluster.run_jobs(
-        ["probe", desk.spec], desk.backfill("cluster"), desk.check("cluster"),
-        activity.backfill("cluster"), activity.check("cluster"),
+        ["probe", desk.spec], desk.backfill("cluster"), desk.check("cluster"), desk.aggregate("cluster"),
+        activity.backfill("cluster"), activity.check("cluster"), activity.aggregate("cluster"),
     )  # fmt: skip
     print(f"cluster backfill + check of both apps: {time.monotonic() - started:.1f} s")
     files = codes.pop(0)
     assert files and all("converge-code.zip" in f for f in files), files  # the shipped code, not the checkout
-    assert codes == [0, 0, 0, 0]
+    assert codes == [0] * 6
     yield {"desk": desk, "activity": activity}
 
 
@@ -130,6 +140,20 @@ def test_backfill_on_the_cluster_equals_local(runs: dict[str, Run], name: str) -
     assert docs == r.docs("local")
     checked = next(iter(r.check_report("cluster").values()))["check"]
     assert checked["clean"] and checked["expected_docs"] == len(docs)
+
+
+@pytest.mark.parametrize("name", sorted(APPS))
+def test_aggregates_on_the_cluster_equal_local(runs: dict[str, Run], name: str) -> None:
+    """``aggregate`` (recomputed from the store) on both: the same entities, contributions and groups."""
+    r = runs[name]
+    cluster, local = r.aggregate_report("cluster"), r.aggregate_report("local")
+    assert set(cluster) == set(local) and cluster
+    for name_, report in cluster.items():
+        drop = ("seconds",)
+        assert {k: v for k, v in report.items() if k not in drop} == {
+            k: v for k, v in local[name_].items() if k not in drop
+        }
+        assert report["groups"] > 0
 
 
 async def _corrupt(es_url: str, alias: str, ids: list[str]) -> None:
