@@ -28,7 +28,7 @@ from typing import Any
 from framework.core.errors import ConvergeError
 from framework.local_process import die_with_parent, free_port, pid_alive, stop_pid
 
-__all__ = ["LocalSpark", "LocalSparkError", "SparkClusterInfo", "spark_home"]
+__all__ = ["LocalSpark", "LocalSparkError", "SparkClusterInfo", "driver_conf", "master_state", "spark_home"]
 
 _STATE_FILE = "converge-spark.json"
 _MASTER = "org.apache.spark.deploy.master.Master"
@@ -70,6 +70,11 @@ def spark_home() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+def driver_conf(data_dir: str | Path) -> Path:
+    """The ``SPARK_CONF_DIR`` of the drivers of the cluster in ``data_dir``."""
+    return Path(data_dir).resolve() / "driver-conf"
+
+
 def master_state(info: SparkClusterInfo, timeout: float = 2.0) -> dict[str, Any]:
     """The master's ``/json`` document."""
     with urllib.request.urlopen(info.json_url, timeout=timeout) as resp:  # noqa: S310 - loopback
@@ -82,7 +87,9 @@ class LocalSpark:
     ``with LocalSpark(data_dir) as cluster:`` starts it on free ports of ``host`` and stops it on
     exit; ``start()`` returns once every worker registered with the master. Each worker offers
     ``worker_cores`` cores and ``worker_memory`` to executors; ``daemon_memory`` is the heap of the
-    master's and workers' own JVMs.
+    master's and workers' own JVMs. ``driver_conf`` holds a ``spark-defaults.conf`` for the drivers
+    that submit to it (``SPARK_CONF_DIR``; ``converge stack env`` exports it): executors of
+    ``executor_memory`` and ``worker_cores``, shuffles of two partitions a core, no driver UI.
     """
 
     def __init__(
@@ -96,6 +103,7 @@ class LocalSpark:
         worker_cores: int = 1,
         worker_memory: str = "1g",
         daemon_memory: str = "256m",
+        executor_memory: str = "512m",
         detach: bool = False,
         start_timeout: float = 90.0,
     ) -> None:
@@ -103,6 +111,7 @@ class LocalSpark:
         self.host, self.workers = host, workers
         self.port, self.webui_port = port, webui_port
         self.worker_cores, self.worker_memory, self.daemon_memory = worker_cores, worker_memory, daemon_memory
+        self.executor_memory = executor_memory
         self.detach, self.start_timeout = detach, start_timeout
         self.info: SparkClusterInfo | None = None
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
@@ -114,6 +123,25 @@ class LocalSpark:
         self.stop()
 
     # -- starting -------------------------------------------------------------------------------
+
+    @property
+    def driver_conf(self) -> Path:
+        """The drivers' ``SPARK_CONF_DIR`` (written at ``start``)."""
+        return driver_conf(self.data_dir)
+
+    def _write_driver_conf(self) -> None:
+        cores = self.workers * self.worker_cores
+        defaults = {
+            "spark.executor.memory": self.executor_memory,
+            "spark.executor.cores": str(self.worker_cores),
+            "spark.sql.shuffle.partitions": str(2 * cores),
+            "spark.default.parallelism": str(cores),
+            "spark.ui.enabled": "false",
+        }
+        self.driver_conf.mkdir(parents=True, exist_ok=True)
+        (self.driver_conf / "spark-defaults.conf").write_text(
+            "".join(f"{k} {v}\n" for k, v in defaults.items())
+        )
 
     def _env(self) -> dict[str, str]:
         home = spark_home()
@@ -165,6 +193,7 @@ class LocalSpark:
     def start(self) -> SparkClusterInfo:
         """Start the master, then the workers; wait until every worker is registered and alive."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._write_driver_conf()
         port, webui = self.port or free_port(self.host), self.webui_port or free_port(self.host)
         master = self._spawn(
             "master", _MASTER, "--host", self.host, "--port", str(port), "--webui-port", str(webui)

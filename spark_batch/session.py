@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -129,6 +130,19 @@ def code_zip(app: str | None = None, directory: str | Path | None = None) -> Pat
     return target
 
 
+def _spark_default(key: str) -> str | None:
+    """``key`` of ``spark-defaults.conf`` in ``SPARK_CONF_DIR`` (the job's conf replaces it)."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    path = Path(conf_dir) / "spark-defaults.conf" if conf_dir else None
+    if path is None or not path.is_file():
+        return None
+    for line in path.read_text().splitlines():
+        name, value = (re.split(r"\s*[=:\s]\s*", line.strip(), maxsplit=1) + [""])[:2]
+        if name == key:
+            return value.strip()
+    return None
+
+
 def default_master() -> str:
     """The ``spark_master`` setting (``CONVERGE_SPARK_MASTER``, default ``local[2]``)."""
     return env_setting("spark_master") or "local[2]"
@@ -158,7 +172,8 @@ def spark_session(
     master = master or default_master()
     settings = session_conf(master, conf, short=short)
     if not is_local(master) and SparkSession.getActiveSession() is None:
-        shipped = [p for p in settings.get("spark.submit.pyFiles", "").split(",") if p]
+        given = settings.get("spark.submit.pyFiles") or _spark_default("spark.submit.pyFiles") or ""
+        shipped = [p for p in given.split(",") if p]
         settings["spark.submit.pyFiles"] = ",".join([str(code_zip(app)), *shipped])
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():

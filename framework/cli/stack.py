@@ -126,7 +126,7 @@ def _stack_status(args: argparse.Namespace) -> int:
 def _stack_env(args: argparse.Namespace) -> int:
     """Shell exports of the running stack's settings (``eval "$(converge stack env)"``)."""
     from framework.local_s3 import dlq_env
-    from framework.local_spark import LocalSpark
+    from framework.local_spark import LocalSpark, driver_conf
     from framework.local_stack import LocalStack
     from framework.settings import ENV
 
@@ -144,6 +144,7 @@ def _stack_env(args: argparse.Namespace) -> int:
     spark = LocalSpark.read_state(args.data_dir / "spark")
     if spark is not None:
         env[ENV["spark_master"]] = spark.master_url
+        env["SPARK_CONF_DIR"] = str(driver_conf(spark.data_dir))
     if args.json:
         print_json(env)
     else:

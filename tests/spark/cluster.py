@@ -5,7 +5,8 @@ spark`` jobs on it.
 The jobs run in a child process (one Spark application: a process holds one Spark context, and the
 pytest process holds the ``local[2]`` one): ``python -m tests.spark.cluster ARGV_JSON...`` runs each
 argument list through ``framework.cli.main`` in turn on one session, whose executors start once, and
-prints their exit statuses as JSON. The driver's ``spark-defaults.conf`` keeps the executors small;
+prints their exit statuses as JSON. The driver's ``spark-defaults.conf`` is the cluster's
+(``LocalSpark.driver_conf``: executors of 512 MB, 4 shuffle partitions, no UI);
 ``CONVERGE_SHARED_PATHS`` declares the tests' temporary directory shared (the workers run on this
 host), so the SQLite stores there are allowed on the cluster.
 """
@@ -27,18 +28,6 @@ from framework.local_spark import LocalSpark
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: The driver's Spark defaults: executors that fit the workers, few shuffle partitions, no UI.
-DRIVER_DEFAULTS = {
-    "spark.executor.memory": "512m",
-    "spark.executor.cores": "1",
-    "spark.driver.memory": "512m",
-    "spark.sql.shuffle.partitions": "4",
-    "spark.default.parallelism": "2",
-    "spark.ui.enabled": "false",
-    "spark.task.maxFailures": "4",
-}
-
-
 #: The line the driver prints before job N: ``JOB_MARK N``.
 JOB_MARK = "@@converge-job"
 
@@ -46,9 +35,8 @@ JOB_MARK = "@@converge-job"
 class Cluster:
     """A started ``LocalSpark`` and the environment of a driver that submits to it."""
 
-    def __init__(self, local: LocalSpark, conf_dir: Path) -> None:
+    def __init__(self, local: LocalSpark) -> None:
         self.local = local
-        self.conf_dir = conf_dir
 
     @property
     def master(self) -> str:
@@ -58,7 +46,7 @@ class Cluster:
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         return env | {
-            "SPARK_CONF_DIR": str(self.conf_dir),
+            "SPARK_CONF_DIR": str(self.local.driver_conf),
             "CONVERGE_SHARED_PATHS": tempfile.gettempdir(),
             "CONVERGE_SPARK_MASTER": self.master,
         }
@@ -84,14 +72,12 @@ class Cluster:
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """One cluster for the session; its JVMs stop at the session's end."""
-    root = tmp_path_factory.mktemp("spark-cluster")
-    conf = root / "driver-conf"
-    conf.mkdir()
-    (conf / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in DRIVER_DEFAULTS.items()))
-    local = LocalSpark(root / "cluster", workers=2, worker_cores=1, worker_memory="1g")
+    local = LocalSpark(
+        tmp_path_factory.mktemp("spark-cluster"), workers=2, worker_cores=1, worker_memory="1g"
+    )
     local.start()
     try:
-        yield Cluster(local, conf)
+        yield Cluster(local)
     finally:
         local.stop()
 

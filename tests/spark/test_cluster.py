@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -259,3 +260,16 @@ def test_a_driver_only_store_is_refused_on_a_cluster(
     assert shared_store_refusal("spark://h:7077", sqlite_url(tmp_path / "w.db"), None, shared=True) is None
     assert shared_store_refusal("local[2]", sqlite_url(tmp_path / "w.db")) is None
     assert shared_store_refusal("spark://h:7077", "cassandra://h/ks") is None
+
+
+def test_the_code_zip_holds_converge_and_the_apps_packages(tmp_path: Path) -> None:
+    from spark_batch.session import code_zip, session_conf
+
+    load_app(APPS["activity"])  # the app imports agents/ (its project's other package): shipped too
+    with zipfile.ZipFile(code_zip(APPS["activity"], tmp_path)) as zf:
+        names = zf.namelist()
+    tops = {n.split("/", 1)[0] for n in names}  # (and tests/: this process imported it from the checkout)
+    assert tops >= {"framework", "stores", "spark_batch", "examples", "agents"} and ".venv" not in tops
+    assert "examples/activity_platform/app.py" in names and not [n for n in names if "__pycache__" in n]
+    conf = session_conf("spark://127.0.0.1:7077")
+    assert conf["spark.driver.host"] == "127.0.0.1" and "spark.python.daemon.module" not in conf
