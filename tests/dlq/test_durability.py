@@ -105,7 +105,8 @@ async def test_an_outage_makes_parking_wait_and_loses_nothing(
         wal.close()
         assert _offsets_in_bucket(objects, tmp_path) == [0, 1, 2]
         with BucketView(objects) as view:  # every host's view: the local WAL has none of them
-            assert [e.record.offset for e in view.store.records()] == [0, 1, 2]
+            # three parks started together: written in whichever order they ran, none lost
+            assert sorted(e.record.offset for e in view.store.records()) == [0, 1, 2]
         objects.close()
 
 

@@ -136,6 +136,7 @@ def test_a_support_desk_worker_runs_from_the_bare_install(
         CONVERGE_DATA_DIR=str(tmp_path / "worker"),
         CONVERGE_WIDE_STORE=store_url,
         CONVERGE_PARTITIONS="4",
+        CONVERGE_DENYLIST_STORE="target",  # a new store: the app's personal data needs a deny-list of record
     )
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
