@@ -161,7 +161,7 @@ def register(sub: argparse._SubParsersAction[CliParser]) -> None:
     actions = stack.add_subparsers(dest="stack_command", metavar="ACTION", required=True)
     for name, fn, text in (
         ("up", _stack_up, "start noida-db (Kafka + Elasticsearch) and the S3 server in the background"),
-        ("down", _stack_down, "stop them with SIGINT (the S3 server's objects are lost)"),
+        ("down", _stack_down, "stop them (SIGINT; the S3 server's objects are lost), and Spark"),
         ("restart", _stack_restart, "stop noida-db and start it again on the same ports with its data"),
         ("status", _stack_status, "print where it listens; exit 1 when not running"),
         ("env", _stack_env, 'print its settings as shell exports: eval "$(converge stack env)"'),
