@@ -73,7 +73,7 @@ async def _run(events: list[Event], size: int, plan: Sequence[str]) -> tuple[dic
         await store.close()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=st.sampled_from(SPACINGS).flatmap(histories), data=st.data())
 def test_the_batch_path_ends_in_the_rows_of_the_final_entries(
     history: tuple[list[Event], dict], data: st.DataObject

@@ -83,7 +83,7 @@ async def _run(
         await store.close()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=histories(), data=st.data())
 def test_the_worker_path_ends_in_the_model_of_two_lookups(
     history: tuple[list[Event], Cells, set[str]], data: st.DataObject
