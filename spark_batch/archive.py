@@ -116,28 +116,26 @@ def read_archive(
     return rdd.repartition(partitions) if partitions else rdd
 
 
-def write_jsonl(events: Iterable[Event], path: str | Path) -> int:
-    """Write ``events`` as JSON lines (gzip when ``path`` ends in ``.gz``); returns the count."""
+def _write_lines(lines: Iterable[bytes], path: str | Path) -> int:
+    """Write ``lines`` (newline-terminated here; gzip when ``path`` ends in ``.gz``); returns the count."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     n = 0
     with opener(path, "wb") as f:
-        for e in events:
-            f.write(e.to_json() + b"\n")
+        for line in lines:
+            f.write(line + b"\n")
             n += 1
     return n
+
+
+def write_jsonl(events: Iterable[Event], path: str | Path) -> int:
+    """Write ``events`` as JSON lines (gzip when ``path`` ends in ``.gz``); returns the count."""
+    return _write_lines((e.to_json() for e in events), path)
 
 
 def write_records(records: Iterable[Record], path: str | Path) -> int:
     """Write raw ``records`` as JSON lines (format ``records``; gzip when ``path`` ends in ``.gz``)."""
-    path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    n = 0
-    with opener(path, "wb") as f:
-        for r in records:
-            f.write(record_to_json(r) + b"\n")
-            n += 1
-    return n
+    return _write_lines((record_to_json(r) for r in records), path)
 
 
 def write_parquet(events: Iterable[Event], path: str | Path) -> int:
