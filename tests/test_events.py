@@ -99,3 +99,37 @@ _json = st.recursive(
 def test_to_json_round_trips(event: Event) -> None:
     assert parse_event(event.to_json()) == event
     assert event.to_json() == parse_event(event.to_json()).to_json()
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)  # beyond 64 bits too: orjson would read those as floats
+    | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+def _outcome(raw: bytes | str) -> object:
+    try:
+        return parse_event(raw)
+    except EventError as exc:
+        return (exc.field, str(exc))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    payload=_JSON,
+    version=st.integers(-5, 2**64) | st.sampled_from([0, MAX_VERSION, MAX_VERSION + 1]),
+    cut=st.integers(0, 400) | st.none(),
+)
+def test_bytes_parse_as_the_standard_library_reads_text(payload: object, version: int, cut: int | None) -> None:
+    """Bytes take orjson's fast path; whatever they hold (integers beyond 64 bits, NaN-free floats,
+    any text, truncated JSON) the event or the error is the one the standard library's reading
+    of the same text gives."""
+    body = json.dumps({**GOOD, "version": version, "payload": payload}).encode()
+    if cut is not None:
+        body = body[:cut]
+    assert _outcome(body) == _outcome(body.decode("utf-8", "surrogatepass"))

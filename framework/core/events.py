@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from framework.core.errors import BadMessage
 from framework.core.mutations import MAX_VERSION
@@ -102,8 +105,25 @@ def _check_depth(value: Any) -> None:
     raise EventError("event", f"nested deeper than {MAX_DEPTH} levels")
 
 
+#: A run of 19 digits: an integer literal that may not fit in 64 bits (orjson would read it as a float).
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+
 def parse_event(raw: bytes | str | Mapping[str, Any]) -> Event:
-    """Parse JSON bytes, text or a decoded mapping into an Event; raise EventError."""
+    """Parse JSON bytes, text or a decoded mapping into an Event; raise EventError.
+
+    Bytes are read by orjson when it gives what ``json.loads`` gives: no digit run that may be an
+    integer beyond 64 bits; anything orjson refuses is read again by the standard library, whose
+    answer (or error) stands."""
+    if type(raw) is bytes and len(raw) <= MAX_EVENT_BYTES and not _LONG_DIGITS.search(raw):
+        try:
+            decoded = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass  # the standard library below names the error
+        else:
+            if isinstance(decoded, Mapping) and raw.count(b"{") + raw.count(b"[") > MAX_DEPTH:
+                _check_depth(decoded)
+            return _event_of(decoded)
     if isinstance(raw, bytes | bytearray | memoryview):
         if len(raw) > MAX_EVENT_BYTES:
             raise EventError("event", f"larger than {MAX_EVENT_BYTES} bytes")
@@ -128,6 +148,13 @@ def parse_event(raw: bytes | str | Mapping[str, Any]) -> Event:
         raise EventError("event", f"must be a JSON object, got {type(raw).__name__}")
     if not shallow:
         _check_depth(raw)
+    return _event_of(raw)
+
+
+def _event_of(raw: Any) -> Event:
+    """The Event of a decoded JSON value; EventError unless it is a valid envelope."""
+    if not isinstance(raw, Mapping):
+        raise EventError("event", f"must be a JSON object, got {type(raw).__name__}")
     payload = raw.get("payload", {})
     if not isinstance(payload, Mapping):
         raise EventError("payload", f"must be an object, got {type(payload).__name__}")

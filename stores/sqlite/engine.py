@@ -14,6 +14,12 @@ inside its transaction (``BEGIN IMMEDIATE`` holds the file's write lock, so no o
 connection writes in between); a row whose merge changes nothing is not rewritten. Files of
 the earlier layout (one SQLite row per cell, ``converge_cells``) are converted on open.
 
+Rows a write merged stay in a bounded in-memory cache (``row_cache`` rows, least recently
+written dropped first), so a later write of the same row merges with them instead of reading
+them back. The cache is emptied whenever another connection has committed to the file since
+this one's last write (``PRAGMA data_version``, read inside the write transaction, where no
+other writer can intervene) and after any failed write.
+
 Durability: WAL journal with ``synchronous=FULL``, so a returned ``apply`` has been fsynced.
 Thread safety: one connection guarded by a lock. Several processes (the workers of one app)
 may share a file: SQLite takes one writer at a time.
@@ -133,7 +139,7 @@ class _RowPlan:
     """The reduced writes of one batch to one row."""
 
     schema: TableSchema
-    ph: int
+    ph: int = 0  # the partition hash, for a partition tombstone (other rows: ``_merged``)
     partition: bool = False  # a partition tombstone (clustering key ``_PARTITION``), never cells
     tombstone: int | None = None
     cells: dict[str, Cell] = dataclasses.field(default_factory=dict)
@@ -177,6 +183,13 @@ def _from_sql(schema: TableSchema, col: str, value: CellValue) -> CellValue:
     return value
 
 
+#: Rows an engine keeps in memory by default (``SqliteEngine(row_cache=...)``; 0: none).
+ROW_CACHE = 65_536
+
+#: A cached row: (row tombstone, packed cells, partition hash); None: no stored row. Only text and
+#: numbers, so the garbage collector does not track the cache.
+_Cached = tuple[int | None, str, int] | None
+
 #: Seconds a statement waits for another connection's lock (SQLite's busy timeout), and the
 #: longest an open retries a set-up that found the file busy.
 _BUSY_TIMEOUT = 10.0
@@ -209,9 +222,18 @@ def _connect(path: str, timeout: float) -> sqlite3.Connection:
 class SqliteEngine:
     """Per-cell last-write-wins rows with clustering, tombstones and TTL in SQLite."""
 
-    def __init__(self, path: str | os.PathLike[str], *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Callable[[], float] = time.time,
+        row_cache: int = ROW_CACHE,
+    ) -> None:
         self._clock = clock
         self._lock = threading.RLock()
+        self._row_cache = max(0, row_cache)
+        self._cache: dict[tuple[str, bytes, bytes], _Cached] = {}
+        self._data_version: int | None = None
         self._closed = False
         self._conn = _connect(os.fspath(path), _BUSY_TIMEOUT)
         self._schemas: dict[str, TableSchema] = {
@@ -291,29 +313,62 @@ class SqliteEngine:
             plans = self._plan(mutations)
             if not plans:
                 return
-            with self._transaction():
-                deleted = {(t, pk): p.tombstone for (t, pk, _), p in plans.items() if p.partition}
-                for (table, pk, _), plan in plans.items():
-                    if plan.partition:
-                        self._delete_partition(table, pk, plan)
-                stored = self._stored([key for key, plan in plans.items() if not plan.partition])
-                writes = []
-                for (table, pk, ck), plan in plans.items():
-                    if plan.partition:
-                        continue
-                    old, deleted_at = stored.get((table, pk, ck)), deleted.get((table, pk))
-                    row = self._merged(table, pk, ck, plan, old, deleted_at)
-                    if row is not None:
-                        writes.append(row)
-                if writes:
-                    self._conn.executemany(_WRITE_ROW, writes)
+            merged: dict[tuple[str, bytes, bytes], _Cached] = {}
+            try:
+                with self._transaction():
+                    cache = self._valid_cache()
+                    deleted = {(t, pk): p.tombstone for (t, pk, _), p in plans.items() if p.partition}
+                    if deleted:  # rows of those partitions change beyond the plans
+                        cache.clear()
+                    for (table, pk, _), plan in plans.items():
+                        if plan.partition:
+                            self._delete_partition(table, pk, plan)
+                    missing = [k for k, p in plans.items() if not p.partition and k not in cache]
+                    stored = self._stored(missing)
+                    writes = []
+                    for key, plan in plans.items():
+                        if plan.partition:
+                            continue
+                        old = cache[key] if key in cache else stored.get(key)
+                        row = self._merged(key, plan, old, deleted.get(key[:2]))
+                        if row is not None:
+                            writes.append(row)
+                            merged[key] = (row[4], row[5], row[3])
+                        elif key not in cache:
+                            merged[key] = old
+                    if writes:
+                        self._conn.executemany(_WRITE_ROW, writes)
+            except BaseException:
+                self._cache.clear()  # what was committed is unknown: read it back next time
+                raise
+            self._remember(merged)
 
-    def _stored(
-        self, keys: list[tuple[str, bytes, bytes]]
-    ) -> dict[tuple[str, bytes, bytes], tuple[Any, str]]:
-        """The stored (row tombstone, packed cells) of each of ``keys`` that has a row, read by one
-        statement per table and ``_MANY_PARTITIONS[-1]`` keys."""
-        found: dict[tuple[str, bytes, bytes], tuple[Any, str]] = {}
+    def _valid_cache(self) -> dict[tuple[str, bytes, bytes], _Cached]:
+        """The row cache, emptied first when another connection committed since this one's last
+        transaction; called inside a write transaction."""
+        (version,) = self._conn.execute("PRAGMA data_version").fetchone()
+        if version != self._data_version:
+            self._cache.clear()
+            self._data_version = version
+        return self._cache
+
+    def _remember(self, rows: dict[tuple[str, bytes, bytes], _Cached]) -> None:
+        """Keep committed ``rows`` as the most recently written, dropping the oldest beyond the bound."""
+        if not self._row_cache:
+            return
+        cache = self._cache
+        for key, row in rows.items():
+            cache.pop(key, None)
+            cache[key] = row
+        excess = len(cache) - self._row_cache
+        if excess > 0:
+            for key in list(itertools.islice(cache, excess + self._row_cache // 4)):
+                del cache[key]
+
+    def _stored(self, keys: list[tuple[str, bytes, bytes]]) -> dict[tuple[str, bytes, bytes], _Cached]:
+        """The stored row of each of ``keys`` (None where there is none), read by one statement
+        per table and ``_MANY_PARTITIONS[-1]`` keys."""
+        found: dict[tuple[str, bytes, bytes], _Cached] = dict.fromkeys(keys)
         step = _MANY_PARTITIONS[-1]
         for table, group in itertools.groupby(sorted(keys), key=operator.itemgetter(0)):
             rows = [(pk, ck) for _, pk, ck in group]
@@ -322,24 +377,24 @@ class SqliteEngine:
                 size = next(n for n in _MANY_PARTITIONS if n >= len(chunk))
                 params = [v for key in chunk + chunk[-1:] * (size - len(chunk)) for v in key]
                 for pk, ck, tombstone, text in self._conn.execute(_STORED_ROWS[size], (*params, table)):
-                    found[(table, pk, ck)] = (tombstone, text)
+                    found[(table, pk, ck)] = (tombstone, text, partition_hash(pk))
         return found
 
     @staticmethod
     def _merged(
-        table: str,
-        pk: bytes,
-        ck: bytes,
+        key: tuple[str, bytes, bytes],
         plan: _RowPlan,
-        stored: tuple[Any, str] | None,
+        stored: _Cached,
         partition_deleted: int | None,
     ) -> tuple[Any, ...] | None:
         """The ``stored`` row merged with ``plan`` (a row to write), or None when nothing changes.
         Works on the packed items: only a write-time tie makes cells to ``reconcile``."""
         old_tombstone: int | None = None
         row: dict[str, Item] = {}
-        if stored is not None:
-            old_tombstone, row = stored[0], items(stored[1])
+        if stored is None:
+            ph = partition_hash(key[1])
+        else:
+            old_tombstone, row, ph = stored[0], items(stored[1]), stored[2]
         tombstone = _later(old_tombstone, plan.tombstone)
         changed = stored is None or tombstone != old_tombstone
         if tombstone is not None and tombstone != old_tombstone:
@@ -358,7 +413,7 @@ class SqliteEngine:
                     row[name], changed = item_of(blobs, name, cell), True
         if not changed or (not row and tombstone is None):
             return None
-        return (table, pk, ck, plan.ph, tombstone, dump(row))
+        return (*key, ph, tombstone, dump(row))
 
     def _delete_partition(self, table: str, pk: bytes, plan: _RowPlan) -> None:
         """Write a partition tombstone and drop what it shadows from the partition's rows."""
@@ -396,7 +451,7 @@ class SqliteEngine:
             pk, ck = encode_checked_key(schema, m.key)
             plan = plans.get((m.table, pk, ck))
             if plan is None:
-                plan = plans[(m.table, pk, ck)] = _RowPlan(schema, partition_hash(pk))
+                plan = plans[(m.table, pk, ck)] = _RowPlan(schema)
             if isinstance(m, Upsert):
                 schema.check_cells(m.cells)
                 ttl = m.ttl if m.ttl is not None else schema.default_ttl
