@@ -125,7 +125,9 @@ def _outcome(raw: bytes | str) -> object:
     version=st.integers(-5, 2**64) | st.sampled_from([0, MAX_VERSION, MAX_VERSION + 1]),
     cut=st.integers(0, 400) | st.none(),
 )
-def test_bytes_parse_as_the_standard_library_reads_text(payload: object, version: int, cut: int | None) -> None:
+def test_bytes_parse_as_the_standard_library_reads_text(
+    payload: object, version: int, cut: int | None
+) -> None:
     """Bytes take orjson's fast path; whatever they hold (integers beyond 64 bits, NaN-free floats,
     any text, truncated JSON) the event or the error is the one the standard library's reading
     of the same text gives."""
