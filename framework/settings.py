@@ -48,6 +48,8 @@ ENV: dict[str, str] = {
     "metrics_token": "CONVERGE_METRICS_TOKEN",
     "verify": "CONVERGE_VERIFY",
     "verify_sweep": "CONVERGE_VERIFY_SWEEP",
+    "verify_sample": "CONVERGE_VERIFY_SAMPLE",
+    "verify_record": "CONVERGE_VERIFY_RECORD",
     "repair_max_deletes": "CONVERGE_REPAIR_MAX_DELETES",
     "loglevel": "CONVERGE_LOGLEVEL",
     "loop": "CONVERGE_LOOP",
@@ -110,6 +112,10 @@ class Settings:
       in the worker with that settle time: on one worker of an app, whose notifications are on
     - ``verify_sweep``: off; a duration (e.g. ``6h``): the worker's verifier also sweeps every view
       in full that often (``framework.verify.sweep``), the first sweep at its start
+    - ``verify_sample``: ``0.01``; the fraction of changed documents the change verifier rebuilds
+      from the store's rows even when the projector's record agrees (``framework.verify``)
+    - ``verify_record``: on; ``0`` stops the projectors recording what they wrote for the change
+      verifier (it then rebuilds every changed document)
     - ``repair_max_deletes``: ``10%,1000``; the most index documents one repair of ``converge spark
       check --repair`` or ``converge verify`` (its sweeps) may delete without ``--force``: limits,
       each a count or a percentage of the index's documents (at least 10), the smallest applies;
@@ -148,6 +154,8 @@ class Settings:
     metrics_token: str | None = dataclasses.field(default=None, repr=False)
     verify: float | None = None
     verify_sweep: float | None = None
+    verify_sample: float = 0.01
+    verify_record: bool = True
     repair_max_deletes: str = DEFAULT_MAX_DELETES
     loglevel: str = "warning"
     loop: str = "uvloop"
@@ -197,6 +205,8 @@ class Settings:
             verify_sweep=None
             if get("verify_sweep") is None
             else _duration(get("verify_sweep"), "verify_sweep"),
+            verify_sample=_fraction(get("verify_sample") or 0.01, "verify_sample"),
+            verify_record=str(get("verify_record") or "1").strip().lower() not in ("0", "false", "off", "no"),
             repair_max_deletes=_delete_bound(get("repair_max_deletes") or DEFAULT_MAX_DELETES),
             **{name: get(name) for name in _OPTIONAL if get(name) is not None},
             debug=get("debug") in (True, "1"),
@@ -277,6 +287,16 @@ def _duration(value: Any, name: str) -> float:
         return parse_duration(str(value))
     except ValueError as exc:
         raise ValueError(f"{name} ({ENV[name]}): {exc}") from None
+
+
+def _fraction(value: Any, name: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} ({ENV[name]}): expected a fraction, got {value!r}") from None
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"{name} ({ENV[name]}): must be from 0 to 1, got {number}")
+    return number
 
 
 def _int(value: Any, name: str, minimum: int) -> int:

@@ -1,14 +1,18 @@
 """The projection step: read a partition's source rows, build its document, write it to the index.
 
 The stream's projector runs it for every change event; the batch jobs run
-the same functions for backfill, repair and reindex.
+the same functions for backfill, repair and reindex. The stream's projector also records what
+it wrote, beside the marks (``framework.verify.digests.WRITTEN``), for the change verifier.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Literal
 
+from framework.core.aggregate import Aggregate
+from framework.core.mutations import Mutation
 from framework.core.projection import Document, PartitionKey, Projection
 from framework.core.rows import Row
 from framework.runtime.change_feed import changed_partitions
@@ -17,7 +21,8 @@ from framework.runtime.processor import bounded, parse_work
 from framework.runtime.sinks import Probe
 from framework.runtime.work import Work
 from framework.runtime.written import Position, WrittenDocuments
-from stores.base import IndexOp, SearchIndex, WideColumnStore
+from framework.settings import env_setting
+from stores.base import BulkResult, IndexOp, SearchIndex, WideColumnStore
 from stores.errors import PermanentStoreError, TransientStoreError
 
 __all__ = [
@@ -122,6 +127,11 @@ class ProjectionProcessor:
     ``shared``: the views sharing ``projection``'s marks (``marks_from``), each with its
     target. Their changes are announced on ``projection``'s topic only, so this processor
     projects them too, from the same read, after ``projection``'s own write.
+
+    ``record`` (default: the setting ``verify_record``, on): after each bulk request, record
+    every write the index took (``framework.verify.digests.WRITTEN``: version, digest of the
+    document, digest of the row versions it was built from, all from the read already made) in
+    one store write, for the change verifier.
     """
 
     batchable = True
@@ -135,6 +145,7 @@ class ProjectionProcessor:
         index: SearchIndex,
         sink_timeout: float = 10.0,
         shared: Sequence[tuple[Projection, SearchIndex]] = (),
+        record: bool | None = None,
     ) -> None:
         self.projection = projection
         self.name = f"project.{projection.name}"
@@ -148,6 +159,10 @@ class ProjectionProcessor:
         if callable(answers):
             self.probes["index"] = answers
         self._seen: dict[Hashable, int] = {}  # per partition, the last offset taken from the topic
+        if record is None:
+            record = _on(env_setting("verify_record"))
+        self.record = record
+        self._recording = False  # the record's table is ensured
 
     def on_rebalance(self) -> None:
         """Partitions moved: documents may have been written by another worker since."""
@@ -205,9 +220,12 @@ class ProjectionProcessor:
 
     async def _project_chunk(self, unique: Sequence[PartitionKey], heard: dict[str, Position] | None) -> None:
         read_after = self._in_topic({at[0] for at in (heard or {}).values()})
-        views = [p for p, _, _ in self.targets]
-        read = read_shared_documents(self.store, views, unique)
-        documents = await bounded("wide_column", self.sink_timeout, read)
+        read = read_shared_sources(self.store, self.projection, unique)
+        marks, rows = await bounded("wide_column", self.sink_timeout, read)
+        documents = [
+            [p.document(key, rows[i], marks[i]) for i, key in enumerate(unique)] for p, _, _ in self.targets
+        ]
+        sources: list[int] = []
         for (view, index, written), docs in zip(self.targets, documents, strict=True):
             positions = heard
             if heard and view is not self.projection:  # the record positions by this view's ids
@@ -217,8 +235,36 @@ class ProjectionProcessor:
                 [IndexOp(doc_id, version, doc) for doc_id, doc, version in docs], positions, read_after
             )
             if ops:
-                await bounded("index", self.sink_timeout, self._bulk(view, index, ops))
+                result = await bounded("index", self.sink_timeout, self._bulk(view, index, ops))
+                if self.record:
+                    if not sources:
+                        sources = _source_versions(marks, rows)
+                    by_id = {doc[0]: sources[i] for i, doc in enumerate(docs)}
+                    await bounded("wide_column", self.sink_timeout, self._record(view, ops, result, by_id))
                 written.record(records)
+
+    async def _record(
+        self, view: Projection, ops: Sequence[IndexOp], result: BulkResult, sources: dict[str, int]
+    ) -> None:
+        """Record the writes of ``ops`` the index took (``framework.verify.digests.WRITTEN``)."""
+        from framework.verify.digests import WRITTEN, Written, document_digest, written_upsert
+
+        if not self._recording:
+            await self.store.ensure_table(WRITTEN)
+            self._recording = True
+        took = {item.doc_id for item in result.items if item.outcome == "ok"}
+        versions = not isinstance(view, Aggregate)  # an entity without contributions stores none
+        at = int(time.time() * 1e6)
+        writes: list[Mutation] = []
+        for op in ops:
+            if op.doc_id in took:
+                digest = document_digest(
+                    op.doc if versions else op.doc or None, op.version, versions=versions
+                )
+                written = Written(op.version, digest, sources.get(op.doc_id, 0))
+                writes.append(written_upsert(view.name, op.doc_id, written, at))
+        if writes:
+            await self.store.apply(writes)
 
     def _in_topic(self, partitions: set[Hashable]) -> dict[Hashable, int]:
         """Per partition, the last offset known to be in the topic now (taken, or below the
@@ -235,9 +281,22 @@ class ProjectionProcessor:
         return out
 
     @staticmethod
-    async def _bulk(view: Projection, index: SearchIndex, ops: Sequence[IndexOp]) -> None:
+    async def _bulk(view: Projection, index: SearchIndex, ops: Sequence[IndexOp]) -> BulkResult:
         result = await index.bulk(view.alias, ops)
         if result.failed:
             first, alias = result.failed[0], view.alias
             text = f"bulk {alias}: {len(result.failed)} failed ({first.doc_id}: {first.reason})"
             raise TransientStoreError(text) if result.retryable else PermanentStoreError(text)
+        return result
+
+
+def _source_versions(marks: Sequence[Row | None], rows: Sequence[dict[str, list[Row]]]) -> list[int]:
+    """The digest of each partition's row versions (``digests.source_versions``), in order."""
+    from framework.verify.digests import source_versions
+
+    return [source_versions(mark, read) for mark, read in zip(marks, rows, strict=True)]
+
+
+def _on(value: str | None) -> bool:
+    """A boolean setting's value (unset: on)."""
+    return value is None or value.strip().lower() not in ("0", "false", "off", "no")

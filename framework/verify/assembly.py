@@ -15,6 +15,7 @@ from framework.coordination import CheckpointStore
 from framework.core.repair_guard import DeleteBound
 from framework.dlq import DeadLetterWAL
 from framework.notifications.reader import NotificationReader
+from framework.settings import Settings
 from framework.verify.digests import Ledger
 from framework.verify.park import dlq_parker
 from framework.verify.sweep import Sweep
@@ -36,10 +37,13 @@ async def app_verifier(
     settle: float,
     recheck: float,
     store_url: str = "",
+    sample: float | None = None,
 ) -> ChangeVerifier:
     """The verifier of every view of ``app`` (a ``framework.App`` whose notifications are on):
     projections against ``index``, aggregates against ``contributions``. With ``store_url`` (the
-    store's), ``StoreMismatch`` when ``store`` is not the source of a projection's index."""
+    store's), ``StoreMismatch`` when ``store`` is not the source of a projection's index.
+    ``sample``: the fraction of agreeing changed documents rebuilt all the same (default: the
+    setting ``verify_sample``, from the environment)."""
     notifications = app.notifications
     if notifications is None:
         raise ValueError(f"verify: app {app.name} records no notifications (App(notifications=True))")
@@ -52,8 +56,10 @@ async def app_verifier(
     targets: dict[str, Any] = {p.name: index for p in app.projections}
     targets.update({a.name: contributions for a in app.aggregates})
     park = dlq_parker({v.name: (v, app.change_topic(v)) for v in app.views}, dlq)
+    if sample is None:
+        sample = Settings.resolve(app.name).verify_sample
     verifier = ChangeVerifier(app.views, store, targets, reader, recheck=recheck, park=park,
-                              tenant_of=notifications.tenant_of, app=app.name)  # fmt: skip
+                              tenant_of=notifications.tenant_of, app=app.name, sample=sample)  # fmt: skip
     await verifier.ensure()
     return verifier
 

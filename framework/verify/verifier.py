@@ -2,10 +2,16 @@
 
 It reads the app's notification entries (``framework.notifications``) as one consumer, only
 entries older than ``settle`` seconds (longer than the projector takes to follow a write). For
-each view the entries name documents of, it projects those documents from the store's current
-rows (the projector's read; views sharing marks read the rows once) and compares them with
-the index's, read ``page`` documents at a time (``SearchIndex.get_many``), by
-``compare.classify``. A
+each view the entries name documents of, it first screens them, ``page`` at a time: it reads
+each partition's version mark, the projector's record of what it wrote
+(``digests.WRITTEN``) and the index's copy (``SearchIndex.get_many``). A document whose record
+is at its mark's version and whose copy's digest equals the recorded one is right as far as the
+index goes: the projector wrote the document for the current mark and the index still holds
+it. Every other one (no record, a record behind the mark, a copy missing, older, newer, edited
+or left behind) and a random ``sample`` of the agreeing ones are rebuilt: projected from the
+store's current rows (the projector's read; views sharing marks read the rows once) and
+compared with the index's copy by ``compare.classify``, so the projector's reads stay checked
+too. A rebuilt document found right has its record written again when it disagreed. A
 difference is looked at once more ``recheck`` seconds later, store and index both read again;
 only a difference found both times, for the same expected document, is a divergence. It is
 repaired by ``project_partition`` at a delete floor of the version the index holds, the
@@ -43,6 +49,7 @@ import collections
 import itertools
 import logging
 import math
+import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -58,12 +65,20 @@ from framework.notifications.reader import NotificationReader
 from framework.runtime.projector import project_partition, read_shared_sources, write_document
 from framework.verify.changes import Changed, changed_documents
 from framework.verify.compare import CATEGORIES, Category, as_stored, classify, same_content
-from framework.verify.digests import hit_digest, rows_digest
+from framework.verify.digests import (
+    WRITTEN,
+    Written,
+    hit_digest,
+    mark_version,
+    read_written,
+    rows_digest,
+    written_upsert,
+)
 from stores.base import SearchHit, SearchIndex, WideColumnStore
 
 __all__ = [
     "ChangeVerifier", "Divergence", "Differing", "VerifyStats", "Park", "Right", "CONSUMER", "LAG_BUCKETS",
-    "HAND_EDIT_BUMPS", "SETTLED", "delete_orphan",
+    "HAND_EDIT_BUMPS", "SETTLED", "delete_orphan", "DEFAULT_SAMPLE",
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)
@@ -76,6 +91,9 @@ LAG_BUCKETS = (1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 1
 #: edits of a projected document (each ``PUT`` or ``_update`` raises it by one) and rewritten at
 #: its version; one further ahead is parked for an operator.
 HAND_EDIT_BUMPS = 100
+#: The fraction of changed documents rebuilt from the rows although their record agrees (the
+#: setting ``verify_sample``).
+DEFAULT_SAMPLE = 0.01
 #: What the verifier did about a document it could not repair by projecting, with the copy of
 #: the index it saw: ``how`` is ``parked`` or ``rewritten`` (an ``ahead`` document) or
 #: ``refused`` (a repair the index refused); ``index_digest`` is that copy's ``hit_digest`` (after
@@ -144,6 +162,10 @@ class VerifyStats:
     """What the verifier did since it started."""
 
     verified: int = 0  # documents compared (a document named by several entries counts once a page)
+    screened: int = 0  # changed documents compared with the projector's record (digests)
+    disagreed: int = 0  # of those, whose record disagreed (no record, behind the mark, another copy)
+    sampled: int = 0  # of those, agreeing, rebuilt as the sample
+    rebuilt: int = 0  # changed documents rebuilt from the rows and compared in full
     entries: int = 0  # notification entries committed
     errors: int = 0  # steps that failed (and were retried)
     divergent: collections.Counter[str] = field(default_factory=collections.Counter)
@@ -188,6 +210,8 @@ class VerifyStats:
         """The counts, the lag quantiles and the position, as JSON-able data."""
         return {
             "verified": self.verified, "entries": self.entries, "errors": self.errors,
+            "screened": self.screened, "disagreed": self.disagreed, "sampled": self.sampled,
+            "rebuilt": self.rebuilt,
             "divergent": {c: self.divergent[c] for c in CATEGORIES},
             "repaired": {c: self.repaired[c] for c in CATEGORIES},
             "parked": {c: self.parked[c] for c in CATEGORIES},
@@ -206,8 +230,10 @@ class ChangeVerifier:
     ``targets``: where each view's documents are (by view name: the index for a projection,
     the contributions for an aggregate). ``page``: entries read, and documents compared, at a
     time. ``app``: the app's name, the key of what it remembers of the documents it parked,
-    rewrote or could not repair (``SETTLED``, in ``store``). ``sleep`` and ``clock`` are
-    injectable for tests.
+    rewrote or could not repair (``SETTLED``, in ``store``). ``sample``: the fraction of changed
+    documents whose record agrees that are rebuilt all the same (0: none, 1: every one, as
+    without records). ``sleep``, ``clock`` and ``draw`` (a number in [0, 1) per document, for
+    the sample) are injectable for tests.
     """
 
     def __init__(
@@ -224,15 +250,18 @@ class ChangeVerifier:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         app: str = "",
+        sample: float = DEFAULT_SAMPLE,
+        draw: Callable[[], float] = random.random,
     ) -> None:
         missing = [v.name for v in views if v.name not in targets]
         if missing:
             raise ValueError(f"no target for views {missing}")
-        if recheck < 0 or page < 1:
-            raise ValueError("recheck must be non-negative and page at least 1")
+        if recheck < 0 or page < 1 or not 0.0 <= sample <= 1.0:
+            raise ValueError("recheck must be non-negative, page at least 1 and sample from 0 to 1")
         self.views, self.store, self.targets, self.reader = list(views), store, targets, reader
         self.recheck, self.page, self.park, self.tenant_of = recheck, page, park, tenant_of
         self.clock, self.sleep, self.app = clock, sleep, app
+        self.sample, self.draw = sample, draw
         self.stats = VerifyStats()
         self._ensured = False
         self._written_at = 0
@@ -241,6 +270,7 @@ class ChangeVerifier:
         """Create the table of what it remembers (``SETTLED``) if missing."""
         if not self._ensured:
             await self.store.ensure_table(SETTLED)
+            await self.store.ensure_table(WRITTEN)
             self._ensured = True
 
     async def step(self) -> int:
@@ -295,14 +325,74 @@ class ChangeVerifier:
                     pass
 
     async def _verify(self, group: list[Changed]) -> None:
-        """Verify the changed documents of views sharing a version table (so the same sources)."""
+        """Verify the changed documents of views sharing a version table (so the same sources):
+        screened against the projector's records, the disagreeing and a sample rebuilt."""
         keys = {key_ident(k): k for c in group for k in c.keys.values()}
-        await self.verify_keys([c.view for c in group], list(keys.values()))
+        views = [c.view for c in group]
+        await self.ensure()
+        rebuild, disagreed = await self.screen(views, list(keys.values()))
+        if rebuild:
+            right: list[Right] = []
+            await self.verify_keys(views, rebuild, right)
+            await self._record_right(right, disagreed)
         self.stats.verified += sum(len(c.keys) for c in group)
         now = self.clock()
         for c in group:
             for at in c.since.values():
                 self.stats.observe_lag(now - at / 1e6)
+
+    async def screen(
+        self, views: list[Projection], keys: list[PartitionKey]
+    ) -> tuple[list[PartitionKey], dict[tuple[str, str], int]]:
+        """Compare the documents of ``views`` (sharing a version table) at ``keys`` with the
+        projector's records: the keys to rebuild (a document of theirs disagrees, or drawn for
+        the sample), and the disagreeing documents by (view name, document id), each with its
+        mark's version."""
+        rebuild: dict[str, PartitionKey] = {}
+        disagreed: dict[tuple[str, str], int] = {}
+        stats = self.stats
+        for i in range(0, len(keys), self.page):
+            chunk = keys[i : i + self.page]
+            marks = [mark_version(m) for m in await self.store.read_rows(views[0].version_table.name, chunk)]
+            for view in views:
+                versions = not isinstance(view, Aggregate)
+                ids = [view.document_id(key) for key in chunk]
+                records = await read_written(self.store, view.name, ids)
+                found = await self.targets[view.name].get_many(view.alias, ids)
+                stats.screened += len(ids)
+                for key, doc_id, mark, record, hit in zip(chunk, ids, marks, records, found, strict=True):
+                    if (
+                        record is None
+                        or mark is None
+                        or record.version != mark
+                        or (record.doc != hit_digest(hit, versions=versions))
+                    ):
+                        stats.disagreed += 1
+                        disagreed[(view.name, doc_id)] = mark or 0
+                        rebuild[key_ident(key)] = key
+            for key in chunk:
+                ident = key_ident(key)
+                if ident not in rebuild and self.sample > 0 and self.draw() < self.sample:
+                    stats.sampled += 1
+                    rebuild[ident] = key
+        stats.rebuilt += len(rebuild)
+        return list(rebuild.values()), disagreed
+
+    async def _record_right(self, right: list[Right], disagreed: dict[tuple[str, str], int]) -> None:
+        """Record again the documents found right whose record disagreed (their copy, at their
+        mark's version; the digest of their row versions unknown)."""
+        at = int(self.clock() * 1e6)
+        writes = []
+        for view, doc_id, hit, _ in right:
+            version = disagreed.get((view.name, doc_id))
+            if version is not None:
+                versions = not isinstance(view, Aggregate)
+                if versions and hit is not None and hit.version is not None:
+                    version = hit.version  # right: the current mark's, if it moved since the screen
+                written = Written(version, hit_digest(hit, versions=versions), 0)
+                writes.append(written_upsert(view.name, doc_id, written, at))
+        if writes:
+            await self.store.apply(writes)
 
     async def verify_keys(
         self,

@@ -263,8 +263,9 @@ class _CountingStore:
 
 
 def test_views_sharing_marks_are_verified_from_one_read(tmp_path: Path) -> None:
+    """Every document rebuilt (``sample`` 1): the rows shared by two views are read once."""
     with sent(activity_platform) as (ex, d):
-        v = verifier(d, tmp_path)
+        v = verifier(d, tmp_path, sample=1.0)
         counting = v.store = _CountingStore(d.store)  # type: ignore[assignment]
         drain(d, v)
     shared = {"activities", "engagement_daily"}
@@ -272,3 +273,24 @@ def test_views_sharing_marks_are_verified_from_one_read(tmp_path: Path) -> None:
     hubs = counting.reads["activity_hub"]
     assert hubs > 5 and counting.reads["engagement_log"] == hubs  # once for both views
     assert v.stats.verified >= 2 * hubs and sum(v.stats.divergent.values()) == 0
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_agreeing_records_spare_the_rows_and_the_sample_rebuilds_its_share(
+    example: Callable[[], Example], tmp_path: Path
+) -> None:
+    """On a converged run every changed document's record agrees with its mark and its index copy:
+    no source row is read at sample 0, and sample 1/2 rebuilds about half of them."""
+    with sent(example) as (ex, d):
+        v = verifier(d, tmp_path / "none", sample=0.0)
+        counting = v.store = _CountingStore(d.store)  # type: ignore[assignment]
+        drain(d, v)
+        sources = {t.name for view in d.app.views for t in view.tables}
+        assert v.stats.screened >= len(ex.documents) > 5
+        assert v.stats.disagreed == 0 and v.stats.rebuilt == 0
+        assert not any(counting.reads[t] for t in sources), counting.reads
+        draws = iter([0.0, 0.9] * v.stats.screened)  # every other partition drawn
+        half = verifier(d, tmp_path / "half", sample=0.5, draw=lambda: next(draws))
+        drain(d, half)
+        assert half.stats.disagreed == 0 and half.stats.sampled == half.stats.rebuilt > 2
+        assert sum(half.stats.divergent.values()) == 0
