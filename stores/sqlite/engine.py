@@ -14,8 +14,8 @@ inside its transaction (``BEGIN IMMEDIATE`` holds the file's write lock, so no o
 connection writes in between); a row whose merge changes nothing is not rewritten. Files of
 the earlier layout (one SQLite row per cell, ``converge_cells``) are converted on open.
 
-Rows a write merged stay in a bounded in-memory cache (``row_cache`` rows, least recently
-written dropped first), so a later write of the same row merges with them instead of reading
+Rows a write merged stay in a bounded in-memory cache (``row_cache`` rows, the longest
+cached dropped first), so a later write of the same row merges with them instead of reading
 them back. The cache is emptied whenever another connection has committed to the file since
 this one's last write (``PRAGMA data_version``, read inside the write transaction, where no
 other writer can intervene) and after any failed write.
@@ -353,13 +353,11 @@ class SqliteEngine:
         return self._cache
 
     def _remember(self, rows: dict[tuple[str, bytes, bytes], _Cached]) -> None:
-        """Keep committed ``rows`` as the most recently written, dropping the oldest beyond the bound."""
+        """Keep committed ``rows``, dropping the longest cached beyond the bound."""
         if not self._row_cache:
             return
         cache = self._cache
-        for key, row in rows.items():
-            cache.pop(key, None)
-            cache[key] = row
+        cache.update(rows)
         excess = len(cache) - self._row_cache
         if excess > 0:
             for key in list(itertools.islice(cache, excess + self._row_cache // 4)):
