@@ -37,6 +37,14 @@ a latency of 0, (c0) and (quix) join the interleaved rounds of that latency and 
     python -m benchmarks.agent_throughput --events 100000 --keys 1000 --latency-ms 0 --repeat 5 \\
         --variants c0 c quix
 
+(c@base) With ``--base DIR`` (a worktree of an earlier commit, e.g. ``git worktree add DIR HEAD~1``),
+(c) runs a second time in each round with DIR's code (``PYTHONPATH=DIR``; run the benchmark from
+a directory outside both trees, with ``PYTHONPATH`` naming this tree, so that neither is shadowed
+by the working directory): a cut measured side by side with the commit before it.
+
+    cd /tmp && PYTHONPATH=/work/main python -m benchmarks.agent_throughput --events 100000 \
+        --latency-ms 0 --repeat 5 --variants c quix --base /work/base
+
 With ``--repeat N`` every variant runs N times, interleaved, and the median is
 printed (with the range): single runs on 2 shared cores vary by 30 % or more. With (b1) and
 (c) both chosen, the ratio of their CPU per event is printed for each round as well.
@@ -63,6 +71,8 @@ from framework.worker.processes import start_worker, stop_worker
 from stores.sqlite.store import SqliteStore
 
 VARIANTS = ("a", "c0", "b1", "b2", "c", "c-app", "c-agg", "quix")
+#: The ``bench_apps`` variants a run label names directly (the others run ``keyed``).
+VARIANT_APPS = ("plain", "naive", "keyed")
 
 
 def faust_run(
@@ -200,9 +210,9 @@ def _line(runs: list[Measured]) -> str:
 
 
 def _peer_round(i: int, runs: dict[str, list[Measured]], ckpt: Measured) -> str:
-    """Round ``i``'s (c), (c0) and Quix figures side by side (the last run of each)."""
+    """Round ``i``'s (c), (c@base), (c0) and Quix figures side by side (the last run of each)."""
     parts = [f"round {i + 1}:"]
-    for variant, label in (("keyed", "(c)"), ("noop", "(c0)")):
+    for variant, label in (("keyed", "(c)"), ("base", "(c@base)"), ("noop", "(c0)")):
         if variant in runs:
             m = runs[variant][-1]
             parts.append(f"{label} {m.cpu_us:5.1f} us/ev {m.rate:8.0f} ev/s;")
@@ -225,6 +235,7 @@ def main() -> None:
                     help="the variants to run (default: all)")  # fmt: skip
     ap.add_argument("--calibration-records", type=int, default=200_000)
     ap.add_argument("--quix-venv", type=Path, default=QUIX_VENV, help="the scratch venv of (quix)")
+    ap.add_argument("--base", type=Path, help="a tree of an earlier commit: (c) with its code too")
     args = ap.parse_args()
     chosen = set(args.variants)
     if "quix" in chosen:
@@ -259,12 +270,16 @@ def run(args: argparse.Namespace, chosen: set[str], bootstrap: str, work: Path) 
               "naive": ("(b2)", "naive Faust agent, awaits each "),
               "keyed": ("(c)", "KeyedAgent runtime             "),
               "noop": ("(c0)", "KeyedAgent runtime, no-op sink "),
-              "quix": ("(quix)", "Quix Streams, RocksDB state  ")}  # fmt: skip
+              "quix": ("(quix)", "Quix Streams, RocksDB state  "),
+              "base": ("(c@base)", "runtime, the base tree's code")}  # fmt: skip
     ckpt: list[Measured] = []
     for latency in args.latency_ms:
         runs: dict[str, list[Measured]] = {v: [] for v, (lb, _) in labels.items() if lb.strip("()") in chosen}
         runs.pop("noop", None)
         runs.pop("quix", None)
+        runs.pop("base", None)
+        if args.base is not None and "keyed" in runs:
+            runs["base"] = []
         if peer and latency == 0:
             runs.update({"noop": []} if "c0" in chosen else {})
             runs["quix"] = []
@@ -279,9 +294,11 @@ def run(args: argparse.Namespace, chosen: set[str], bootstrap: str, work: Path) 
                     labels["quix"] = ("(quix)", f" Quix Streams {version}, RocksDB".ljust(30))
                     ckpt.append(to_ckpt)
                 else:
-                    one, data = faust_run("keyed" if variant == "noop" else variant, broker, topic,
-                                          args.events, latency, work, noop=variant == "noop")  # fmt: skip
-                    if variant == "keyed":
+                    env = {"PYTHONPATH": str(args.base)} if variant == "base" else None
+                    app = variant if variant in VARIANT_APPS else "keyed"
+                    one, data = faust_run(app, broker, topic, args.events, latency, work,
+                                          noop=variant == "noop", env=env)  # fmt: skip
+                    if variant in ("keyed", "base"):
                         check_rows(data, model)
                 out.append(one)
             if "quix" in runs:
