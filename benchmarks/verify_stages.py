@@ -16,7 +16,11 @@ and the collector set as a worker's (``framework.worker.heap``):
 - ``index``: the copies (``SearchIndex.get_many``: noida-db for the projection, the store's
   contribution tables for the aggregates);
 - ``compare``: ``classify`` of each pair;
-- ``look``: the whole first look (``ChangeVerifier.first_look``), which is the four together.
+- ``look``: the whole first look (``ChangeVerifier.first_look``), which is the four together;
+- ``screen``: what the change verifier does instead for a changed document (issue 46,
+  ``ChangeVerifier.screen`` at sample 0): the marks, the projector's records (the driver's
+  projector wrote them) and the index's copies read, the copies digested and compared with the
+  records.
 
 Medians (min-max) over ``--runs`` passes, in CPU µs per document and per event (documents over
 events); ``verify_cost``'s worker without the verifier is the scale (BENCHMARKS.md).
@@ -60,7 +64,7 @@ APPS: dict[str, tuple[App, Callable[[int, int], Any]]] = {
     "platform": (platform_app, platform_history),
     "desk": (desk_app, desk_history),
 }
-STAGES = ("read", "build", "index", "compare", "look")
+STAGES = ("read", "build", "index", "compare", "look", "screen")
 
 
 async def one_pass(
@@ -93,6 +97,8 @@ async def one_pass(
             spent["compare"] += time.process_time() - started
             differ = await timed("look", verifier.first_look([view], chunk))
             assert not differ, list(differ)[:3]
+            rebuild, disagreed = await timed("screen", verifier.screen([view], chunk))
+            assert not rebuild and not disagreed, list(disagreed)[:3]
     return spent
 
 
@@ -115,7 +121,8 @@ async def measure(
             targets[p.name] = index
         targets.update({a.name: d.aggregates for a in d.app.aggregates})
         reader = NotificationReader(d.store, checkpoints, CONSUMER, settle=0)
-        verifier = ChangeVerifier(d.app.views, d.store, targets, reader)
+        verifier = ChangeVerifier(d.app.views, d.store, targets, reader, sample=0.0)
+        await verifier.ensure()
         changed = await changed_documents(entries, d.app.views, d.store)
         work = [(c.view, list(c.keys.values())) for c in changed]
         return sum(len(k) for _, k in work), [await one_pass(verifier, work) for _ in range(runs)]
