@@ -6,7 +6,8 @@ compile the registered ``.proto`` text without ``protoc``, so the app gives its 
 class (``message_class``) and the indexes it is found at (default ``[0]``); the registry still
 vouches for the schema id (an unknown id, or one of another type, is parked at ``parse``, as are
 other indexes and a message that does not parse). Fields become the event's payload by their
-proto names (int64 stays an integer, enums their number, unset proto3 scalars their default).
+proto names (int64 stays an integer, enums their number, unset proto3 scalars their default; of a
+``oneof``, proto3 ``optional`` included, only the member that is set).
 Version rule: ``framework.decoders.fields`` (a declared field of the message).
 """
 
@@ -70,9 +71,13 @@ def protobuf_payload(message: Any, schema_id: int, indexes: Sequence[int] = (0,)
 
 
 def to_dict(message: Any) -> dict[str, Any]:
-    """A message's fields by name (nested messages as dicts, repeated as lists, maps as dicts)."""
+    """A message's fields by name (nested messages as dicts, repeated as lists, maps as dicts; of a
+    ``oneof``, only the member set, none when none is)."""
     out: dict[str, Any] = {}
     for f in message.DESCRIPTOR.fields:
+        oneof = f.containing_oneof
+        if oneof is not None and message.WhichOneof(oneof.name) != f.name:
+            continue
         value = getattr(message, f.name)
         is_message = f.message_type is not None
         if f.message_type is not None and f.message_type.GetOptions().map_entry:
