@@ -50,7 +50,7 @@ from spark_batch.apps import JobError, app_of
 from spark_batch.backfill import _Mapper
 from spark_batch.codec import key_from_json
 from spark_batch.io import Unit, WriteOptions, apply_batched, bulk_batched, open_index
-from spark_batch.kafka_ranges import ranges_of, read_range_sync
+from spark_batch.kafka_ranges import ranges_of, read_range_sync, read_records_sync
 from spark_batch.projection import key_json
 from stores.base import IndexOp
 from stores.open import open_wide_store
@@ -93,13 +93,13 @@ def _values(
     the ordering key of the event they hold (``key_mismatch``, the stream's rule) nor those whose
     value is null: ``stray`` and ``empty`` get them (the store process parks them at stage ``key``
     and ``parse``, as the stream's ``parse_work``), the other processes skip them. A record of a
-    topic in ``decoded`` (its agent has a decoder) is yielded whole, tombstones too, for the
-    mapper to decode (``_Mapper.map_record``; no headers nor timestamp: the range reader has none)."""
+    topic in ``decoded`` (its agent has a decoder) is yielded whole (headers and timestamp too,
+    ``read_records_sync``), tombstones too, for the mapper to decode (``_Mapper.map_record``)."""
     for r in part:
-        for topic, partition, offset, key, value in read_range_sync(broker, r):
-            if topic in decoded:
-                yield Record(key, value, topic, partition, offset)
-                continue
+        if r.topic in decoded:
+            yield from read_records_sync(broker, r)
+            continue
+        for _, _, _, key, value in read_range_sync(broker, r):
             if value is None:
                 if empty is not None:
                     empty(key)

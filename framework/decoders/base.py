@@ -74,8 +74,11 @@ class Decoder(Protocol):
     ``ordering_key`` differs from the record's UTF-8 key at stage ``key`` (the envelope's rule; a
     decoder that derives the ordering key from the record's key sets it False)."""
 
-    name: str
-    checks_key: bool
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def checks_key(self) -> bool: ...
 
     def decode(self, record: Record) -> Event: ...
 

@@ -3,20 +3,21 @@
 ``partition_bounds`` asks the broker for every partition's log start and
 end, ``plan_ranges`` plans the next batch from where the previous one ended
 (capped per partition), ``read_range`` reads one range with aiokafka and no
-consumer group. A gap (offsets deleted before the job read them) or a log
-that moved back is a ``RangeError``, never skipped.
+consumer group (``read_messages``: its records whole, headers and timestamps
+too). A gap (offsets deleted before the job read them) or a log that moved
+back is a ``RangeError``, never skipped.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from framework.core.errors import ConvergeError
 from framework.jobs.batches import BatchInput, OffsetRange
 
-__all__ = ["Bounds", "RangeError", "Record", "partition_bounds", "plan_ranges", "read_range"]
+__all__ = ["Bounds", "RangeError", "Record", "partition_bounds", "plan_ranges", "read_messages", "read_range"]
 
 
 class RangeError(ConvergeError, ValueError):
@@ -79,12 +80,13 @@ def plan_ranges(previous: BatchInput | None, bounds: Bounds, max_offsets: int | 
     return BatchInput(ranges=tuple(ranges))
 
 
-async def read_range(
+async def read_messages(
     broker: str, r: OffsetRange, *, idle_timeout: float = 30.0, max_records: int = 2000
-) -> AsyncIterator[list[Record]]:
-    """The records of ``r`` in offset order, in pages. Offsets absent from the log (compaction,
-    transaction markers) are skipped; ``RangeError`` when the broker sends nothing new for
-    ``idle_timeout`` seconds before the range end."""
+) -> AsyncIterator[list[ConsumerRecord]]:
+    """The records of ``r`` in offset order, in pages, as aiokafka gives them (headers and
+    timestamps too). Offsets absent from the log (compaction, transaction markers) are skipped;
+    ``RangeError`` when the broker sends nothing new for ``idle_timeout`` seconds before the
+    range end."""
     if r.size == 0:
         return
     tp = TopicPartition(r.topic, r.partition)
@@ -102,11 +104,7 @@ async def read_range(
         position, idle = r.start, 0.0
         while position < r.end:
             got = await consumer.getmany(tp, timeout_ms=500, max_records=max_records)
-            page = [
-                (r.topic, r.partition, m.offset, m.key, m.value)
-                for m in got.get(tp, [])
-                if r.start <= m.offset < r.end
-            ]
+            page = [m for m in got.get(tp, []) if r.start <= m.offset < r.end]
             if page:
                 yield page
             new_position = await consumer.position(tp)
@@ -118,3 +116,12 @@ async def read_range(
                 )
     finally:
         await consumer.stop()
+
+
+async def read_range(
+    broker: str, r: OffsetRange, *, idle_timeout: float = 30.0, max_records: int = 2000
+) -> AsyncIterator[list[Record]]:
+    """The records of ``r`` in offset order, in pages of (topic, partition, offset, key, value)
+    (``read_messages``)."""
+    async for page in read_messages(broker, r, idle_timeout=idle_timeout, max_records=max_records):
+        yield [(r.topic, r.partition, m.offset, m.key, m.value) for m in page]

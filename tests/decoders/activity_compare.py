@@ -45,7 +45,7 @@ async def store_rows(url: str) -> tuple[dict[str, dict[str, CellState]], dict[Lo
     try:
         hubs = {str(r.key["hub_id"]): row_cells(r) async for r in store.scan(ACTIVITY_HUB.name)}
         logs = {
-            (str(r.key["hub_id"]), int(r.key["at"]), str(r.key["event_id"])): row_cells(r)
+            (str(r.key["hub_id"]), int(str(r.key["at"])), str(r.key["event_id"])): row_cells(r)
             async for r in store.scan(ENGAGEMENT_LOG.name)
         }
     finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
 import pytest
@@ -29,13 +29,13 @@ ATTRS = {
 DATA = {"priority": "urgent"}
 
 
-def structured(attrs: dict[str, object] = ATTRS, data: object = DATA, key: bytes | None = KEY) -> Record:
+def structured(attrs: Mapping[str, object] = ATTRS, data: object = DATA, key: bytes | None = KEY) -> Record:
     value = json.dumps({**attrs, "datacontenttype": "application/json", "data": data}).encode()
     return Record(key, value, TOPIC, headers=(("content-type", STRUCTURED.encode() + b"; charset=utf-8"),))
 
 
-def binary(attrs: dict[str, object] = ATTRS, data: bytes = json.dumps(DATA).encode(), key: bytes | None = KEY,
-           content_type: bytes = b"application/json") -> Record:  # fmt: skip
+def binary(attrs: Mapping[str, object] = ATTRS, data: bytes = json.dumps(DATA).encode(),
+           key: bytes | None = KEY, content_type: bytes = b"application/json") -> Record:  # fmt: skip
     headers = tuple((f"ce_{k}", str(v).encode()) for k, v in attrs.items())
     return Record(key, data, TOPIC, headers=(*headers, ("content-type", content_type)))
 
