@@ -35,6 +35,7 @@ from agents import ActivitiesAgent, ActivityProjection, EngagementAgent, Insight
 from agents.event_types import SPECS, TOPIC_ACTIVITIES, topic_of
 from agents.identity import ActivityRef
 from agents.schemas import ACTIVITY_HUB, OWNER_ACTIVITY
+from examples.activity_platform.generator import generate_history
 from examples.activity_platform.history import History
 from framework import App, Delete, Event, KeyedAgent, Upsert
 from framework.core.mutations import Mutation
@@ -369,3 +370,59 @@ def by_topic(items: Sequence[Record]) -> dict[str, list[Record]]:
     for r in items:
         out.setdefault(r.topic, []).append(r)
     return out
+
+
+def poison_of(fmt: str, ids: Mapping[str, int]) -> list[tuple[Record, tuple[str, str]]]:
+    """Poison records of ``fmt`` and the (stage, error class) each is parked with: a wrong magic
+    byte, an unknown schema id, a truncated payload, an Avro schema evolved with a removed field, a
+    CDC record without a log position, a CloudEvent without its version, ..."""
+    from framework.decoders.avro import avro_payload
+    from framework.decoders.registry import wire
+
+    h = generate_history(3, n_events=12, n_orgs=1)
+    email = next(e for e in h.events if e.type == "email.created")
+    good = encode(email, fmt if fmt != "cdc" else "avro", ids)
+    key = good.key
+
+    def rec(value: bytes | None, **kw: Any) -> Record:
+        return Record(kw.get("key", key), value, good.topic, headers=kw.get("headers", good.headers))
+
+    bad_decode, unknown = ("parse", "DecodeError"), ("parse", "UnknownSchema")
+    if fmt in ("avro", "json_schema", "protobuf"):
+        value = good.value or b""
+        out = [
+            (rec(b"\x01" + value[1:]), bad_decode),  # wrong magic byte
+            (rec(wire(987_654, value[5:])), unknown),  # unknown schema id
+            (rec(value[:-4]), bad_decode),  # truncated
+        ]
+        if fmt == "avro":
+            header = {"event_id": "x1", "version": email.version, "type": email.type,
+                      "payload": dict(email.payload)}  # fmt: skip
+            out.append((rec(avro_payload(AVRO_REMOVED, header, ids["avro_removed"])), bad_decode))
+            unknown_field = {**header, "occurred_at": 1, "payload": {**email.payload, "colour": "red"}}
+            out.append((rec(avro_payload(AVRO, unknown_field, ids["avro"])), ("map", "PayloadError")))
+        if fmt == "json_schema":
+            doc = {"event_id": "x2", "version": -1, "occurred_at": 1, "type": email.type, "payload": {}}
+            out.append((rec(wire(ids["json_schema"], json.dumps(doc).encode())), bad_decode))
+        if fmt == "protobuf":
+            out[2] = (rec(value[:7]), bad_decode)  # cut inside a field
+            out.append((rec(wire(ids["protobuf"], b"\x02\x02" + value[6:])), bad_decode))  # indexes [1]
+        return out
+    if fmt == "cloudevents":
+        if any(k.startswith("ce_") for k, _ in good.headers):  # binary mode: drop the version header
+            no_version = rec(
+                good.value, headers=tuple((k, v) for k, v in good.headers if k != "ce_sourceversion")
+            )
+        else:
+            attrs = {k: v for k, v in json.loads(good.value or b"{}").items() if k != "sourceversion"}
+            no_version = rec(json.dumps(attrs).encode())
+        broken = rec(b"{broken", headers=(("content-type", b"application/cloudevents+json"),))
+        return [(no_version, bad_decode), (broken, bad_decode)]
+    assert fmt == "cdc"
+    no_position = json.dumps({"op": "c", "after": {"kind": "email"}, "source": {"ts_ms": 1}}).encode()
+    cdc_key = json.dumps({"org_id": "org-0000", "source": "gmail", "external_id": "m1"}).encode()
+    return [
+        (Record(cdc_key, no_position, ActivityCdcAgent.topic), bad_decode),  # a CDC record without a position
+        (Record(cdc_key, b"{not json", ActivityCdcAgent.topic), bad_decode),
+        (Record(b"[1]", no_position, ActivityCdcAgent.topic), bad_decode),  # a key that is no row key
+    ]
