@@ -9,8 +9,10 @@ stop and crash events, waits with ``asyncio.wait`` and cancels the losers: four 
 three cancellations a message. The conductor then decodes the message into a Faust event, puts
 it in the stream's buffer, and the stream runs its sensors before the agent sees it.
 
-``HandoverConsumer`` recognises that call (the conductor's ``on_message`` coroutine, not yet
-started, and the consumer's own ``suspend_flow.wait()``):
+``HandoverConsumer`` runs Faust's fetch loop (``_drain_messages``) with one change: a message of
+a topic with a route is offered straight to it, without the two coroutines and the wait per
+message. It also recognises the fetch loop's call (the conductor's ``on_message`` coroutine, not
+yet started, and the consumer's own ``suspend_flow.wait()``) for a loop it does not run itself:
 
 - a message of a topic with a route (``route``: an ``Intake`` per runtime topic) goes
   straight into the intake, no task, event or stream in between; while the intake is full the
@@ -37,6 +39,7 @@ from types import CoroutineType
 from typing import Any, Protocol
 
 import faust
+from faust.transport import consumer as faust_consumer
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from mode.services import WaitArgT, WaitResults
 from mode.utils.times import Seconds
@@ -97,9 +100,9 @@ class HandoverConsumer(faust_aiokafka.Consumer):
         if to is not None:  # never to the conductor: no stream would take it
             delivery.close()
             flow_wait.close()  # type: ignore[union-attr]
-            if self.suspend_flow.is_set():
-                return WaitResults([], [], True)
-            return await self._hand_over(to, message)
+            if await self._hand_over(to, message):
+                return WaitResults([message], [None], False)
+            return WaitResults([], [], True)
         if self.suspend_flow.is_set():
             return await super().wait_first(delivery, flow_wait)  # type: ignore[arg-type]
         flow_wait.close()  # type: ignore[union-attr]
@@ -122,16 +125,77 @@ class HandoverConsumer(faust_aiokafka.Consumer):
         expects them (``_waiters``, a deque): else every delivery is mode's and nothing is routed."""
         return all(isinstance(getattr(e, "_waiters", None), deque) for e in self._halting_events())
 
-    async def _hand_over(self, to: Route, message: Any) -> WaitResults:
+    async def _hand_over(self, to: Route, message: Any) -> bool:
+        """Offer ``message`` to ``to``, waiting for room; False (not delivered, fetched again
+        from the committed offset) when the flow is or gets suspended, or the consumer halts."""
+        if self.suspend_flow.is_set():
+            return False
         while not to.offer(message):
             room = to.room()
             await self._until_done_or_halted(room)
             if not room.done():
-                return WaitResults([], [], True)
+                return False
         monitor = self.app.monitor  # as the stream's sensors do: Faust's stall check reads both
         monitor.tp_read_offsets[message.tp] = message.offset
         monitor.stream_inbound_time[message.tp] = time.monotonic()
-        return WaitResults([message], [None], False)
+        return True
+
+    async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover - the worker's fetch loop
+        """Faust's fetch loop (``faust.transport.consumer.Consumer._drain_messages``, faust-streaming
+        0.15): the same read offsets, gaps, commits and yields, but a routed message is handed
+        over directly (``_hand_over``) and only the others go through ``wait_first``."""
+        if not self.hands_over:
+            return await super()._drain_messages(fetcher)
+        callback, getmany, routes = self.callback, self.getmany, routes_of(self.app)
+        consumer_should_stop, fetcher_should_stop = self._stopped.is_set, fetcher._stopped.is_set
+        get_read_offset, set_read_offset = self._read_offset.__getitem__, self._read_offset.__setitem__
+        fetching, set_flag, unset_flag = (
+            faust_consumer.CONSUMER_FETCHING,
+            self.diag.set_flag,
+            self.diag.unset_flag,
+        )
+        commit_every, acks_enabled_for = self._commit_every, self.app.topics.acks_enabled_for
+        since_yield = 0
+        try:
+            while not (consumer_should_stop() or fetcher_should_stop()):
+                set_flag(fetching)
+                records = getmany(timeout=1.0)
+                await self.sleep(0)  # getmany may be called in a loop that never yields otherwise
+                if not self.should_stop:
+                    async for tp, message in records:
+                        since_yield += 1
+                        if since_yield > 100:
+                            await asyncio.sleep(0)
+                            since_yield = 0
+                        offset, r_offset = message.offset, get_read_offset(tp)
+                        if r_offset is not None and offset < r_offset:
+                            continue  # read already (Faust drops it the same way)
+                        gap = offset - (r_offset or 0)
+                        if gap > 1 and r_offset and acks_enabled_for(message.topic):
+                            await self._add_gap(tp, r_offset + 1, offset)
+                        if commit_every is not None and self._n_acked >= commit_every:
+                            self._n_acked = 0
+                            await self.commit()
+                        to = routes.get(tp.topic)
+                        if to is not None:
+                            await self._hand_over(to, message)
+                        else:
+                            await self.wait_first(callback(message), self.suspend_flow.wait())
+                        set_read_offset(tp, offset)
+                    unset_flag(fetching)
+        except self.consumer_stopped_errors:
+            if self.transport.app.should_stop:
+                return
+            raise
+        except asyncio.CancelledError:
+            if self.transport.app.should_stop:
+                return
+            raise
+        except Exception as exc:
+            self.log.exception("Drain messages raised: %r", exc)
+            raise
+        finally:
+            unset_flag(fetching)
 
     async def _until_done_or_halted(self, future: asyncio.Future[Any]) -> None:
         """Return once ``future`` is done or the flow is suspended, or the consumer stopped or crashed."""
