@@ -547,7 +547,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
     p = cmds.add_parser("backfill", parents=[common], help="apply archived events through the app's agents")
     p.add_argument("paths", nargs="+", help="JSON-lines or Parquet files, directories or globs")
-    p.add_argument("--format", choices=("auto", "jsonl", "parquet"), default="auto")
+    p.add_argument(
+        "--format",
+        choices=("auto", "jsonl", "parquet", "records"),
+        default="auto",
+        help="jsonl/parquet: converge's envelopes; records: raw Kafka records in the source's own "
+        "format (JSON lines, framework.decoders.record_to_json), decoded by the agent consuming each "
+        "record's topic; auto: parquet for .parquet, records for names with '.records.', else jsonl",
+    )
     p.add_argument(
         "--partitions", type=int, default=None, help="repartition the input (default: file splits)"
     )

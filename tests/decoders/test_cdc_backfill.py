@@ -134,3 +134,20 @@ def test_the_support_desk_in_every_registry_format_and_cloudevents_backfills(
     assert report.events == len(records)
     assert _rejected(report) == Counter(cls for _, (_, cls) in bad) and report.parked == len(bad)
     assert asyncio.run(store_table(url)) == truth
+
+
+def test_the_cli_reads_an_archive_of_records_by_its_format_flag(spark: SparkSession, tmp_path: Path) -> None:
+    """``converge spark backfill --format records``: an archive of raw records whose name does not
+    say so is decoded (without the flag it is read as envelopes and rejected)."""
+    from framework.cli import main
+
+    h = history(7)
+    write_records(h.records, tmp_path / "tickets.jsonl")
+    url = f"sqlite:///{tmp_path / 'wide.db'}"
+    args = ["spark", "backfill", str(tmp_path / "tickets.jsonl"), "--app", SPEC, "--store", url, "--quiet"]
+    assert main([*args, "--report", str(tmp_path / "auto.json")]) == 1
+    assert json.loads((tmp_path / "auto.json").read_text())["applied"] == 0
+    assert main([*args, "--format", "records", "--report", str(tmp_path / "records.json")]) == 0
+    report = json.loads((tmp_path / "records.json").read_text())
+    assert report["events"] == len(h.records) and report["rejected"] == {}
+    assert asyncio.run(store_table(url)) == h.truth
