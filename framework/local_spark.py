@@ -28,7 +28,16 @@ from typing import Any
 from framework.core.errors import ConvergeError
 from framework.local_process import die_with_parent, free_port, pid_alive, stop_pid
 
-__all__ = ["LocalSpark", "LocalSparkError", "SparkClusterInfo", "driver_conf", "master_state", "spark_home"]
+__all__ = [
+    "LocalSpark",
+    "LocalSparkError",
+    "SparkClusterInfo",
+    "driver_conf",
+    "event_log_dir",
+    "history_command",
+    "master_state",
+    "spark_home",
+]
 
 _STATE_FILE = "converge-spark.json"
 _MASTER = "org.apache.spark.deploy.master.Master"
@@ -75,6 +84,24 @@ def driver_conf(data_dir: str | Path) -> Path:
     return Path(data_dir).resolve() / "driver-conf"
 
 
+def event_log_dir(data_dir: str | Path) -> Path:
+    """The event log directory of the drivers of the cluster in ``data_dir`` (``spark.eventLog.dir``)."""
+    return Path(data_dir).resolve() / "events"
+
+
+def history_command(data_dir: str | Path, port: int = 18080) -> tuple[list[str], dict[str, str]]:
+    """The command (and its environment's additions) of a Spark history server that shows the
+    applications logged in ``event_log_dir(data_dir)``, its web UI and REST API on ``port``."""
+    opts = (
+        f"-Dspark.history.fs.logDirectory={event_log_dir(data_dir).as_uri()} "
+        f"-Dspark.history.ui.port={port} -Dspark.history.fs.update.interval=1s"
+    )
+    return (
+        [str(spark_home() / "bin" / "spark-class"), "org.apache.spark.deploy.history.HistoryServer"],
+        {"SPARK_HOME": str(spark_home()), "SPARK_HISTORY_OPTS": opts},
+    )
+
+
 def master_state(info: SparkClusterInfo, timeout: float = 2.0) -> dict[str, Any]:
     """The master's ``/json`` document."""
     with urllib.request.urlopen(info.json_url, timeout=timeout) as resp:  # noqa: S310 - loopback
@@ -89,7 +116,8 @@ class LocalSpark:
     ``worker_cores`` cores and ``worker_memory`` to executors; ``daemon_memory`` is the heap of the
     master's and workers' own JVMs. ``driver_conf`` holds a ``spark-defaults.conf`` for the drivers
     that submit to it (``SPARK_CONF_DIR``; ``converge stack env`` exports it): executors of
-    ``executor_memory`` and ``worker_cores``, shuffles of two partitions a core, no driver UI.
+    ``executor_memory`` and ``worker_cores``, shuffles of two partitions a core, no driver UI, and
+    every application's event log in ``event_log`` (a history server reads it: ``history_command``).
     """
 
     def __init__(
@@ -129,6 +157,11 @@ class LocalSpark:
         """The drivers' ``SPARK_CONF_DIR`` (written at ``start``)."""
         return driver_conf(self.data_dir)
 
+    @property
+    def event_log(self) -> Path:
+        """Where the drivers of ``driver_conf`` write their applications' event logs."""
+        return event_log_dir(self.data_dir)
+
     def _write_driver_conf(self) -> None:
         cores = self.workers * self.worker_cores
         defaults = {
@@ -137,7 +170,10 @@ class LocalSpark:
             "spark.sql.shuffle.partitions": str(2 * cores),
             "spark.default.parallelism": str(cores),
             "spark.ui.enabled": "false",
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": self.event_log.as_uri(),
         }
+        self.event_log.mkdir(parents=True, exist_ok=True)
         self.driver_conf.mkdir(parents=True, exist_ok=True)
         (self.driver_conf / "spark-defaults.conf").write_text(
             "".join(f"{k} {v}\n" for k, v in defaults.items())

@@ -4,8 +4,8 @@ pyspark's distribution (``tests/spark/cluster.py``), jobs submitted to ``spark:/
 Both example apps go through backfill (with projection), check, repair and reindex on the cluster,
 and the store rows and index documents equal those of the same jobs on ``local[2]``. The code
 reaches the executors only through the zip the job ships (``spark.submit.pyFiles``); a SQLite store
-not declared shared is refused before Spark starts; a worker JVM killed mid-job (SIGKILL) leaves a
-job whose results equal a clean run's.
+not declared shared is refused before Spark starts. ``test_cluster_jobs.py`` runs the other jobs,
+``test_cluster_faults.py`` kills worker JVMs and drivers mid-job.
 """
 
 from __future__ import annotations
@@ -29,31 +29,12 @@ from framework.local_stack import StackInfo
 from spark_batch.apps import load_app
 from spark_batch.archive import write_jsonl
 from spark_batch.io import open_index
-from stores.open import open_wide_store
-from tests.spark.cluster import JOB_MARK, Cluster, spark_cluster
+from tests.spark.cluster import Cluster, spark_cluster, store_rows
 from tests.spark.support import TOMBSTONES, documents, run, sqlite_url, unique_alias
 
 __all__ = ["spark_cluster"]
 
 APPS = {"desk": "examples.support_desk.app:app", "activity": "examples.activity_platform.app:app"}
-
-
-async def _rows(url: str, spec: str) -> dict[str, list[str]]:
-    """Every row of every table of the app, with its cells' values and write times."""
-    store = await open_wide_store(url)
-    try:
-        out: dict[str, list[str]] = {}
-        for table in load_app(spec).tables:
-            rows = [r async for r in store.scan(table.name)]
-            out[table.name] = sorted(
-                json.dumps(
-                    [r.key, {c: repr(v) for c, v in sorted(r.cells.items())}], sort_keys=True, default=str
-                )
-                for r in rows
-            )
-        return out
-    finally:
-        await store.close()
 
 
 class Run:
@@ -93,7 +74,7 @@ class Run:
         return dict(json.loads(path.read_text()))
 
     def rows(self, where: str) -> dict[str, list[str]]:
-        return dict(run(_rows(self.stores[where], self.spec)))
+        return dict(run(store_rows(self.stores[where], self.spec)))
 
     def docs(self, where: str) -> dict[str, Any]:
         return dict(run(documents(self.es_url, self.aliases[where])))
@@ -105,6 +86,7 @@ def runs(
 ) -> Iterator[dict[str, Run]]:
     """Both apps backfilled (with projection) on ``local[2]`` and on the cluster, then checked on
     the cluster (one driver process for the four cluster jobs)."""
+    spark_cluster.ensure_workers()
     root = tmp_path_factory.mktemp("cluster-jobs")
     desk, activity = (Run(n, root, stack.es_url) for n in ("desk", "activity"))
     write_jsonl(deliver(desk_history(5, 60).events, 5), desk.archive)  # scrambled, with duplicates
@@ -169,76 +151,29 @@ async def _corrupt(es_url: str, alias: str, ids: list[str]) -> None:
         await index.close()
 
 
-def _new_task_on(worker_dir: Path, sizes: dict[Path, int]) -> bool:
-    """Whether an executor log of worker ``worker_dir`` gained a started task past ``sizes``."""
-    for log in worker_dir.glob("app-*/*/stderr"):
-        with log.open("rb") as f:
-            f.seek(sizes.get(log, 0))
-            if b"Running task" in f.read():
-                return True
-    return False
-
-
 @pytest.fixture(scope="module")
-def repaired(runs: dict[str, Run], spark_cluster: Cluster) -> dict[str, Any]:
+def repaired(runs: dict[str, Run], spark_cluster: Cluster) -> list[Any]:
     """One driver process: check --repair of both apps' corrupted indexes (3 documents deleted, an
-    orphan added), reindex of the support desk's, then a backfill of the activity app into a fresh
-    store and alias during which worker 0's JVM gets SIGKILL as soon as its executor starts a task
-    of that job. The exit statuses, and how long it took."""
+    orphan added) and reindex of the support desk's; the exit statuses."""
     for r in runs.values():
         run(_corrupt(r.es_url, r.aliases["cluster"], sorted(r.docs("cluster"))[:3]))
     desk, activity = runs["desk"], runs["activity"]
-    activity.stores["fault"] = sqlite_url(activity.root / "activity-fault.db")
-    activity.aliases["fault"] = unique_alias("activity-fault")
     reindex = ["spark", "reindex", *desk.common("cluster"), "--shards", "2"]
-    jobs = [desk.check("cluster", "--repair"), reindex, activity.check("cluster", "--repair"),
-            activity.backfill("fault")]  # fmt: skip
-    assert spark_cluster.local.info is not None
-    worker = Path(spark_cluster.local.info.data_dir) / "worker-0"
     started = time.monotonic()
-    proc = spark_cluster.start_jobs(*jobs)
-    assert proc.stdout is not None
-    try:
-        while (line := proc.stdout.readline()) and line.strip() != f"{JOB_MARK} {len(jobs) - 1}":
-            pass
-        sizes = {log: log.stat().st_size for log in worker.glob("app-*/*/stderr")}
-        deadline = time.monotonic() + 120
-        while not _new_task_on(worker, sizes) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        killed = proc.poll() is None
-        spark_cluster.local.kill_worker(0)
-        out, _ = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, out
-    print(f"cluster repair of both apps, reindex of one, backfill with a killed worker: "
-          f"{time.monotonic() - started:.1f} s")  # fmt: skip
-    return {"codes": json.loads(out.strip().splitlines()[-1]), "killed_mid_job": killed}
+    codes = spark_cluster.run_jobs(
+        desk.check("cluster", "--repair"), reindex, activity.check("cluster", "--repair")
+    )
+    print(f"cluster repair of both apps, reindex of one: {time.monotonic() - started:.1f} s")
+    return codes
 
 
-def test_repair_and_reindex_on_the_cluster(runs: dict[str, Run], repaired: dict[str, Any]) -> None:
-    assert repaired["codes"][:3] == [0, 0, 0]
+def test_repair_and_reindex_on_the_cluster(runs: dict[str, Run], repaired: list[Any]) -> None:
+    assert repaired == [0, 0, 0]
     for r in runs.values():
         report = next(iter(r.check_report("cluster", "--repair").values()))
         assert report["check"]["counts"]["missing"] == 3 and report["check"]["counts"]["orphaned"] == 1
         assert report["after_repair"]["clean"]
         assert r.docs("cluster") == r.docs("local")
-
-
-def test_a_worker_killed_mid_job_leaves_the_results_of_a_clean_run(
-    runs: dict[str, Run], repaired: dict[str, Any], spark_cluster: Cluster
-) -> None:
-    """SIGKILL to worker 0's JVM while its executor runs a backfill task: its executor exits, Spark
-    reruns the lost tasks on the other worker and the job ends with the clean run's rows and
-    documents (every write is an upsert at the event's version). One worker is left."""
-    assert repaired["killed_mid_job"], "the backfill ended before a task ran on worker 0"
-    assert repaired["codes"][3] == 0
-    r = runs["activity"]
-    assert r.rows("fault") == r.rows("local")
-    assert r.docs("fault") == r.docs("local")
-    assert spark_cluster.local.info is not None
-    assert master_state(spark_cluster.local.info)["aliveworkers"] == 1
 
 
 def test_a_driver_only_store_is_refused_on_a_cluster(

@@ -1,0 +1,271 @@
+"""Every other batch job on the Spark standalone cluster equals the same job on ``local[2]`` (issue
+45): ingest, reindex, aggregate ``--write``, changes, idmap and retention, for both example apps
+(reindex for the activity platform; ``tests/spark/test_cluster.py`` reindexes the support desk's
+and runs backfill, check and repair).
+
+Each app runs one chain of jobs twice, once per master, on a store of its own per master: a
+backfill (with projection, without the aggregates: no broker), then reindex, ``aggregate --write``
+of the app's first aggregate (it materializes the contributions and totals the backfill left out),
+``changes`` (the notification entries since a new consumer's start, as Parquet), ``idmap`` (the
+app's ID requests, planned over the history's owner ids by ``examples.id_requests``, on its
+requests topic) and ``retention`` at a fixed clock a year past the history; ``ingest`` reads the
+app's events from topics of the test's own into a store and alias of their own per master. The
+chain's index is the projection's own alias (``idmap`` and ``retention`` take no ``--alias``), so
+each master's runs write to an Elasticsearch endpoint of their own (a noida-db each); the broker is
+the session's. Each job runs on ``local[2]`` (in this process) and right after on the cluster (one
+driver process for every cluster run: ``Cluster.driver``), so both read the same broker state;
+after each, every store row (values and write times) and every document of the alias is
+snapshotted, and the two snapshots must be equal and show what the job does (rows moved, deleted,
+materialized; documents built).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from examples.activity_platform.generator import START_MICROS as ACTIVITY_START
+from examples.activity_platform.generator import generate_history as activity_history
+from examples.id_requests import plan_requests
+from examples.support_desk.generator import START_MICROS as DESK_START
+from examples.support_desk.generator import generate_history as desk_history
+from examples.support_desk.history import by_topic, deliver
+from framework.aggregates.tables import tables_of
+from framework.cli import main
+from framework.core.events import Event
+from framework.kafka_admin import ensure_topics, produce
+from framework.local_stack import LocalStack, StackInfo
+from framework.retention import DAY_US
+from spark_batch.apps import load_app
+from spark_batch.archive import write_jsonl
+from tests.spark.cluster import Cluster, snapshot, spark_cluster
+from tests.spark.support import TOMBSTONES, run, sqlite_url, unique_alias
+
+__all__ = ["spark_cluster"]
+
+SPECS = {"desk": "examples.support_desk.app:app", "activity": "examples.activity_platform.app:app"}
+MASTERS = ("local", "cluster")
+#: The chain of jobs of each app, in order.
+JOBS = {
+    "desk": ("ingest", "backfill", "aggregate", "changes", "idmap", "retention"),
+    "activity": ("ingest", "backfill", "reindex", "aggregate", "changes", "idmap", "retention"),
+}
+
+
+class Chain:
+    """One app's inputs and, per master, its stores, aliases and job arguments."""
+
+    def __init__(self, name: str, root: Path, stack: StackInfo, es_urls: dict[str, str]) -> None:
+        self.name, self.spec, self.root = name, SPECS[name], root
+        self.es_urls, self.broker = es_urls, f"kafka://{stack.kafka_bootstrap}"
+        self.archive = root / f"{name}.jsonl"
+        uid = uuid.uuid4().hex[:8]
+        self.job = f"ingest-{name}-{uid}"
+        if name == "desk":
+            history = desk_history(5, 60)
+            events: list[Event] = list(deliver(history.events, 5))  # scrambled, with duplicates
+            self.topics = {t: f"{uid}-{t}" for t in by_topic(events)}
+            owners = [(e.event_id, e.payload["tenant"], e.payload["requester_id"], e.version)
+                      for e in history.events if e.type == "ticket.created"]  # fmt: skip
+            self.now = (DESK_START + (7 + 365) * DAY_US) / 1e6
+            publish = by_topic(events)
+        else:
+            activity = activity_history(17, 400)
+            events = list(activity.events)
+            self.topics = {t: f"{uid}-{t}" for t in activity.by_topic()}
+            owners = [(e.event_id, e.payload["org_id"], e.payload["owner_id"], e.version)
+                      for e in activity.distinct() if "owner_id" in e.payload]  # fmt: skip
+            self.now = (ACTIVITY_START + (15 + 365) * DAY_US) / 1e6
+            publish = activity.by_topic()
+        write_jsonl(events, self.archive)
+        self.requests = plan_requests(7, owners).requests
+        self.publish = {self.topics[t]: evs for t, evs in publish.items()}
+        app = load_app(self.spec)
+        self.aggregate = app.aggregates[0].name
+        self.stores = {m: sqlite_url(root / f"{name}-{m}.db") for m in MASTERS}
+        self.alias = app.projections[0].alias  # the projection's own: idmap and retention take no --alias
+        self.ingested = {m: sqlite_url(root / f"{name}-{m}-ingest.db") for m in MASTERS}
+        self.ingest_aliases = {m: unique_alias(f"{name}-{m}-ingest") for m in MASTERS}
+
+    def prepare(self) -> None:
+        """The topics: the ingest's (the events), the aggregates' group topics, the ID requests'."""
+        app = load_app(self.spec)
+        mutation = app.id_mutation
+        assert mutation is not None and app.aggregates
+
+        async def go() -> None:
+            await ensure_topics(self.broker, {t: 2 for t in self.publish})
+            await ensure_topics(self.broker, {app.group_topic(a): 1 for a in app.aggregates})
+            await ensure_topics(self.broker, {mutation.requests_topic: 1})
+            for topic, evs in self.publish.items():
+                await produce(self.broker, topic, [(e.ordering_key.encode(), e.to_json()) for e in evs])
+            await produce(
+                self.broker,
+                mutation.requests_topic,
+                [(None, json.dumps(r.to_dict()).encode()) for r in self.requests],
+            )
+
+        run(go())
+
+    def path(self, master: str, what: str) -> Path:
+        return self.root / f"{self.name}-{master}-{what}"
+
+    def common(self, master: str, *, ingest: bool = False) -> list[str]:
+        store = (self.ingested if ingest else self.stores)[master]
+        alias = ["--alias", self.ingest_aliases[master]] if ingest else []
+        return ["--app", self.spec, "--wide-store", store, "--es-url", self.es_urls[master],
+                "--es-tombstones", TOMBSTONES, *alias, "--quiet"]  # fmt: skip
+
+    def argv(self, job: str, m: str) -> list[str]:
+        """``converge`` arguments of ``job`` on master ``m`` (without ``--master``)."""
+        cp, locks = sqlite_url(self.path(m, f"{job}-cp.db")), sqlite_url(self.path(m, f"{job}-locks.db"))
+        dlq, report = str(self.path(m, "dlq")), str(self.path(m, f"{job}.json"))
+        now = ["--now", str(self.now)]
+        if job == "ingest":
+            topics = [a for t in sorted(self.publish) for a in ("--topic", t)]
+            return ["spark", "ingest", *self.common(m, ingest=True), "--job", self.job, "--checkpoints", cp,
+                    "--broker", self.broker, "--split", "100", "--dlq-root", dlq,
+                    "--report", report, *topics]  # fmt: skip
+        if job == "backfill":
+            return ["spark", "backfill", str(self.archive), "--project", "--dlq-root", dlq, *self.common(m)]
+        if job == "reindex":
+            return ["spark", "reindex", *self.common(m), "--shards", "2", "--report", report]
+        if job == "aggregate":  # the app's first aggregate (each one is three Spark passes)
+            return ["spark", "aggregate", "--app", self.spec, "--wide-store", self.stores[m], "--shards", "2",
+                    "--aggregate", self.aggregate, "--write", "--broker", self.broker, "--quiet",
+                    "--report", report]  # fmt: skip
+        if job == "changes":
+            return ["spark", "changes", "--app", self.spec, "--wide-store", self.stores[m], "--quiet",
+                    "--checkpoints", cp, "--consumer", "snapshots", "--out", str(self.path(m, "changes")),
+                    "--settle", "0", "--start", "earliest", "--report", report]  # fmt: skip
+        if job == "idmap":
+            return ["spark", "idmap", *self.common(m),
+                    "--broker", self.broker, "--checkpoints", cp, "--locks", locks, "--dlq-root", dlq,
+                    "--settle", "0", "--until-idle", *now, "--report", report]  # fmt: skip
+        assert job == "retention"
+        return ["spark", "retention", *self.common(m), "--shards", "2",
+                "--checkpoints", cp, "--locks", locks, *now, "--report", report]  # fmt: skip
+
+    def snapshot_call(self, job: str, m: str) -> list[str]:
+        """The ``call`` step that snapshots the store and alias ``job`` wrote on master ``m``."""
+        ingest = job == "ingest"
+        store = (self.ingested if ingest else self.stores)[m]
+        alias = self.ingest_aliases[m] if ingest else self.alias
+        out = str(self.path(m, f"{job}-state.json"))
+        return ["call", "tests.spark.cluster:snapshot", store, self.spec, self.es_urls[m], alias, out]
+
+    def state(self, job: str, m: str) -> dict[str, Any]:
+        return dict(json.loads(self.path(m, f"{job}-state.json").read_text()))
+
+    def report(self, job: str, m: str) -> dict[str, Any]:
+        return dict(json.loads(self.path(m, f"{job}.json").read_text()))
+
+
+@pytest.fixture(scope="module")
+def chains(
+    spark: SparkSession, stack: StackInfo, spark_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Chain]]:
+    """Both apps' chains, each job on ``local[2]`` then on the cluster; the exit statuses and the
+    seconds of each run in ``Chain.codes``."""
+    spark_cluster.ensure_workers()
+    root = tmp_path_factory.mktemp("cluster-chains")
+    indexes = {m: LocalStack(root / f"index-{m}") for m in MASTERS}
+    es_urls = {m: s.start().es_url for m, s in indexes.items()}
+    chains = {name: Chain(name, root, stack, es_urls) for name in SPECS}
+    for c in chains.values():
+        c.prepare()
+    codes: dict[tuple[str, str, str], tuple[int, float]] = {}
+    started = time.monotonic()
+    with spark_cluster.driver() as driver:
+        for step in range(max(map(len, JOBS.values()))):
+            for name, c in chains.items():
+                if step >= len(JOBS[name]):
+                    continue
+                job = JOBS[name][step]
+                begun = time.monotonic()
+                codes[(name, job, "local")] = (main([*c.argv(job, "local"), "--master", "local[2]"]),
+                                               time.monotonic() - begun)  # fmt: skip
+                _call(c.snapshot_call(job, "local"))
+                begun = time.monotonic()
+                codes[(name, job, "cluster")] = (
+                    driver.step(c.argv(job, "cluster")),
+                    time.monotonic() - begun,
+                )
+                driver.step(c.snapshot_call(job, "cluster"))
+    print(f"every job of both apps on local[2] and on the cluster: {time.monotonic() - started:.1f} s")
+    for key, (code, seconds) in sorted(codes.items()):
+        print(f"  {'/'.join(key)}: exit {code}, {seconds:.1f} s")
+    for c in chains.values():
+        c.codes = {k[1:]: v[0] for k, v in codes.items() if k[0] == c.name}  # type: ignore[attr-defined]
+    try:
+        yield chains
+    finally:
+        for s in indexes.values():
+            s.stop()
+
+
+def _call(step: list[str]) -> None:
+    """A ``call`` step of the driver, run in this process (the ``local[2]`` side's snapshots)."""
+    assert step[1] == "tests.spark.cluster:snapshot"
+    run(snapshot(*step[2:]))
+
+
+def _changes(spark: SparkSession, out: Path) -> dict[str, list[str]]:
+    """The Parquet rows ``changes`` wrote per table, as sorted JSON texts."""
+    return {
+        table.name: sorted(
+            json.dumps(r.asDict(recursive=True), sort_keys=True, default=str)
+            for r in spark.read.parquet(str(table)).collect()
+        )
+        for table in sorted(out.iterdir())
+        if table.is_dir()
+    }
+
+
+def _count(state: dict[str, Any], tables: set[str] | None = None) -> int:
+    return sum(len(rows) for t, rows in state["rows"].items() if tables is None or t in tables)
+
+
+CASES = [(name, job) for name, jobs in JOBS.items() for job in jobs]
+
+
+@pytest.mark.parametrize(("name", "job"), CASES, ids=[f"{n}-{j}" for n, j in CASES])
+def test_the_job_on_the_cluster_equals_local(
+    chains: dict[str, Chain], spark: SparkSession, name: str, job: str
+) -> None:
+    c = chains[name]
+    assert c.codes[(job, "local")] == 0 and c.codes[(job, "cluster")] == 0  # type: ignore[attr-defined]
+    state, local = c.state(job, "cluster"), c.state(job, "local")
+    assert state == local
+    assert _count(state) > 0 and state["docs"]
+    app = load_app(c.spec)
+    before = c.state(JOBS[name][JOBS[name].index(job) - 1], "cluster") if job != "ingest" else None
+    aggregate_tables = {t.name for t in tables_of(app.aggregate(c.aggregate)).all}
+    if job == "reindex":
+        assert before is not None and state == before  # the same documents, from a new generation
+        assert c.report(job, "cluster")["new_index"].endswith("-v2")
+        assert c.report(job, "local")["new_index"].endswith("-v2")
+    elif job == "aggregate":
+        assert before is not None and state["rows"] != before["rows"]
+        assert _count(state, aggregate_tables) > _count(before, aggregate_tables)
+        for report in (c.report(job, "cluster"), c.report(job, "local")):
+            assert all(r["after_repair"]["clean"] for r in report.values()), report
+    elif job == "changes":
+        cluster, mine = (
+            _changes(spark, c.path("cluster", "changes")),
+            _changes(spark, c.path("local", "changes")),
+        )
+        assert cluster == mine and sum(map(len, cluster.values())) > 0
+    elif job == "idmap":
+        owner = next(iter(load_app(c.spec).id_mutation.columns)).table  # type: ignore[union-attr]
+        assert before is not None and state["rows"][owner] != before["rows"][owner]
+        assert state["rows"]["converge_id_map"]
+    elif job == "retention":
+        assert before is not None and _count(state) < _count(before)
