@@ -154,10 +154,10 @@ def parse_event(raw: bytes | str | Mapping[str, Any]) -> Event:
 
 def _event_of(raw: Any) -> Event:
     """The Event of a decoded JSON value; EventError unless it is a valid envelope."""
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):  # a dict first: the ABC check is slow
         raise EventError("event", f"must be a JSON object, got {type(raw).__name__}")
     payload = raw.get("payload", {})
-    if not isinstance(payload, Mapping):
+    if type(payload) is not dict and not isinstance(payload, Mapping):
         raise EventError("payload", f"must be an object, got {type(payload).__name__}")
     return Event(
         event_id=_text(raw, "event_id"),

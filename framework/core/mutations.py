@@ -92,20 +92,25 @@ def check_value(value: object, what: str) -> CellValue:
     raise MutationError(what, f"unsupported value type {type(value).__name__}")
 
 
-#: Names that passed ``check_identifier`` (mutations repeat a few column names; capped).
+#: Names that passed ``check_identifier`` (mutations repeat a few table and column names; capped).
 _NAMES_SEEN: set[str] = set()
 _NAMES_SEEN_MAX = 4096
 
 
+def _check_name(name: object, what: str) -> None:
+    """``check_identifier`` of a table or column name, remembered once passed (``_NAMES_SEEN``)."""
+    if type(name) is not str or name not in _NAMES_SEEN:
+        check_identifier(name, what if what == "table" else f"{what}.{name}")
+        if len(_NAMES_SEEN) < _NAMES_SEEN_MAX:
+            _NAMES_SEEN.add(name)  # type: ignore[arg-type]
+
+
 def _frozen_map(raw: Mapping[str, Any], what: str, allow_none: bool) -> Mapping[str, CellValue]:
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):  # a dict first: the ABC check is slow
         raise MutationError(what, f"must be a mapping, got {type(raw).__name__}")
     out: dict[str, CellValue] = {}
     for name, value in raw.items():
-        if name not in _NAMES_SEEN:
-            check_identifier(name, f"{what}.{name}")
-            if len(_NAMES_SEEN) < _NAMES_SEEN_MAX:
-                _NAMES_SEEN.add(name)
+        _check_name(name, what)
         kind = type(value)
         if kind is str and value.isascii() and len(value) <= MAX_TEXT_BYTES:
             out[name] = value  # ASCII: no surrogate, as many bytes as characters
@@ -132,16 +137,16 @@ class Upsert:
     ttl: int | None = None
 
     def __post_init__(self) -> None:
-        check_identifier(self.table, "table")
+        _check_name(self.table, "table")
         object.__setattr__(self, "key", _frozen_map(self.key, "key", allow_none=False))
         object.__setattr__(self, "cells", _frozen_map(self.cells, "cells", allow_none=True))
         if not self.key:
             raise MutationError("key", "must name at least one key column")
         if not self.cells:
             raise MutationError("cells", "must hold at least one cell")
-        overlap = set(self.key) & set(self.cells)
-        if overlap:
-            raise MutationError("cells", f"key columns cannot be written as cells: {sorted(overlap)}")
+        if not self.key.keys().isdisjoint(self.cells):
+            overlap = sorted(set(self.key) & set(self.cells))
+            raise MutationError("cells", f"key columns cannot be written as cells: {overlap}")
         check_version(self.version)
         if self.ttl is not None:
             if isinstance(self.ttl, bool) or not isinstance(self.ttl, int) or self.ttl <= 0:

@@ -80,5 +80,4 @@ async def run_batch(
         return
     scheduler.counters.batch_writes += 1
     scheduler.batch_written()
-    for work, _ in items:
-        scheduler.finish(work, generations[id(work)])
+    scheduler.finish_written([work for work, _ in items], generations)

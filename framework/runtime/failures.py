@@ -56,6 +56,14 @@ class FailureBook:
         p.succeeded += 1
         p.failed.pop(relation, None)
 
+    def succeeded_many(self, tp: Hashable, relations: list[Hashable]) -> None:
+        """``succeeded`` of each of ``relations`` in partition ``tp``."""
+        p = self.part(tp)
+        p.succeeded += len(relations)
+        if p.failed:
+            for relation in relations:
+                p.failed.pop(relation, None)
+
     def parked(self, tp: Hashable, relation: Hashable) -> None:
         p = self.part(tp)
         p.parked += 1

@@ -44,14 +44,21 @@ class OffsetTracker(Generic[T]):
 
     def finish(self, offset: int) -> list[T]:
         """Mark ``offset`` finished; return the items now safe to acknowledge, in order."""
-        if offset not in self._items or offset in self._done:
-            raise OffsetOrderError(f"offset {offset} is not pending")
-        self._done.add(offset)
+        return self.finish_many([offset])
+
+    def finish_many(self, offsets: list[int]) -> list[T]:
+        """``finish`` of each of ``offsets``; the items now safe to acknowledge, in order."""
+        items, done = self._items, self._done
+        for offset in offsets:
+            if offset not in items or offset in done:
+                raise OffsetOrderError(f"offset {offset} is not pending")
+            done.add(offset)
         released: list[T] = []
-        while self._pending and self._pending[0] in self._done:
-            head = self._pending.popleft()
-            self._done.discard(head)
-            released.append(self._items.pop(head))
+        pending = self._pending
+        while pending and pending[0] in done:
+            head = pending.popleft()
+            done.discard(head)
+            released.append(items.pop(head))
         return released
 
     @property
