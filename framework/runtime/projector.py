@@ -226,45 +226,40 @@ class ProjectionProcessor:
             [p.document(key, rows[i], marks[i]) for i, key in enumerate(unique)] for p, _, _ in self.targets
         ]
         sources: list[int] = []
-        for (view, index, written), docs in zip(self.targets, documents, strict=True):
-            positions = heard
-            if heard and view is not self.projection:  # the record positions by this view's ids
-                pairs = zip(documents[0], docs, strict=True)
-                positions = {doc[0]: heard[own[0]] for own, doc in pairs if own[0] in heard}
-            ops, records = written.new_writes(
-                [IndexOp(doc_id, version, doc) for doc_id, doc, version in docs], positions, read_after
-            )
-            if ops:
-                result = await bounded("index", self.sink_timeout, self._bulk(view, index, ops))
-                if self.record:
-                    if not sources:
-                        sources = _source_versions(marks, rows)
-                    by_id = {doc[0]: sources[i] for i, doc in enumerate(docs)}
-                    await bounded("wide_column", self.sink_timeout, self._record(view, ops, result, by_id))
+        taken: list[tuple[WrittenDocuments, Any]] = []
+        writes: list[Mutation] = []
+        try:
+            for (view, index, written), docs in zip(self.targets, documents, strict=True):
+                positions = heard
+                if heard and view is not self.projection:  # the record positions by this view's ids
+                    pairs = zip(documents[0], docs, strict=True)
+                    positions = {doc[0]: heard[own[0]] for own, doc in pairs if own[0] in heard}
+                ops, records = written.new_writes(
+                    [IndexOp(doc_id, version, doc) for doc_id, doc, version in docs], positions, read_after
+                )
+                if ops:
+                    result = await bounded("index", self.sink_timeout, self._bulk(view, index, ops))
+                    if self.record:
+                        sources = sources or _source_versions(marks, rows)
+                        by_id = {doc[0]: sources[i] for i, doc in enumerate(docs)}
+                        writes += _records(view, ops, result, by_id)
+                    taken.append((written, records))
+        finally:
+            # the views' records in one write (also when a later view's write failed), before the
+            # writes they record are remembered as done
+            if writes:
+                await bounded("wide_column", self.sink_timeout, self._record(writes))
+            for written, records in taken:
                 written.record(records)
 
-    async def _record(
-        self, view: Projection, ops: Sequence[IndexOp], result: BulkResult, sources: dict[str, int]
-    ) -> None:
-        """Record the writes of ``ops`` the index took (``framework.verify.digests.WRITTEN``)."""
-        from framework.verify.digests import WRITTEN, Written, document_digest, written_upsert
-
+    async def _record(self, writes: Sequence[Mutation]) -> None:
+        """Write the records of what the index took (``framework.verify.digests.WRITTEN``)."""
         if not self._recording:
+            from framework.verify.digests import WRITTEN
+
             await self.store.ensure_table(WRITTEN)
             self._recording = True
-        took = {item.doc_id for item in result.items if item.outcome == "ok"}
-        versions = not isinstance(view, Aggregate)  # an entity without contributions stores none
-        at = int(time.time() * 1e6)
-        writes: list[Mutation] = []
-        for op in ops:
-            if op.doc_id in took:
-                digest = document_digest(
-                    op.doc if versions else op.doc or None, op.version, versions=versions
-                )
-                written = Written(op.version, digest, sources.get(op.doc_id, 0))
-                writes.append(written_upsert(view.name, op.doc_id, written, at))
-        if writes:
-            await self.store.apply(writes)
+        await self.store.apply(writes)
 
     def _in_topic(self, partitions: set[Hashable]) -> dict[Hashable, int]:
         """Per partition, the last offset known to be in the topic now (taken, or below the
@@ -288,6 +283,27 @@ class ProjectionProcessor:
             text = f"bulk {alias}: {len(result.failed)} failed ({first.doc_id}: {first.reason})"
             raise TransientStoreError(text) if result.retryable else PermanentStoreError(text)
         return result
+
+
+def _records(
+    view: Projection, ops: Sequence[IndexOp], result: BulkResult, sources: dict[str, int]
+) -> list[Mutation]:
+    """The records of the writes of ``ops`` the index took, at their versions."""
+    from framework.verify.digests import Written, document_digest, written_upsert
+
+    took = {item.doc_id for item in result.items if item.outcome == "ok"}
+    versions = not isinstance(view, Aggregate)  # an entity without contributions stores none
+    at = int(time.time() * 1e6)
+    out: list[Mutation] = []
+    for op in ops:
+        if op.doc_id in took:
+            digest = document_digest(op.doc if versions else op.doc or None, op.version, versions=versions)
+            out.append(
+                written_upsert(
+                    view.name, op.doc_id, Written(op.version, digest, sources.get(op.doc_id, 0)), at
+                )
+            )
+    return out
 
 
 def _source_versions(marks: Sequence[Row | None], rows: Sequence[dict[str, list[Row]]]) -> list[int]:

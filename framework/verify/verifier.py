@@ -3,12 +3,11 @@
 It reads the app's notification entries (``framework.notifications``) as one consumer, only
 entries older than ``settle`` seconds (longer than the projector takes to follow a write). For
 each view the entries name documents of, it first screens them, ``page`` at a time: it reads
-each partition's version mark, the projector's record of what it wrote
-(``digests.WRITTEN``) and the index's copy (``SearchIndex.get_many``). A document whose record
-is at its mark's version and whose copy's digest equals the recorded one is right as far as the
-index goes: the projector wrote the document for the current mark and the index still holds
-it. Every other one (no record, a record behind the mark, a copy missing, older, newer, edited
-or left behind) and a random ``sample`` of the agreeing ones are rebuilt: projected from the
+the projector's record of what it wrote (``digests.WRITTEN``) and the index's copy
+(``SearchIndex.get_many``). A document whose copy's digest (version and content) equals the
+recorded one is right as far as the index goes: the index still holds what the projector wrote
+last. Every other one (no record, a copy missing, older, newer, edited or left behind by a
+delete) and a random ``sample`` of the agreeing ones are rebuilt: projected from the
 store's current rows (the projector's read; views sharing marks read the rows once) and
 compared with the index's copy by ``compare.classify``, so the projector's reads stay checked
 too. A rebuilt document found right has its record written again when it disagreed. A
@@ -69,7 +68,6 @@ from framework.verify.digests import (
     WRITTEN,
     Written,
     hit_digest,
-    mark_version,
     read_written,
     rows_digest,
     written_upsert,
@@ -343,32 +341,26 @@ class ChangeVerifier:
 
     async def screen(
         self, views: list[Projection], keys: list[PartitionKey]
-    ) -> tuple[list[PartitionKey], dict[tuple[str, str], int]]:
-        """Compare the documents of ``views`` (sharing a version table) at ``keys`` with the
-        projector's records: the keys to rebuild (a document of theirs disagrees, or drawn for
-        the sample), and the disagreeing documents by (view name, document id), each with its
-        mark's version."""
+    ) -> tuple[list[PartitionKey], set[tuple[str, str]]]:
+        """Compare the index's copies of the documents of ``views`` (sharing a version table) at
+        ``keys`` with the projector's records: the keys to rebuild (a document of theirs
+        disagrees, or drawn for the sample), and the disagreeing documents by (view name,
+        document id)."""
         rebuild: dict[str, PartitionKey] = {}
-        disagreed: dict[tuple[str, str], int] = {}
+        disagreed: set[tuple[str, str]] = set()
         stats = self.stats
         for i in range(0, len(keys), self.page):
             chunk = keys[i : i + self.page]
-            marks = [mark_version(m) for m in await self.store.read_rows(views[0].version_table.name, chunk)]
             for view in views:
                 versions = not isinstance(view, Aggregate)
                 ids = [view.document_id(key) for key in chunk]
                 records = await read_written(self.store, view.name, ids)
                 found = await self.targets[view.name].get_many(view.alias, ids)
                 stats.screened += len(ids)
-                for key, doc_id, mark, record, hit in zip(chunk, ids, marks, records, found, strict=True):
-                    if (
-                        record is None
-                        or mark is None
-                        or record.version != mark
-                        or (record.doc != hit_digest(hit, versions=versions))
-                    ):
+                for key, doc_id, record, hit in zip(chunk, ids, records, found, strict=True):
+                    if record is None or record.doc != hit_digest(hit, versions=versions):
                         stats.disagreed += 1
-                        disagreed[(view.name, doc_id)] = mark or 0
+                        disagreed.add((view.name, doc_id))
                         rebuild[key_ident(key)] = key
             for key in chunk:
                 ident = key_ident(key)
@@ -378,19 +370,15 @@ class ChangeVerifier:
         stats.rebuilt += len(rebuild)
         return list(rebuild.values()), disagreed
 
-    async def _record_right(self, right: list[Right], disagreed: dict[tuple[str, str], int]) -> None:
-        """Record again the documents found right whose record disagreed (their copy, at their
-        mark's version; the digest of their row versions unknown)."""
+    async def _record_right(self, right: list[Right], disagreed: set[tuple[str, str]]) -> None:
+        """Record again the projections' documents found right whose record disagreed (their
+        copy, at its version; the digest of their row versions unknown)."""
         at = int(self.clock() * 1e6)
         writes = []
         for view, doc_id, hit, _ in right:
-            version = disagreed.get((view.name, doc_id))
-            if version is not None:
-                versions = not isinstance(view, Aggregate)
-                if versions and hit is not None and hit.version is not None:
-                    version = hit.version  # right: the current mark's, if it moved since the screen
-                written = Written(version, hit_digest(hit, versions=versions), 0)
-                writes.append(written_upsert(view.name, doc_id, written, at))
+            if (view.name, doc_id) in disagreed and not isinstance(view, Aggregate):
+                version = 0 if hit is None else hit.version or 0
+                writes.append(written_upsert(view.name, doc_id, Written(version, hit_digest(hit), 0), at))
         if writes:
             await self.store.apply(writes)
 
