@@ -19,6 +19,7 @@ from examples.support_desk.schemas import TICKET
 from framework import App, Event, KeyedAgent, TableSchema, Upsert
 from framework.decoders import EventFields, Record, SchemaRegistry
 from framework.decoders.base import Decoder
+from tests.decoders.support_cdc import TicketPriorityEvents
 
 TOPIC = "helpdesk.ticket-changes"
 
@@ -113,19 +114,25 @@ def formats_app() -> App:
     from framework.decoders.avro import AvroDecoder
     from framework.decoders.json_schema import JsonSchemaDecoder
     from framework.decoders.protobuf import ProtobufDecoder
-    from tests.decoders.support_cdc import TicketPriorityEvents
 
     registry = SchemaRegistry(os.environ[REGISTRY_ENV])
     agents = [
         _changes("avro", AvroDecoder(registry, FIELDS, reader_schema=AVRO_V1)),
         _changes("json_schema", JsonSchemaDecoder(registry, FIELDS)),
         _changes("protobuf", ProtobufDecoder(registry, PROTO_CLASS, FIELDS)),
-        TicketPriorityEvents(),
+        FormatsPriorityEvents(),
     ]
     return App("support-desk-formats", agents=agents, projections=[TicketProjection()])
 
 
 FORMATS_SPEC = "tests.decoders.registry_app:formats_app"
+#: ``formats_app``'s CloudEvents topic (the CDC worker test reads ``support_cdc.TOPIC_CE`` whole)
+TOPIC_CE = "helpdesk.ticket-events.formats"
+
+
+class FormatsPriorityEvents(TicketPriorityEvents):
+    name: ClassVar[str] = "ticket-priority-formats"
+    topic: ClassVar[str] = TOPIC_CE
 
 
 def _rfc3339(micros: int) -> str:
@@ -143,7 +150,6 @@ def history(fmt: str, ids: Mapping[str, int], seed: int, tickets: int = 5, chang
     from framework.decoders.avro import avro_payload
     from framework.decoders.protobuf import protobuf_payload
     from framework.decoders.registry import wire
-    from tests.decoders.support_cdc import TOPIC_CE
 
     rng = random.Random(seed)
     out: list[Record] = []
@@ -169,8 +175,9 @@ def history(fmt: str, ids: Mapping[str, int], seed: int, tickets: int = 5, chang
             if fmt != "cloudevents":
                 out.append(Record(key, value, f"{TOPIC}.{fmt}", 0, len(out)))
                 continue
-            attrs = {"specversion": "1.0", "id": change["event_id"], "source": "/helpdesk",
-                     "type": "ticket.prioritized", "time": _rfc3339(version)}  # fmt: skip
+            attrs: dict[str, str] = {"specversion": "1.0", "id": str(change["event_id"]),
+                                     "source": "/helpdesk", "type": "ticket.prioritized",
+                                     "time": _rfc3339(version)}  # fmt: skip
             data = {"priority": change["priority"]}
             if n % 2:  # binary mode
                 headers = (
@@ -190,7 +197,6 @@ def poison(ids: Mapping[str, int]) -> list[tuple[Record, tuple[str, str]]]:
     """Poison of every format of ``formats_app`` and the (stage, error class) each is parked with."""
     from framework.decoders.avro import avro_payload
     from framework.decoders.registry import wire
-    from tests.decoders.support_cdc import TOPIC_CE
 
     key = b"avro/zendesk/999"
     change = {"event_id": "p1", "version": 1_700_000_000_000_000, "subject": "s", "priority": "low"}

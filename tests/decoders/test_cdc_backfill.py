@@ -59,15 +59,15 @@ def test_a_cdc_archive_backfills_to_the_model_shuffled_and_replayed(
 
 
 @pytest.fixture()
-def registry_env(
-    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[str, dict[str, int]]]:
+def registry_env(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A registry stand-in whose URL the driver and the executors read (``CONVERGE_TEST_REGISTRY``,
     shipped to the Python workers with ``SparkContext.environment``: a new URL starts new workers,
-    which load the app afresh). Each test registers its app's schemas in a fixed order on its own
-    stand-in, so they get the same ids every run."""
+    which load the app afresh; the driver's apps are loaded afresh too). Each test registers its
+    app's schemas in a fixed order on its own stand-in, so they get the same ids every run."""
     from framework.decoders.registry_server import RegistryStandIn
+    from spark_batch import apps
 
+    monkeypatch.setattr(apps, "_CACHE", {})
     with RegistryStandIn() as server:
         monkeypatch.setenv(af.REGISTRY_ENV, server.url)
         spark.sparkContext.environment[af.REGISTRY_ENV] = server.url

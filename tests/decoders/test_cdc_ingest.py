@@ -21,8 +21,8 @@ from framework.decoders.registry_server import RegistryStandIn
 from framework.jobs.batches import OffsetRange
 from framework.jobs.kafka_ranges import partition_bounds
 from framework.kafka_admin import ensure_topics
-from framework.local_stack import StackInfo
-from spark_batch import ingest_processes
+from framework.local_stack import LocalStack
+from spark_batch import apps, ingest_processes
 from spark_batch.backfill import prepare
 from spark_batch.ingest_processes import IngestConfig, _store_task
 from spark_batch.kafka_ranges import read_records_sync
@@ -75,9 +75,12 @@ def _ingest(spec: str, url: str, broker: str, ranges: list[OffsetRange]) -> list
 
 
 @pytest.mark.slow
-def test_the_range_reader_gives_headers_and_timestamps(stack: StackInfo, tmp_path: Path) -> None:
+def test_the_range_reader_gives_headers_and_timestamps(fresh_stack: LocalStack, tmp_path: Path) -> None:
     """The support desk's CDC topic and a CloudEvents topic in binary mode (attributes in headers)
-    through the store process on the real range reader; poison parked at ``parse``."""
+    through the store process on the real range reader; poison parked at ``parse``. A broker of its
+    own: the worker tests read these topics whole."""
+    stack = fresh_stack.info
+    assert stack is not None
     h = history(6)
     broker = f"kafka://{stack.kafka_bootstrap}"
     topics = [TOPIC_CDC, TOPIC_CE]
@@ -102,9 +105,12 @@ def test_the_range_reader_gives_headers_and_timestamps(stack: StackInfo, tmp_pat
 
 @pytest.mark.slow
 def test_the_activity_platform_in_every_format_ingests(
-    stack: StackInfo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fresh_stack: LocalStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    stack = fresh_stack.info
+    assert stack is not None
     broker = f"kafka://{stack.kafka_bootstrap}"
+    monkeypatch.setattr(apps, "_CACHE", {})  # the app is built with this test's registry
     with RegistryStandIn() as registry:
         ids = af.register(registry.url)
         monkeypatch.setenv(af.REGISTRY_ENV, registry.url)
