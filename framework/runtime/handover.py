@@ -35,6 +35,7 @@ import functools
 import inspect
 import time
 from collections import deque
+from collections.abc import AsyncIterator
 from types import CoroutineType
 from typing import Any, Protocol
 
@@ -44,7 +45,16 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from mode.services import WaitArgT, WaitResults
 from mode.utils.times import Seconds
 
-__all__ = ["HandoverConsumer", "HandoverTransport", "Route", "route", "routed", "routes_of", "is_kafka_url"]
+__all__ = [
+    "HandoverConsumer",
+    "HandoverTransport",
+    "Route",
+    "RoutedMessage",
+    "route",
+    "routed",
+    "routes_of",
+    "is_kafka_url",
+]
 
 #: ``suspend_flow`` is an ``asyncio.Event``; the stop and crash events are mode's ``Event``.
 _FLOW_WAIT = asyncio.Event.wait.__code__
@@ -84,6 +94,22 @@ def routed(app: faust.types.AppT, topic: str, to: Route) -> bool:
     """True when the app's consumer hands the messages of ``topic`` to ``to``."""
     consumer = app.consumer
     return isinstance(consumer, HandoverConsumer) and consumer.hands_over and routes_of(app).get(topic) is to
+
+
+class RoutedMessage:
+    """A fetched record of a routed topic: what the intake, the runtime and Faust's
+    ``Consumer.ack`` read of a message (``timestamp`` in seconds, as Faust's), without the
+    stream's tracking fields that a Faust ``ConsumerMessage`` carries."""
+
+    __slots__ = ("topic", "partition", "offset", "timestamp", "headers", "key", "value", "tp",
+                 "generation_id", "acked", "__weakref__")  # fmt: skip
+
+    def __init__(self, tp: Any, record: Any, generation_id: int | None) -> None:
+        self.tp, self.topic, self.partition, self.offset = tp, record.topic, record.partition, record.offset
+        ts = record.timestamp
+        self.timestamp = None if ts is None else ts / 1000.0
+        self.headers, self.key, self.value = record.headers, record.key, record.value
+        self.generation_id, self.acked = generation_id, False
 
 
 class HandoverConsumer(faust_aiokafka.Consumer):
@@ -146,7 +172,7 @@ class HandoverConsumer(faust_aiokafka.Consumer):
         over directly (``_hand_over``) and only the others go through ``wait_first``."""
         if not self.hands_over:
             return await super()._drain_messages(fetcher)
-        callback, getmany, routes = self.callback, self.getmany, routes_of(self.app)
+        callback, routes = self.callback, routes_of(self.app)
         consumer_should_stop, fetcher_should_stop = self._stopped.is_set, fetcher._stopped.is_set
         get_read_offset, set_read_offset = self._read_offset.__getitem__, self._read_offset.__setitem__
         fetching, set_flag, unset_flag = (
@@ -159,7 +185,7 @@ class HandoverConsumer(faust_aiokafka.Consumer):
         try:
             while not (consumer_should_stop() or fetcher_should_stop()):
                 set_flag(fetching)
-                records = getmany(timeout=1.0)
+                records = self._fetch(timeout=1.0)
                 await self.sleep(0)  # getmany may be called in a loop that never yields otherwise
                 if not self.should_stop:
                     async for tp, message in records:
@@ -196,6 +222,37 @@ class HandoverConsumer(faust_aiokafka.Consumer):
             raise
         finally:
             unset_flag(fetching)
+
+    async def _fetch(
+        self, timeout: float
+    ) -> AsyncIterator[tuple[Any, Any]]:  # pragma: no cover - the worker's
+        """Faust's ``getmany`` (faust-streaming 0.15): one fetch, round robin over its partitions,
+        cut short when the flow stops or the generation changes; a routed topic's records come as
+        ``RoutedMessage``s, the others as Faust's messages, and each partition's high-water mark is
+        tracked once a fetch instead of once a record."""
+        records, active = await self._wait_next_records(timeout)
+        generation_id = self.app.consumer_generation_id
+        if records is None or self.should_stop:
+            return
+        if not self.flow_active:  # as Faust: back to the committed offsets
+            try:
+                await self.perform_seek()
+            except Exception as exc:  # noqa: BLE001 - Faust logs and goes on
+                self.log.warning(f"exception performing seek when flow not active {exc}")
+            return
+        buffered, routes, monitor = self._buffered_partitions, routes_of(self.app), self.app.monitor
+        to_message, app, tracked = self._to_message, self.app, set()
+        for tp, record in self.scheduler.iterate(records):
+            if not self.flow_active or app.consumer_generation_id != generation_id:
+                break
+            if active is None or tp in active or tp in buffered:
+                if tp not in tracked:
+                    tracked.add(tp)
+                    monitor.track_tp_end_offset(tp, self.highwater(tp))
+                if routes.get(tp.topic) is not None:
+                    yield tp, RoutedMessage(tp, record, generation_id)
+                else:
+                    yield tp, to_message(tp, record)
 
     async def _until_done_or_halted(self, future: asyncio.Future[Any]) -> None:
         """Return once ``future`` is done or the flow is suspended, or the consumer stopped or crashed."""
