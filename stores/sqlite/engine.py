@@ -134,15 +134,17 @@ def schema_from_json(body: str) -> TableSchema:
     return TableSchema(**d)
 
 
-@dataclasses.dataclass
 class _RowPlan:
-    """The reduced writes of one batch to one row."""
+    """The reduced writes of one batch to one row: ``ph`` the partition hash of a partition
+    tombstone (other rows: ``SqliteEngine._merged``), ``partition`` for a partition tombstone
+    (clustering key ``_PARTITION``, never cells), the row ``tombstone`` and the ``cells``."""
 
-    schema: TableSchema
-    ph: int = 0  # the partition hash, for a partition tombstone (other rows: ``_merged``)
-    partition: bool = False  # a partition tombstone (clustering key ``_PARTITION``), never cells
-    tombstone: int | None = None
-    cells: dict[str, Cell] = dataclasses.field(default_factory=dict)
+    __slots__ = ("schema", "ph", "partition", "tombstone", "cells")
+
+    def __init__(self, schema: TableSchema, ph: int = 0, partition: bool = False) -> None:
+        self.schema, self.ph, self.partition = schema, ph, partition
+        self.tombstone: int | None = None
+        self.cells: dict[str, Cell] = {}
 
 
 #: The key column names and the regular column names of each schema seen, by its identity.
@@ -436,12 +438,14 @@ class SqliteEngine:
         if now is None:
             now = int(self._clock())
         plans: dict[tuple[str, bytes, bytes], _RowPlan] = {}
+        schemas = self._schemas
         for m in mutations:
-            if isinstance(m, LogState):
-                m = m.as_upsert()
-            if not isinstance(m, Upsert | Delete):
-                raise SchemaError("mutations", f"not a mutation: {type(m).__name__}")
-            schema = self.schema(m.table)
+            if type(m) is not Upsert:  # the common case first: no isinstance against a union
+                if isinstance(m, LogState):
+                    m = m.as_upsert()
+                if not isinstance(m, Upsert | Delete):
+                    raise SchemaError("mutations", f"not a mutation: {type(m).__name__}")
+            schema = schemas.get(m.table) or self.schema(m.table)
             if isinstance(m, Delete) and _is_partition_delete(schema, m):
                 self._plan_partition_delete(plans, schema, m)
                 continue
