@@ -20,7 +20,9 @@ processor acknowledged every record of their topics (the change topic's and the 
 end offsets, read once the stage before has finished). For diagnosis, BENCH_NOOP_SINK=1 skips the
 store write, BENCH_DEDUPE=1 skips exact duplicates, BENCH_NOTIFY=1 (or ``inserts``)
 writes notification entries with each batch, and BENCH_CONCURRENCY,
-BENCH_MAX_BATCH and BENCH_MAX_PENDING set the runtime's bounds.
+BENCH_MAX_BATCH and BENCH_MAX_PENDING set the runtime's bounds (unset: the runtime's defaults,
+``RuntimeConfig`` and ``SchedulerConfig``; until issue 44 the micro-batch was 500 here, not the
+default 2,000).
 """
 
 from __future__ import annotations
@@ -228,11 +230,14 @@ class MeteredProcessor(AgentProcessor):
 
 
 def _runtime_config() -> RuntimeConfig:
+    """The runtime's defaults (what an app gets), but for the bounds set by BENCH_* variables."""
+    runtime, scheduler = RuntimeConfig(), SchedulerConfig()
+    env = os.environ.get
     scheduler = SchedulerConfig(
-        max_concurrency=int(os.environ.get("BENCH_CONCURRENCY", "64")),
-        max_pending_per_partition=int(os.environ.get("BENCH_MAX_PENDING", "2000")),
+        max_concurrency=int(env("BENCH_CONCURRENCY", scheduler.max_concurrency)),
+        max_pending_per_partition=int(env("BENCH_MAX_PENDING", scheduler.max_pending_per_partition)),
     )
-    return RuntimeConfig(max_batch=int(os.environ.get("BENCH_MAX_BATCH", "500")), scheduler=scheduler)
+    return RuntimeConfig(max_batch=int(env("BENCH_MAX_BATCH", runtime.max_batch)), scheduler=scheduler)
 
 
 def build_app(variant: str, settings: Settings) -> ConvergeFaustApp:
