@@ -2,6 +2,9 @@
 
     .venv/bin/python -m benchmarks.decoders --events 20000 --runs 5
 
+The calibration line comes first (``benchmarks.calibration.calibrate``; ``--calibration-records 0``
+leaves it out).
+
 The same ticket change (ten payload fields) is encoded in each format: the envelope, a Debezium
 change event (CDC, JSON), Avro, JSON Schema and Protobuf in the registry wire format, and a
 CloudEvent in structured and in binary mode. Each timed step is the worker's own parse of one
@@ -139,7 +142,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--calibration-records", type=int, default=200_000)
     args = parser.parse_args(argv)
+    if args.calibration_records > 0:
+        import tempfile
+        from pathlib import Path
+
+        from benchmarks.calibration import calibrate
+
+        with tempfile.TemporaryDirectory() as tmp:
+            print(calibrate(Path(tmp) / "calibration", args.calibration_records), flush=True)
     with RegistryStandIn() as registry:
         cases = formats(args.events, registry)
         for _, works in cases.values():  # warm: every schema fetched, every check passes
