@@ -130,3 +130,33 @@ def test_the_activity_platform_in_every_format_ingests(
     assert stats[("events",)] == len(items)
     hubs, logs = asyncio.run(store_rows(url))
     assert store_divergences([expected_of(h, fmt) for fmt, h in histories.items()], hubs, logs) == []
+
+
+@pytest.mark.slow
+def test_the_support_desk_in_every_registry_format_ingests(
+    fresh_stack: LocalStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.decoders import registry_app as ra
+
+    stack = fresh_stack.info
+    assert stack is not None
+    broker = f"kafka://{stack.kafka_bootstrap}"
+    monkeypatch.setattr(apps, "_CACHE", {})  # the app is built with this test's registry
+    with RegistryStandIn() as registry:
+        ids = ra.register_all(registry.url)
+        monkeypatch.setenv(ra.REGISTRY_ENV, registry.url)
+        items: list[Record] = []
+        truth: dict[str, dict[str, Any]] = {}
+        for i, fmt in enumerate(ra.FORMATS):
+            got, model = ra.history(fmt, ids, seed=20 + i)
+            items += got
+            truth.update(model)
+        bad = ra.poison(ids)
+        topics = sorted({r.topic for r in items})
+        asyncio.run(ensure_topics(broker, dict.fromkeys(topics, 1)))
+        before = asyncio.run(partition_bounds(broker, topics))
+        asyncio.run(_produce(stack.kafka_bootstrap, [*items, *(p for p, _ in bad), *items]))
+        url = f"sqlite:///{tmp_path / 'wide.db'}"
+        out = _ingest(ra.FORMATS_SPEC, url, broker, _ranges(broker, topics, before))
+    assert sorted(tuple(r[2:4]) for r in out if r[0] == "parked") == sorted(want for _, want in bad)
+    assert asyncio.run(store_table(url)) == truth
