@@ -97,8 +97,8 @@ async def one_pass(
             spent["compare"] += time.process_time() - started
             differ = await timed("look", verifier.first_look([view], chunk))
             assert not differ, list(differ)[:3]
-            rebuild, disagreed = await timed("screen", verifier.screen([view], chunk))
-            assert not rebuild and not disagreed, list(disagreed)[:3]
+            rebuild, disagreed, unwritten = await timed("screen", verifier.screen([view], chunk))
+            assert not rebuild and not disagreed and not unwritten, list(disagreed)[:3]
     return spent
 
 

@@ -43,7 +43,9 @@ async def app_verifier(
     projections against ``index``, aggregates against ``contributions``. With ``store_url`` (the
     store's), ``StoreMismatch`` when ``store`` is not the source of a projection's index.
     ``sample``: the fraction of agreeing changed documents rebuilt all the same (default: the
-    setting ``verify_sample``, from the environment)."""
+    setting ``verify_sample``, from the environment). Where the projectors record (the setting
+    ``verify_record``), a page waits up to ``settle`` seconds more for documents not written
+    yet (``ChangeVerifier``'s ``wait``)."""
     notifications = app.notifications
     if notifications is None:
         raise ValueError(f"verify: app {app.name} records no notifications (App(notifications=True))")
@@ -56,10 +58,14 @@ async def app_verifier(
     targets: dict[str, Any] = {p.name: index for p in app.projections}
     targets.update({a.name: contributions for a in app.aggregates})
     park = dlq_parker({v.name: (v, app.change_topic(v)) for v in app.views}, dlq)
+    settings = Settings.resolve(app.name)
     if sample is None:
-        sample = Settings.resolve(app.name).verify_sample
+        sample = settings.verify_sample
+    # where projectors record, a document not written yet waits for them up to the settle time
+    wait = settle if settings.verify_record else 0.0
     verifier = ChangeVerifier(app.views, store, targets, reader, recheck=recheck, park=park,
-                              tenant_of=notifications.tenant_of, app=app.name, sample=sample)  # fmt: skip
+                              tenant_of=notifications.tenant_of, app=app.name, sample=sample,
+                              wait=wait)  # fmt: skip
     await verifier.ensure()
     return verifier
 

@@ -10,7 +10,9 @@ last. Every other one (no record, a copy missing, older, newer, edited or left b
 delete) and a random ``sample`` of the agreeing ones are rebuilt: projected from the
 store's current rows (the projector's read; views sharing marks read the rows once) and
 compared with the index's copy by ``compare.classify``, so the projector's reads stay checked
-too. A rebuilt document found right has its record written again when it disagreed. A
+too. A rebuilt document found right has its record written again when it disagreed. A document
+neither recorded nor in the index is one the projector has not written yet (or lost): the page
+waits up to ``wait`` seconds for it, screening it again, then rebuilds it. A
 difference is looked at once more ``recheck`` seconds later, store and index both read again;
 only a difference found both times, for the same expected document, is a divergence. It is
 repaired by ``project_partition`` at a delete floor of the version the index holds, the
@@ -230,8 +232,11 @@ class ChangeVerifier:
     time. ``app``: the app's name, the key of what it remembers of the documents it parked,
     rewrote or could not repair (``SETTLED``, in ``store``). ``sample``: the fraction of changed
     documents whose record agrees that are rebuilt all the same (0: none, 1: every one, as
-    without records). ``sleep``, ``clock`` and ``draw`` (a number in [0, 1) per document, for
-    the sample) are injectable for tests.
+    without records). ``wait``: the seconds at most a page waits, re-screening once a second,
+    for the documents neither recorded nor in the index (a projector behind the settle time)
+    before they are rebuilt as missing (0: at once; only where projectors record). ``sleep``,
+    ``clock`` and ``draw`` (a number in [0, 1) per document, for the sample) are injectable for
+    tests.
     """
 
     def __init__(
@@ -250,6 +255,7 @@ class ChangeVerifier:
         app: str = "",
         sample: float = DEFAULT_SAMPLE,
         draw: Callable[[], float] = random.random,
+        wait: float = 0.0,
     ) -> None:
         missing = [v.name for v in views if v.name not in targets]
         if missing:
@@ -259,7 +265,7 @@ class ChangeVerifier:
         self.views, self.store, self.targets, self.reader = list(views), store, targets, reader
         self.recheck, self.page, self.park, self.tenant_of = recheck, page, park, tenant_of
         self.clock, self.sleep, self.app = clock, sleep, app
-        self.sample, self.draw = sample, draw
+        self.sample, self.draw, self.wait = sample, draw, wait
         self.stats = VerifyStats()
         self._ensured = False
         self._written_at = 0
@@ -328,7 +334,17 @@ class ChangeVerifier:
         keys = {key_ident(k): k for c in group for k in c.keys.values()}
         views = [c.view for c in group]
         await self.ensure()
-        rebuild, disagreed = await self.screen(views, list(keys.values()))
+        rebuild, disagreed, unwritten = await self.screen(views, list(keys.values()))
+        waited = 0.0
+        while unwritten and waited < self.wait:  # the projector behind: give it ``wait`` seconds
+            pause = min(1.0, self.wait - waited)
+            await self.sleep(pause)
+            waited += pause
+            more, differ, unwritten = await self.screen(views, unwritten, sample=False)
+            rebuild, disagreed = rebuild + more, disagreed | differ
+        if unwritten:  # still nothing written: rebuilt, as a document missing from the index
+            self.stats.rebuilt += len(unwritten)
+            rebuild += unwritten
         if rebuild:
             right: list[Right] = []
             await self.verify_keys(views, rebuild, right)
@@ -340,13 +356,15 @@ class ChangeVerifier:
                 self.stats.observe_lag(now - at / 1e6)
 
     async def screen(
-        self, views: list[Projection], keys: list[PartitionKey]
-    ) -> tuple[list[PartitionKey], set[tuple[str, str]]]:
+        self, views: list[Projection], keys: list[PartitionKey], *, sample: bool = True
+    ) -> tuple[list[PartitionKey], set[tuple[str, str]], list[PartitionKey]]:
         """Compare the index's copies of the documents of ``views`` (sharing a version table) at
         ``keys`` with the projector's records: the keys to rebuild (a document of theirs
-        disagrees, or drawn for the sample), and the disagreeing documents by (view name,
-        document id)."""
+        disagrees, or drawn for the sample unless not ``sample``), the disagreeing documents by
+        (view name, document id), and the keys whose only disagreement is documents neither
+        recorded nor in the index (not projected yet, or lost: not rebuilt here)."""
         rebuild: dict[str, PartitionKey] = {}
+        unwritten: dict[str, PartitionKey] = {}
         disagreed: set[tuple[str, str]] = set()
         stats = self.stats
         for i in range(0, len(keys), self.page):
@@ -358,17 +376,24 @@ class ChangeVerifier:
                 found = await self.targets[view.name].get_many(view.alias, ids)
                 stats.screened += len(ids)
                 for key, doc_id, record, hit in zip(chunk, ids, records, found, strict=True):
-                    if record is None or record.doc != hit_digest(hit, versions=versions):
+                    if record is None and hit is None:
+                        unwritten[key_ident(key)] = key
+                    elif record is None or record.doc != hit_digest(hit, versions=versions):
                         stats.disagreed += 1
                         disagreed.add((view.name, doc_id))
                         rebuild[key_ident(key)] = key
             for key in chunk:
                 ident = key_ident(key)
-                if ident not in rebuild and self.sample > 0 and self.draw() < self.sample:
+                if (
+                    sample
+                    and ident not in rebuild
+                    and ident not in unwritten
+                    and (self.sample > 0 and self.draw() < self.sample)
+                ):
                     stats.sampled += 1
                     rebuild[ident] = key
         stats.rebuilt += len(rebuild)
-        return list(rebuild.values()), disagreed
+        return list(rebuild.values()), disagreed, [k for i, k in unwritten.items() if i not in rebuild]
 
     async def _record_right(self, right: list[Right], disagreed: set[tuple[str, str]]) -> None:
         """Record again the projections' documents found right whose record disagreed (their

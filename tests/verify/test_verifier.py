@@ -30,11 +30,12 @@ from framework import App, Event
 from framework.aggregates.contributions import NONE
 from framework.aggregates.tables import decode_measures, encode_measures, tables_of
 from framework.coordination.sqlite import SqliteCheckpointStore
-from framework.core.mutations import Upsert
+from framework.core.mutations import Delete, Upsert
 from framework.notifications.reader import NotificationReader
 from framework.testing import Driver, deliveries
 from framework.testing.compare import compare_documents
 from framework.verify import CONSUMER, ChangeVerifier, Divergence
+from framework.verify.digests import WRITTEN
 from stores.base import SearchIndex
 
 SETTLE = 30.0
@@ -294,3 +295,36 @@ def test_agreeing_records_spare_the_rows_and_the_sample_rebuilds_its_share(
         drain(d, half)
         assert half.stats.disagreed == 0 and half.stats.sampled == half.stats.rebuilt > 2
         assert sum(half.stats.divergent.values()) == 0
+
+
+@pytest.mark.parametrize("caught_up", [True, False], ids=["projected-while-waiting", "lost"])
+def test_a_document_not_written_yet_is_waited_for_then_rebuilt(caught_up: bool, tmp_path: Path) -> None:
+    """A changed document neither recorded nor in the index (the projector behind): the page waits
+    for it, screening it again each second. Written meanwhile, it is right (nothing rebuilt, no
+    divergence); still absent after ``wait``, it is rebuilt and repaired as missing."""
+    with sent(support_desk) as (ex, d):
+        view = d.app.projections[0]
+        doc_id = sorted(ex.documents)[0]
+        doc, version = ex.documents[doc_id]
+        record = d.row(WRITTEN.name, {"view_name": view.name, "doc_id": doc_id})
+        assert record is not None
+        d.run(d.index.delete(view.alias, doc_id, version))
+        d.run(d.store.apply([Delete(WRITTEN.name, {"view_name": view.name, "doc_id": doc_id}, version)]))
+        slept: list[float] = []
+
+        async def projector_catching_up(seconds: float) -> None:
+            slept.append(seconds)
+            if caught_up and len(slept) == 2:  # as the projector writes: the document, then its record
+                await d.index.index(view.alias, doc_id, doc, version)
+                cells = {"written": record.cells["written"].value}
+                await d.store.apply([Upsert(WRITTEN.name, dict(record.key), cells, version + 1)])
+
+        v = verifier(d, tmp_path, sleep=projector_catching_up, sample=0.0, wait=3.0)
+        drain(d, v)
+        if caught_up:
+            assert slept == [1.0, 1.0] and v.stats.rebuilt == 0
+            assert sum(v.stats.divergent.values()) == 0
+        else:
+            assert slept == [1.0, 1.0, 1.0, v.recheck] and v.stats.rebuilt == 1
+            assert v.stats.divergent == {"missing": 1} == v.stats.repaired
+        assert not compare_documents(ex.documents, d.documents(view))
