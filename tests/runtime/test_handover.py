@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from mode.services import WaitResults
 
-from framework.runtime.handover import HandoverConsumer, route, routed
+from framework.runtime.handover import HandoverConsumer, _round_robin, route, routed
 from framework.runtime.intake import Intake
 from framework.settings import Settings
 from framework.worker.faust_app import ConvergeFaustApp, create_faust_app
@@ -163,3 +163,12 @@ async def test_a_routed_message_fetched_while_the_flow_is_suspended_is_left(app:
     consumer.resume_flow()
     assert not (await fetched(consumer, conductor, Msg("orders", 0, 5))).stopped
     assert len(intake) == 1
+
+
+def test_a_fetch_is_taken_round_robin_each_partition_in_order() -> None:
+    """Records of several partitions alternate (none waits behind another's whole fetch) and
+    keep each partition's order; one partition's come as they are."""
+    records = {"a": [1, 2, 3], "b": [10], "c": [20, 21]}
+    assert list(_round_robin(records)) == [("a", 1), ("b", 10), ("c", 20), ("a", 2), ("c", 21), ("a", 3)]
+    assert list(_round_robin({"a": [1, 2]})) == [("a", 1), ("a", 2)]
+    assert list(_round_robin({})) == []
