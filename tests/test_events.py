@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -112,7 +115,7 @@ _JSON = st.recursive(
 )
 
 
-def _outcome(raw: bytes | str) -> object:
+def _outcome(raw: bytes | str | Mapping[str, Any]) -> object:
     try:
         return parse_event(raw)
     except EventError as exc:
@@ -135,3 +138,24 @@ def test_bytes_parse_as_the_standard_library_reads_text(
     if cut is not None:
         body = body[:cut]
     assert _outcome(body) == _outcome(body.decode("utf-8", "surrogatepass"))
+
+
+#: Boundary values of every envelope field (lengths 128/512 are the limits of type and the ids).
+_BOUNDARY = [None, True, False, -1, 0, 1, 1.0, MAX_VERSION, MAX_VERSION + 1, "", "a", "1", "é", "\ud800",
+             "x" * 128, "x" * 129, "x" * 512, "x" * 513, {}, {"a": 1}, []]  # fmt: skip
+_FIELD = st.sampled_from(_BOUNDARY) | st.text(max_size=3)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    fields=st.builds(
+        lambda changed, dropped: {**{k: v for k, v in GOOD.items() if k not in dropped}, **changed},
+        st.dictionaries(st.sampled_from([*GOOD, "payload"]), _FIELD, max_size=2),
+        st.sets(st.sampled_from([*GOOD, "payload"]), max_size=1),
+    )
+)
+def test_a_dict_envelope_is_read_as_any_mapping_is(fields: dict[str, object]) -> None:
+    """A dict takes the parser's one-step check; the same fields in another mapping take the
+    field-by-field rules: the same event or the same error either way (the good envelope with
+    up to two fields changed, one dropped)."""
+    assert _outcome(fields) == _outcome(MappingProxyType(fields))

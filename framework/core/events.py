@@ -152,8 +152,26 @@ def parse_event(raw: bytes | str | Mapping[str, Any]) -> Event:
     return _event_of(raw)
 
 
+#: ``payload`` absent (the event's payload is then empty).
+_NO_PAYLOAD: dict[str, Any] = {}
+
+
 def _event_of(raw: Any) -> Event:
     """The Event of a decoded JSON value; EventError unless it is a valid envelope."""
+    if type(raw) is dict:  # the common envelope, checked at once; anything else by the rules below
+        get = raw.get
+        eid, key, kind = get("event_id"), get("ordering_key"), get("type")
+        version, at = get("version"), get("occurred_at")
+        payload = get("payload", _NO_PAYLOAD)
+        if (
+            type(eid) is str and type(key) is str and type(kind) is str
+            and 0 < len(eid) <= 512 and 0 < len(key) <= 512 and 0 < len(kind) <= 128
+            and eid.isascii() and key.isascii() and kind.isascii()
+            and type(version) is int and type(at) is int
+            and 0 <= version <= MAX_VERSION and 0 <= at <= MAX_VERSION
+            and type(payload) is dict
+        ):  # fmt: skip
+            return Event(eid, key, version, at, kind, {} if payload is _NO_PAYLOAD else payload)
     if type(raw) is not dict and not isinstance(raw, Mapping):  # a dict first: the ABC check is slow
         raise EventError("event", f"must be a JSON object, got {type(raw).__name__}")
     payload = raw.get("payload", {})
