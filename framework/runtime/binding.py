@@ -50,8 +50,9 @@ class RuntimeConfig:
     ``max_batch``/``within``: the size of a micro-batch and the longest wait for it to
     fill (a batch is one durable store transaction: SQLite writes each page a commit touches
     once, so a larger batch writes fewer bytes per event; the intake holds Faust's
-    ``stream_buffer_maxsize``, 4,096 by default, so a batch is at most that). ``sink_timeout``: bound on each sink call. ``drain_timeout``: how long shutdown waits for running
-    work before leaving the rest to redelivery. ``idle_fetch_backoff``: pause
+    ``stream_buffer_maxsize``, 4,096 by default, so a batch is at most that).
+    ``sink_timeout``: bound on each sink call. ``drain_timeout``: how long shutdown waits for
+    running work before leaving the rest to redelivery. ``idle_fetch_backoff``: pause
     after a fetch that brought nothing, ``fetch_min_interval``: shortest time from one
     fetch to the next (both ``fetch_pacing``; 0 turns each off).
     ``group_join_timeout``: how long the worker may wait for its first partition
