@@ -7,7 +7,8 @@ First the calibration line (``benchmarks.calibration.calibrate``). Then, for eac
 cut to ``--events`` events), alternately one worker without the verifier (``plain``: the setting
 ``CONVERGE_VERIFY_RECORD=0``, so its projectors record nothing either) and one with it
 (``verify``: ``CONVERGE_VERIFY=<settle>s``, the projectors recording what they write, the
-sample at ``--sample``, default the setting's default), each on a fresh noida-db and SQLite
+sample at ``--sample``, default the setting's default; with ``--split`` also one recording
+without the verifier, ``record``, for the records' share), each on a fresh noida-db and SQLite
 store, the same generated history, its web server on. The worker's CPU seconds (user +
 system, ``/proc``) are read from the first produced event until ``settle`` + 5 s after the
 group drained and then until the verifier's count of verified documents has not moved for 3 s
@@ -99,7 +100,7 @@ def one_run(name: str, variant: str, encoded: dict[str, list[tuple[bytes, bytes]
             env["CONVERGE_VERIFY"] = f"{settle}s"
             if sample is not None:
                 env["CONVERGE_VERIFY_SAMPLE"] = str(sample)
-        else:
+        elif variant == "plain":
             env["CONVERGE_VERIFY_RECORD"] = "0"
         (proc,) = procs = [start_worker(spec, work / "w0", broker, env)]
         try:
@@ -158,6 +159,13 @@ def pairs_of(name: str, args: argparse.Namespace, root: Path) -> list[tuple[Run,
         v = one_run(name, "verify", encoded, n, args.settle, args.sample, None, root / f"{name}-verify-{i}")
         p = one_run(name, "plain", encoded, n, args.settle, None, v.after, root / f"{name}-plain-{i}")
         assert v.verify is not None
+        if args.split:  # the projectors' records alone: their share of the extra CPU
+            r = one_run(name, "record", encoded, n, args.settle, None, v.after, root / f"{name}-record-{i}")
+            print(
+                f"{name} pair {i + 1}: records alone {r.cpu / n * 1e6:.0f} µs/event, "
+                f"{(r.cpu - p.cpu) / p.cpu:.1%} of the worker's CPU; load {r.load:.2f}",
+                flush=True,
+            )
         extra = v.cpu - p.cpu
         print(f"{name} pair {i + 1}: plain {p.cpu / n * 1e6:.0f} µs/event ({p.window:.1f} s), verify "
               f"{v.cpu / n * 1e6:.0f} µs/event ({v.window:.1f} s); {v.verify.documents:,} documents "
@@ -195,6 +203,7 @@ def main() -> None:
     parser.add_argument("--sample", type=float, default=None, help="verify_sample (default: the setting's)")
     parser.add_argument("--app", choices=[*sorted(APPS), "both"], default="both")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--split", action="store_true", help="also a worker recording without the verifier")
     args = parser.parse_args()
     names = sorted(APPS, reverse=True) if args.app == "both" else [args.app]
     results: dict[str, tuple[int, list[tuple[Run, Run]]]] = {}

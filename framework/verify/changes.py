@@ -3,7 +3,7 @@
 An entry names the rows one batch changed in one table of one tenant; every view reading that
 table may have a changed document in each row's partition. An entry that lists no keys (a batch
 too large, ``reread``) stands for every partition of that tenant in the table: they are found
-by scanning it.
+by scanning it, once per table for every tenant a run of entries names so.
 """
 
 from __future__ import annotations
@@ -57,14 +57,18 @@ async def changed_documents(
             if entry.table in changed.view.source_names:
                 for key in entry.keys:
                     changed.add(_partition(changed.view, key), entry.ingested_at)
+    by_table: dict[str, dict[str, int]] = {}  # each table scanned once for all its tenants
     for (table, tenant), at in sorted(rereads.items()):
+        by_table.setdefault(table, {})[tenant] = at
+    for table, tenants in by_table.items():
         readers = [c for c in out if table in c.view.source_names]
         if not readers:
             continue
         seen: set[str] = set()
         async for row in store.scan(table):
             named = tenant_of(table, row.key)
-            if (DEFAULT_TENANT if named is None else str(named)) != tenant:
+            since = tenants.get(DEFAULT_TENANT if named is None else str(named))
+            if since is None:
                 continue
             part = _partition(readers[0].view, row.key)
             ident = key_ident(part)
@@ -72,7 +76,7 @@ async def changed_documents(
                 continue
             seen.add(ident)
             for changed in readers:
-                changed.add(part, at)
+                changed.add(part, since)
     return [c for c in out if c.keys]
 
 

@@ -232,9 +232,10 @@ class ChangeVerifier:
     time. ``app``: the app's name, the key of what it remembers of the documents it parked,
     rewrote or could not repair (``SETTLED``, in ``store``). ``sample``: the fraction of changed
     documents whose record agrees that are rebuilt all the same (0: none, 1: every one, as
-    without records). ``wait``: the seconds at most a page waits, re-screening once a second,
-    for the documents neither recorded nor in the index (a projector behind the settle time)
-    before they are rebuilt as missing (0: at once; only where projectors record). ``sleep``,
+    without records). ``wait``: the seconds at most a page waits,
+    for the documents neither recorded nor in the index (a projector behind the settle time),
+    screening them again after 1, 2, 4... seconds, before they are rebuilt as missing (0: at
+    once; only where projectors record). ``sleep``,
     ``clock`` and ``draw`` (a number in [0, 1) per document, for the sample) are injectable for
     tests.
     """
@@ -335,11 +336,12 @@ class ChangeVerifier:
         views = [c.view for c in group]
         await self.ensure()
         rebuild, disagreed, unwritten = await self.screen(views, list(keys.values()))
-        waited = 0.0
+        waited, pause = 0.0, 1.0
         while unwritten and waited < self.wait:  # the projector behind: give it ``wait`` seconds
-            pause = min(1.0, self.wait - waited)
+            pause = min(pause, self.wait - waited)
             await self.sleep(pause)
             waited += pause
+            pause *= 2
             more, differ, unwritten = await self.screen(views, unwritten, sample=False)
             rebuild, disagreed = rebuild + more, disagreed | differ
         if unwritten:  # still nothing written: rebuilt, as a document missing from the index
