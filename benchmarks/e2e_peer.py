@@ -131,6 +131,9 @@ class Run:
     broker_cpu_s: float
     documents: int
     load: float
+    #: CPU seconds a second of the worker processes and of noida-db, idle, just before the clock
+    idle_worker: float = 0.0
+    idle_broker: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -168,9 +171,11 @@ def _difference(model: Docs, docs: Docs) -> str:
     return f"{len(wrong)} of {len(model)} documents differ, e.g. (id, indexed, model): {sample}"
 
 
-def until_searchable(es_url: str, index: str, model: Docs, timeout: float, poll: float) -> float:
+def until_searchable(
+    es_url: str, index: str, model: Docs, timeout: float, poll: float, dead: Callable[[], str | None]
+) -> float:
     """The ``perf_counter`` at the start of the first poll after which ``index`` holds exactly the
-    ``model``'s documents; RuntimeError after ``timeout`` s."""
+    ``model``'s documents; RuntimeError after ``timeout`` s or once ``dead()`` names a process gone."""
     deadline = time.perf_counter() + timeout
     docs: Docs = {}
     with Elasticsearch(es_url) as es:
@@ -180,28 +185,40 @@ def until_searchable(es_url: str, index: str, model: Docs, timeout: float, poll:
                 docs = asyncio.run(_documents(es_url, index))
                 if docs == model:
                     return started
-            if started > deadline:
+            gone = dead()
+            if started > deadline or gone:
                 docs = docs or asyncio.run(_documents(es_url, index))
-                raise RuntimeError(
-                    f"{index} not the model's after {timeout:.0f} s: " + _difference(model, docs)
-                )
+                why = gone or f"not the model's after {timeout:.0f} s"
+                raise RuntimeError(f"{index}: {why}: {_difference(model, docs)}")
             time.sleep(poll)
 
 
-def _measure(side: str, stack: LocalStack, pids: Sequence[int], records: list[tuple[bytes, bytes]],
-             index: str, model: Docs, args: argparse.Namespace) -> Run:  # fmt: skip
+def _dead(procs: Sequence[subprocess.Popen[bytes]], logs: Path) -> Callable[[], str | None]:
+    def dead() -> str | None:
+        codes = [p.poll() for p in procs]
+        return None if all(c is None for c in codes) else f"a process exited ({codes}; logs in {logs})"
+
+    return dead
+
+
+def _measure(side: str, stack: LocalStack, procs: Sequence[subprocess.Popen[bytes]], work: Path,
+             records: list[tuple[bytes, bytes]], index: str, model: Docs,
+             args: argparse.Namespace) -> Run:  # fmt: skip
     assert stack.info is not None
-    broker, broker_pid = f"kafka://{stack.info.kafka_bootstrap}", stack.info.pid
+    broker, broker_pid, pids = f"kafka://{stack.info.kafka_bootstrap}", stack.info.pid, [p.pid for p in procs]
 
     def worker_cpu() -> float:
         return sum(tree_cpu_seconds(p) for p in pids)
 
+    idle0, idle_noida0 = worker_cpu(), cpu_seconds(broker_pid)
+    time.sleep(args.idle)
     cpu0, noida0, t0 = worker_cpu(), cpu_seconds(broker_pid), time.perf_counter()
     for i in range(0, len(records), 10_000):
         asyncio.run(produce(broker, TOPIC_ACTIVITIES, records[i : i + 10_000]))
-    t1 = until_searchable(stack.info.es_url, index, model, args.timeout, args.poll)
+    t1 = until_searchable(stack.info.es_url, index, model, args.timeout, args.poll, _dead(procs, work))
     cpu1, noida1 = worker_cpu(), cpu_seconds(broker_pid)
-    return Run(side, len(records), t1 - t0, cpu1 - cpu0, noida1 - noida0, len(model), load_average())
+    idle = ((cpu0 - idle0) / args.idle, (noida0 - idle_noida0) / args.idle) if args.idle else (0.0, 0.0)
+    return Run(side, len(records), t1 - t0, cpu1 - cpu0, noida1 - noida0, len(model), load_average(), *idle)
 
 
 def converge_run(
@@ -219,7 +236,7 @@ def converge_run(
         procs = [start_worker(SPEC, work / f"worker{i}", broker, env) for i in range(args.workers)]
         try:
             asyncio.run(wait_group_settled(broker, APP_ID, args.workers, SETTLE_TIMEOUT))
-            return _measure("converge", stack, [p.pid for p in procs], records, INDEX_ALIAS, model, args)
+            return _measure("converge", stack, procs, work, records, INDEX_ALIAS, model, args)
         finally:
             codes = stop_workers(procs)
             if any(codes):
@@ -252,7 +269,7 @@ def quix_run(python: Path, records: list[tuple[bytes, bytes]], model: Docs, work
                 tail = (work / "quix0.log").read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"the Quix app's group did not settle: {e}\n{tail}") from e
             return _measure(
-                f"quix {commit_interval:g} s", stack, [p.pid for p in procs], records, QUIX_INDEX, model, args
+                f"quix {commit_interval:g} s", stack, procs, work, records, QUIX_INDEX, model, args
             )
         finally:
             for p in procs:
@@ -271,7 +288,8 @@ def _median(values: list[float], fmt: str = ",.0f") -> str:
 
 def _line(r: Run) -> str:
     return (f"{r.side:10} {r.rate:>8,.0f} ev/s  {r.seconds:6.2f} s  workers {r.worker_us:6.1f} µs/ev  "
-            f"noida-db {r.broker_us:6.1f} µs/ev  load {r.load:.2f}")  # fmt: skip
+            f"noida-db {r.broker_us:6.1f} µs/ev  load {r.load:.2f}  idle CPU s/s: workers "
+            f"{r.idle_worker:.2f}, noida-db {r.idle_broker:.2f}")  # fmt: skip
 
 
 def main() -> None:
@@ -285,6 +303,7 @@ def main() -> None:
                     help="Quix's checkpoint interval, s, one Quix side each (its default 5; the sink "
                     "flushes at each checkpoint)")  # fmt: skip
     ap.add_argument("--quix-venv", type=Path, default=QUIX_VENV)
+    ap.add_argument("--idle", type=float, default=2.0, help="s of idle CPU sampled before each run")
     ap.add_argument("--poll", type=float, default=0.1, help="s between the index's polls")
     ap.add_argument("--timeout", type=float, default=300.0, help="s a run may take to converge")
     ap.add_argument("--calibration-records", type=int, default=200_000, help="0: no calibration line")

@@ -15,7 +15,11 @@ as converge's ``ActivityProjection`` builds it (live cells, ``participants`` as 
 ``has_record``), or converge's tombstone marker ``{"converge_tombstone": true}`` when no cell
 is live, written with quixstreams' ``ElasticsearchSink`` (bulk ``index`` of every output, id the
 hub id, flushed at each checkpoint before the offsets are committed) into noida-db's
-Elasticsearch API. Runs until SIGTERM or SIGINT (Quix stops gracefully on both).
+Elasticsearch API. The sink's client waits up to ``--request-timeout`` s for a request (60; the
+client's default 10 s) and retries a timed-out one (``retry_on_timeout``, 3 times): on the shared
+2-core machine under load a bulk request once took longer than 10 s and the app died with
+``ConnectionTimeout`` (converge's runtime redelivers a failed batch instead). Runs until SIGTERM
+or SIGINT (Quix stops gracefully on both).
 """
 
 from __future__ import annotations
@@ -88,6 +92,7 @@ def main() -> None:
     ap.add_argument("--index", required=True)
     ap.add_argument("--mappings", required=True, help="the index's mappings, JSON")
     ap.add_argument("--commit-interval", type=float, default=5.0)
+    ap.add_argument("--request-timeout", type=float, default=60.0)
     args = ap.parse_args()
 
     from quixstreams import Application
@@ -107,6 +112,8 @@ def main() -> None:
         index=args.index,
         mapping={"mappings": json.loads(args.mappings)},
         document_id_setter=lambda item: hub_of(item.key),
+        request_timeout=args.request_timeout,
+        retry_on_timeout=True,
     )
     sdf = app.dataframe(topic)
     sdf = sdf.apply(fold, stateful=True, metadata=True)
