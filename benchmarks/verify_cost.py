@@ -11,7 +11,8 @@ sample at ``--sample``, default the setting's default; with ``--split`` also one
 without the verifier, ``record``, for the records' share), each on a fresh noida-db and SQLite
 store, the same generated history, its web server on. The worker's CPU seconds (user +
 system, ``/proc``) are read from the first produced event until ``settle`` + 5 s after the
-group drained and then until the verifier's count of verified documents has not moved for 3 s
+group drained and then until the verifier is caught up (its ``behind`` 0: every settled change
+verified) and its count of verified documents has not moved for 3 s
 (the plain worker waits as long as the verify run before it did, its metrics read as often, so
 both windows hold the same idle time and scrapes). So the extra CPU of a pair is everything
 verification costs the worker: the projectors' records and the verifier. Per pair: the worker's
@@ -130,16 +131,20 @@ def one_run(name: str, variant: str, encoded: dict[str, list[tuple[bytes, bytes]
     return run
 
 
-def _verified(url: str, not_before: float) -> VerifySummary:
-    """Poll the worker's metrics until ``not_before`` has passed and the verified count has
-    not moved for 3 s; the last summary."""
+def _verified(url: str, not_before: float, limit: float = 900.0) -> VerifySummary:
+    """Poll the worker's metrics until ``not_before`` has passed, the verifier is caught up
+    (every settled change verified: ``behind`` 0) and its verified count has not moved for 3 s
+    (at most ``limit`` seconds more); the last summary."""
     last, still, summary = -1, 0, None
+    give_up = not_before + limit
     while True:
         summary = summarize_verify(fetch_metrics(url))
         count = -1 if summary is None else summary.documents
         still = still + 1 if count == last else 0
         last = count
-        if time.perf_counter() >= not_before and still >= 3 and summary is not None:
+        now = time.perf_counter()
+        caught_up = summary is not None and summary.behind_s == 0
+        if summary is not None and now >= not_before and ((caught_up and still >= 3) or now >= give_up):
             return summary
         time.sleep(1.0)
 
