@@ -84,12 +84,14 @@ def _timed(job: str, n: int, daemons: list[int], run: Any) -> dict[str, Any]:
 
 def child(args: argparse.Namespace) -> None:
     """One driver process: warm up, then time the check and the backfill on ``args.master``."""
+    from spark_batch.apps import load_app
     from spark_batch.backfill import backfill
     from spark_batch.convergence import check
     from spark_batch.session import spark_session
 
     work, daemons = args.workdir, [int(p) for p in args.daemons.split(",") if p]
-    spark = spark_session("converge-bench-cluster", args.master)
+    load_app(APP)  # imported first: a cluster's executors get its packages in the shipped zip
+    spark = spark_session("converge-bench-cluster", args.master, app=APP)
 
     def checked(n: int) -> None:
         rows, docs = str(work / f"rows-{n}"), str(work / f"docs-{n}")
@@ -101,7 +103,8 @@ def child(args: argparse.Namespace) -> None:
     def backfilled(n: int) -> None:
         store = work / f"store-{args.master.replace('/', '_')}-{n}-{time.time_ns()}.db"
         paths = [str(work / f"archive-{n}")]
-        report = backfill(spark, paths, f"sqlite:///{store}", app=APP, partitions=args.shards)
+        report = backfill(spark, paths, f"sqlite:///{store}", app=APP, partitions=args.shards,
+                          denylist_store="target")  # a fresh store: its own erasure deny-list  # fmt: skip
         assert report.events == n and not report.rejected, report.to_dict()
         for suffix in ("", "-wal", "-shm"):
             Path(f"{store}{suffix}").unlink(missing_ok=True)
@@ -194,9 +197,11 @@ def main() -> None:
                      "--label", label, "--daemons", ",".join(map(str, daemons)), "--workdir", str(work),
                      "--shards", str(args.shards), "--check-rows", str(args.check_rows),
                      "--backfill-events", str(args.backfill_events)],
-                    cwd=ROOT, env=env, check=True, capture_output=True, text=True,
-                ).stdout  # fmt: skip
-                for line in out.splitlines():
+                    cwd=ROOT, env=env, capture_output=True, text=True,
+                )  # fmt: skip
+                if out.returncode != 0:
+                    raise SystemExit(f"{label} run failed ({out.returncode}):\n{out.stderr[-5000:]}")
+                for line in out.stdout.splitlines():
                     if line.startswith("{"):
                         results.append(json.loads(line))
                         print(line, flush=True)

@@ -23,6 +23,7 @@ import contextlib
 import importlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -178,15 +179,19 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
     return _STARTED[0]
 
 
-def new_task_on(worker_dir: Path, sizes: dict[Path, int]) -> bool:
-    """Whether an executor log of worker ``worker_dir`` gained a started task past ``sizes`` (the
-    logs' sizes before)."""
+_TASK = re.compile(rb"(Running|Finished) task \S+ in stage \S+ \(TID (\d+)\)")
+
+
+def running_task_on(worker_dir: Path, sizes: dict[Path, int]) -> bool:
+    """Whether an executor of worker ``worker_dir`` runs a task now: its log, past ``sizes`` (the
+    logs' sizes before), has a task started and not finished."""
+    running: set[bytes] = set()
     for log in worker_dir.glob("app-*/*/stderr"):
         with log.open("rb") as f:
             f.seek(sizes.get(log, 0))
-            if b"Running task" in f.read():
-                return True
-    return False
+            for what, tid in _TASK.findall(f.read()):
+                (running.add if what == b"Running" else running.discard)(tid)
+    return bool(running)
 
 
 async def store_rows(url: str, spec: str) -> dict[str, list[str]]:
@@ -216,11 +221,13 @@ async def store_rows(url: str, spec: str) -> dict[str, list[str]]:
         await store.close()
 
 
-async def snapshot(url: str, spec: str, es_url: str, alias: str, out: str) -> None:
-    """``store_rows`` and the documents of ``alias`` (id: [source, version]) as JSON in ``out``."""
+async def snapshot(url: str, spec: str, es_url: str, aliases: str, out: str) -> None:
+    """``store_rows`` and the documents of each of the comma-separated ``aliases`` (alias: id:
+    [source, version]) as JSON in ``out``."""
     from tests.spark.support import documents
 
-    state = {"rows": await store_rows(url, spec), "docs": await documents(es_url, alias)}
+    docs = {alias: await documents(es_url, alias) for alias in aliases.split(",")}
+    state = {"rows": await store_rows(url, spec), "docs": docs}
     Path(out).write_text(json.dumps(state, sort_keys=True, default=str))
 
 
