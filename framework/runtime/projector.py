@@ -2,7 +2,7 @@
 
 The stream's projector runs it for every change event; the batch jobs run
 the same functions for backfill, repair and reindex. The stream's projector also records what
-it wrote, beside the marks (``framework.verify.digests.WRITTEN``), for the change verifier.
+it wrote, beside the marks (``framework.runtime.written_records.WRITTEN``), for the change verifier.
 """
 
 from __future__ import annotations
@@ -21,6 +21,13 @@ from framework.runtime.processor import bounded, parse_work
 from framework.runtime.sinks import Probe
 from framework.runtime.work import Work
 from framework.runtime.written import Position, WrittenDocuments
+from framework.runtime.written_records import (
+    WRITTEN,
+    Written,
+    document_digest,
+    source_versions,
+    written_upsert,
+)
 from framework.settings import env_setting
 from stores.base import BulkResult, IndexOp, SearchIndex, WideColumnStore
 from stores.errors import PermanentStoreError, TransientStoreError
@@ -129,7 +136,7 @@ class ProjectionProcessor:
     projects them too, from the same read, after ``projection``'s own write.
 
     ``record`` (default: the setting ``verify_record``, on): after each bulk request, record
-    every write the index took (``framework.verify.digests.WRITTEN``: version, digest of the
+    every write the index took (``framework.runtime.written_records.WRITTEN``: version, digest of the
     document, digest of the row versions it was built from, all from the read already made) in
     one store write, for the change verifier.
     """
@@ -253,10 +260,8 @@ class ProjectionProcessor:
                 written.record(records)
 
     async def _record(self, writes: Sequence[Mutation]) -> None:
-        """Write the records of what the index took (``framework.verify.digests.WRITTEN``)."""
+        """Write the records of what the index took (``framework.runtime.written_records.WRITTEN``)."""
         if not self._recording:
-            from framework.verify.digests import WRITTEN
-
             await self.store.ensure_table(WRITTEN)
             self._recording = True
         await self.store.apply(writes)
@@ -289,8 +294,6 @@ def _records(
     view: Projection, ops: Sequence[IndexOp], result: BulkResult, sources: dict[str, int]
 ) -> list[Mutation]:
     """The records of the writes of ``ops`` the index took, at their versions."""
-    from framework.verify.digests import Written, document_digest, written_upsert
-
     took = {item.doc_id for item in result.items if item.outcome == "ok"}
     versions = not isinstance(view, Aggregate)  # an entity without contributions stores none
     at = int(time.time() * 1e6)
@@ -308,8 +311,6 @@ def _records(
 
 def _source_versions(marks: Sequence[Row | None], rows: Sequence[dict[str, list[Row]]]) -> list[int]:
     """The digest of each partition's row versions (``digests.source_versions``), in order."""
-    from framework.verify.digests import source_versions
-
     return [source_versions(mark, read) for mark, read in zip(marks, rows, strict=True)]
 
 

@@ -12,35 +12,18 @@ and ``2.0`` (or ``1`` and ``true``) differ, as they do in the index.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from typing import Any, Literal
 
-from framework.core.json_codec import round_trip, same_json
+from framework.core.json_codec import same_json
 from framework.core.projection import Document
+from framework.runtime.written_records import as_stored
 from stores.base import SearchHit
-from stores.elasticsearch.checks import METADATA_FIELDS, encode_document
 
 __all__ = ["Category", "CATEGORIES", "classify", "as_stored", "same_content"]
 
 Category = Literal["missing", "orphaned", "stale", "ahead", "content"]
 #: Every category, in the order reports list them.
 CATEGORIES: tuple[Category, ...] = ("missing", "orphaned", "stale", "ahead", "content")
-
-#: No size limit here: a document too large to index is the projector's error, not a divergence.
-_UNLIMITED = 1 << 62
-
-
-def _encoded(doc: Any) -> str:
-    return encode_document(doc, _UNLIMITED).decode("utf-8")
-
-
-def as_stored(doc: Any) -> Any:
-    """``doc`` as the index returns it: encoded as it is written (``encode_document``, whose
-    errors it raises), then parsed."""
-    if not isinstance(doc, Mapping) or not METADATA_FIELDS.isdisjoint(doc):
-        return json.loads(_encoded(doc))  # encode_document raises its error
-    return round_trip(doc, _encoded)
 
 
 def same_content(doc: Any, found: SearchHit) -> bool:

@@ -29,15 +29,21 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from framework.core.json_codec import canonical
 from framework.core.mutations import Delete, Mutation, Upsert
-from framework.core.projection import PartitionKey
 from framework.core.rows import Row
 from framework.core.schema import Column, TableSchema
-from framework.verify.compare import as_stored
-from stores.base import SearchHit, WideColumnStore
+from framework.runtime.written_records import (
+    WRITTEN,
+    Written,
+    document_digest,
+    hit_digest,
+    mark_version,
+    read_written,
+    source_versions,
+    written_upsert,
+)
+from stores.base import WideColumnStore
 
 __all__ = [
     "BUCKETS",
@@ -92,85 +98,6 @@ def rows_digest(version_table: str, mark: Row | None, rows: Mapping[str, Sequenc
         for row in read:
             if row.cells:
                 out ^= row_digest(table, row)
-    return out
-
-
-def hit_digest(hit: SearchHit | None, *, versions: bool = True) -> int:
-    """The digest of the index's copy of a document: its version (unless ``versions`` is False)
-    and content (0: absent)."""
-    if hit is None:
-        return 0
-    content = canonical(dict(hit.source))
-    return _blake(b"%d:" % ((hit.version or 0) if versions else 0) + content)
-
-
-#: What the projector wrote, per view and document (see the module's docstring): one text cell,
-#: ``written`` (``Written.encode``), at the document's version.
-WRITTEN = TableSchema(
-    name="converge_written",
-    partition_key=(Column("view_name", "text"), Column("doc_id", "text")),
-    columns=(Column("written", "text"),),
-)
-
-
-@dataclass(frozen=True)
-class Written:
-    """A record of a write: the version written, the digest of the document (0: a delete) and of
-    the row versions it was built from (0: not known)."""
-
-    version: int
-    doc: int
-    rows: int
-
-    def encode(self, at: int) -> str:
-        """The cell's text; ``at`` (epoch µs, 16 hex digits first) decides between two records of
-        one version: the store keeps the larger text, so the later write."""
-        return f"{max(0, at):016x}:{self.version:x}:{self.doc:x}:{self.rows:x}"
-
-    @staticmethod
-    def decode(text: str) -> Written:
-        """The record a cell's text holds."""
-        _, version, doc, rows = text.split(":")
-        return Written(int(version, 16), int(doc, 16), int(rows, 16))
-
-
-def document_digest(doc: Any, version: int, *, versions: bool = True) -> int:
-    """The ``hit_digest`` of the index's copy of ``doc`` written at ``version`` (0: None, a
-    delete)."""
-    if doc is None:
-        return 0
-    return hit_digest(SearchHit("", version, as_stored(doc)), versions=versions)
-
-
-def mark_version(mark: Row | None) -> int | None:
-    """The write time of a partition's version mark (None: no mark)."""
-    cell = None if mark is None else mark.cells.get("version")
-    return None if cell is None else cell.writetime
-
-
-def source_versions(mark: Row | None, rows: Mapping[str, Sequence[Row]]) -> int:
-    """The digest of the row versions a document is built from: the mark's write time, and per
-    source table the count and the sum of the versions of its live rows."""
-    parts: list[tuple[str, int, int]] = []
-    for table in sorted(rows):
-        live = [r.version for r in rows[table] if r.cells]
-        parts.append((table, len(live), sum(live)))
-    return _blake(repr((mark_version(mark), parts)).encode("utf-8", "surrogatepass"))
-
-
-def written_upsert(view: str, doc_id: str, written: Written, at: int) -> Upsert:
-    """The record of ``written`` at its version (``at``: now, epoch µs, see ``Written.encode``)."""
-    key = {"view_name": view, "doc_id": doc_id}
-    return Upsert(WRITTEN.name, key, {"written": written.encode(at)}, max(0, written.version))
-
-
-async def read_written(store: WideColumnStore, view: str, doc_ids: Sequence[str]) -> list[Written | None]:
-    """The records of ``view``'s documents ``doc_ids``, in order (None: none)."""
-    keys: list[PartitionKey] = [{"view_name": view, "doc_id": d} for d in doc_ids]
-    out: list[Written | None] = []
-    for row in await store.read_rows(WRITTEN.name, keys):
-        cell = None if row is None else row.cells.get("written")
-        out.append(None if cell is None else Written.decode(str(cell.value)))
     return out
 
 
