@@ -21,8 +21,8 @@ end offsets, read once the stage before has finished). For diagnosis, BENCH_NOOP
 store write, BENCH_DEDUPE=1 skips exact duplicates, BENCH_NOTIFY=1 (or ``inserts``)
 writes notification entries with each batch, and BENCH_CONCURRENCY,
 BENCH_MAX_BATCH and BENCH_MAX_PENDING set the runtime's bounds (unset: the runtime's defaults,
-``RuntimeConfig`` and ``SchedulerConfig``; until issue 44 the micro-batch was 500 here, when the
-runtime's default was 2,000; it is 4,000 since).
+``RuntimeConfig`` and ``SchedulerConfig``: micro-batches of 2,000; until issue 44 they were 500
+here).
 """
 
 from __future__ import annotations

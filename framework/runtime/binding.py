@@ -49,8 +49,9 @@ class RuntimeConfig:
 
     ``max_batch``/``within``: the size of a micro-batch and the longest wait for it to
     fill (a batch is one durable store transaction: SQLite writes each page a commit touches
-    once, so a larger batch writes fewer bytes per event; the intake holds Faust's
-    ``stream_buffer_maxsize``, 4,096 by default, so a batch is at most that).
+    once, so a larger batch writes fewer bytes per event, but its notification entries list
+    more keys, and past ``notifications.entries.MAX_KEYS_BYTES`` an entry says re-read; the
+    intake holds Faust's ``stream_buffer_maxsize``, 4,096 by default, so a batch is at most that).
     ``sink_timeout``: bound on each sink call. ``drain_timeout``: how long shutdown waits for
     running work before leaving the rest to redelivery. ``idle_fetch_backoff``: pause
     after a fetch that brought nothing, ``fetch_min_interval``: shortest time from one
@@ -63,7 +64,7 @@ class RuntimeConfig:
     None (the default) writes every delivery.
     """
 
-    max_batch: int = 4000
+    max_batch: int = 2000
     within: float = 0.05
     sink_timeout: float = 10.0
     drain_timeout: float = 10.0
