@@ -305,7 +305,9 @@ def test_the_job_on_the_cluster_equals_local(
     c = chains[name]
     assert c.codes[(job, "local")] == 0 and c.codes[(job, "cluster")] == 0  # type: ignore[attr-defined]
     state, local = c.state(job, "cluster"), c.state(job, "local")
-    assert state == local
+    assert state["rows"] == local["rows"]
+    # documents per alias in the same order (the ingest's aliases are each master's own)
+    assert list(state["docs"].values()) == list(local["docs"].values())
     projected = state["docs"][c.aliases.split(",")[0] if job != "ingest" else c.ingest_aliases["cluster"]]
     assert _count(state) > 0 and projected, {a: len(d) for a, d in state["docs"].items()}
     app = load_app(c.spec)
