@@ -52,9 +52,7 @@ class FailureBook:
         return p
 
     def succeeded(self, tp: Hashable, relation: Hashable) -> None:
-        p = self.part(tp)
-        p.succeeded += 1
-        p.failed.pop(relation, None)
+        self.succeeded_many(tp, [relation])
 
     def succeeded_many(self, tp: Hashable, relations: list[Hashable]) -> None:
         """``succeeded`` of each of ``relations`` in partition ``tp``."""

@@ -198,14 +198,7 @@ class KeyedScheduler:
         for tp, done in by_tp.items():
             self.counters.processed += len(done)
             self.failures.succeeded_many(tp, [w.relation for w in done])
-            tracker = self._trackers.get(tp)
-            if tracker is None:
-                continue
-            released = tracker.finish_many([w.offset for w in done])
-            for work in released:
-                work.ack()
-            self.counters.acked += len(released)
-            self._sync_pause(tp)
+            self._release(tp, [w.offset for w in done])
 
     def batch_written(self) -> None:
         """A micro-batch went through every sink: evidence that the sinks work (for keys
@@ -434,13 +427,19 @@ class KeyedScheduler:
                 del sleepers[lane_key]
 
     def _finish(self, work: Work) -> None:
-        tracker = self._trackers.get(work.tp)
+        self._release(work.tp, [work.offset])
+
+    def _release(self, tp: Hashable, offsets: list[int]) -> None:
+        """Mark ``offsets`` of ``tp`` finished, acknowledge the contiguous prefix now finished,
+        and settle the partition's pause state."""
+        tracker = self._trackers.get(tp)
         if tracker is None:
             return
-        for released in tracker.finish(work.offset):
-            released.ack()
-            self.counters.acked += 1
-        self._sync_pause(work.tp)
+        released = tracker.finish_many(offsets)
+        for work in released:
+            work.ack()
+        self.counters.acked += len(released)
+        self._sync_pause(tp)
 
     # -- lifecycle -----------------------------------------------------------
     def revoke(self, tps: set[Hashable] | frozenset[Hashable]) -> int:
