@@ -92,7 +92,9 @@ async def replay(
         for end in ended:
             if end.health.damaged:  # damaged after the check: its records went out, it stays sealed
                 damaged[end.segment.id] = end.health
-            elif end.selected and settle(store, end.segment, flt, Status.REPLAYED) is not None:
+            elif end.scanned and not end.selected:
+                continue  # none of its records matched: they stay parked
+            elif settle(store, end.segment, flt, Status.REPLAYED) is not None:  # an empty one too
                 marked += 1
         ended.clear()
 

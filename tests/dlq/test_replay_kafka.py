@@ -139,3 +139,22 @@ async def test_replay_leaves_damaged_segments_sealed_and_exits_1(stack: StackInf
     assert (rep.records, rep.segments, rep.damaged) == (28, 2, ())
     values = [m.value for m in await read_topic(boot, source)]
     assert values[9:] == [b"v%d" % i for i in range(30) if i not in (10, 29)]
+
+
+async def test_an_empty_sealed_segment_is_marked_replayed(stack: StackInfo, tmp_path: Path) -> None:
+    """A writer killed between opening a segment and its first record leaves an empty one, which
+    is sealed later: replaying everything marks it replayed too (it holds nothing left to send)."""
+    boot = stack.kafka_bootstrap
+    target = await new_topic(boot, "dlq-empty")
+    with DeadLetterWAL(tmp_path) as wal:
+        for i in range(3):
+            wal.park_sync(rec(i))
+        wal.rotate_sync(force=True)
+        (part,) = {s.partition for s in wal.segments()}
+        wal._start(part, wal.clock())  # opened, then the writer dies before its first record
+        wal.rotate_sync(force=True)
+    store = DeadLetterStore(tmp_path)
+    assert sorted(s.count for s in store.segments()) == [0, 3]
+    rep = await replay(store, SegmentFilter(), broker=f"kafka://{boot}", topic=target)
+    assert (rep.records, rep.segments) == (3, 2)
+    assert {s.status for s in store.segments()} == {Status.REPLAYED}
