@@ -24,7 +24,7 @@ from framework.state.join import JoinBook
 from framework.state.kv import MemoryKV
 from framework.state.processor import JoinProcessor
 from stores.sqlite.store import SqliteStore
-from tests.state.join_rig import FAST
+from tests.state.join_rig import FAST, REMAP_RETRY
 from tests.state.test_join_batch_property import FlakyStore
 from tests.state.test_join_two_lookups_property import Cells, histories
 from tests.state.two_lookups_app import ITEM, THREAD, ItemAgent, app
@@ -49,7 +49,7 @@ async def _run(
         parked.append((event.event_id, exc))
 
     processor = JoinProcessor(agent, [FlakyStore(store, plan)], JoinBook(agent, MemoryKV(), entries.get), 5.0,
-                              park=park_remap)  # fmt: skip
+                              park=park_remap, retry_delay=REMAP_RETRY)  # fmt: skip
     processor.batchable = not per_key  # per-key: every event by the per-key path, as without batch sinks
     scheduler = KeyedScheduler(processor, park, config=FAST)
     offsets = itertools.count()
