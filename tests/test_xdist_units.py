@@ -45,3 +45,38 @@ def test_units_and_the_order_they_are_handed_out_in() -> None:
     ]  # fmt: skip
     handed_out = [n.rsplit("_", 1)[1] for n in sorted(nodeids, key=conftest._rank)]
     assert handed_out == ["e", "c", "f", "d", "b", "a"]
+
+
+RENICE_PROBE = """
+import os, subprocess, sys, threading
+from pathlib import Path
+if os.getpriority(os.PRIO_PROCESS, 0) >= 19:
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, 18)  # room to get nicer (root may lower it)
+    except PermissionError:
+        sys.exit(77)
+from tests import conftest
+stop = threading.Event()
+earlier = threading.Thread(target=stop.wait)
+earlier.start()
+conftest._renice(19)
+tids = [int(t.name) for t in Path("/proc/self/task").iterdir()]
+child = subprocess.run([sys.executable, "-c", "import os; print(os.getpriority(os.PRIO_PROCESS, 0))"],
+                       capture_output=True, text=True, check=True).stdout.strip()
+stop.set()
+print(len(tids), *sorted({os.getpriority(os.PRIO_PROCESS, t) for t in tids}), child)
+"""
+
+
+def test_renice_makes_every_thread_and_later_children_nicer() -> None:
+    """``_renice`` sets every thread of the process (one started before it too) and the processes
+    it starts afterwards to the niceness given."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", RENICE_PROBE], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode == 77:
+        pytest.skip("this process is at niceness 19 and may not lower it")
+    assert done.returncode == 0, done.stderr
+    threads, *nice = map(int, done.stdout.split())
+    assert threads >= 2 and nice == [19, 19], done.stdout  # every thread's, then the child's
