@@ -116,6 +116,7 @@ SPARK_IN_PROCESS = (
     "tests/notifications/test_spark_changes.py",
     "tests/retention/test_backfill.py",
     "tests/retention/test_spark.py",
+    "tests/retention/test_spark_aggregates.py",
     "tests/retention/test_tenant_spark.py",
 )
 
