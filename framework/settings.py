@@ -29,6 +29,7 @@ ENV: dict[str, str] = {
     "broker": "CONVERGE_BROKER",
     "data_dir": "CONVERGE_DATA_DIR",
     "wide_store": "CONVERGE_WIDE_STORE",
+    "store_writer": "CONVERGE_STORE_WRITER",
     "es_url": "CONVERGE_ES_URL",
     "es_tombstones": "CONVERGE_ES_TOMBSTONES",
     "partitions": "CONVERGE_PARTITIONS",
@@ -72,6 +73,10 @@ class Settings:
     - ``broker``: ``kafka://127.0.0.1:9092``
     - ``data_dir``: ``var/<app_id>`` (each worker needs its own)
     - ``wide_store``: ``sqlite:///`` + the absolute path of ``<data_dir>/wide.db``
+    - ``store_writer``: ``thread``; ``process`` writes a SQLite wide store from a child process of
+      the worker (``stores.sqlite.writer``), beside the worker's Python instead of taking turns
+      with it, and the agents then map each micro-batch while the previous one is written: more
+      events per second where a core is free, more CPU per event (BENCHMARKS.md)
     - ``es_url``: none (an app with projections needs one)
     - ``es_tombstones``: ``native`` (Elasticsearch), or ``document`` for an index
       that keeps no delete tombstones (the embedded noida-db)
@@ -163,6 +168,7 @@ class Settings:
     spark_master: str = "local[2]"
     spark_log_level: str = "WARN"
     shared_paths: str | None = None
+    store_writer: Literal["thread", "process"] = "thread"
     debug: bool = False
 
     @classmethod
@@ -195,6 +201,7 @@ class Settings:
             wide_store=str(get("wide_store") or f"sqlite:///{(data_dir / 'wide.db').resolve()}"),
             es_url=get("es_url"),
             es_tombstones=tombstones,
+            store_writer=_store_writer(get("store_writer") or "thread"),
             partitions=_int(get("partitions") or 4, "partitions", minimum=1),
             web_port=None if get("web_port") is None else _int(get("web_port"), "web_port", minimum=0),
             dlq_root=Path(get("dlq_root") or data_dir / "dlq"),
@@ -287,6 +294,12 @@ def _duration(value: Any, name: str) -> float:
         return parse_duration(str(value))
     except ValueError as exc:
         raise ValueError(f"{name} ({ENV[name]}): {exc}") from None
+
+
+def _store_writer(value: Any) -> Literal["thread", "process"]:
+    if value == "thread" or value == "process":
+        return value
+    raise ValueError(f"store_writer ({ENV['store_writer']}): expected thread or process, got {value!r}")
 
 
 def _fraction(value: Any, name: str) -> float:

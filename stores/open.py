@@ -38,15 +38,16 @@ def sqlite_beside(store_url: str, name: str) -> str | None:
     return sqlite_url(sqlite_path(store_url).parent / name)
 
 
-async def open_wide_store(url: str) -> WideColumnStore:
-    """The store named by ``url`` (a SQLite file's directory is created); ValueError for an unknown scheme."""
+async def open_wide_store(url: str, *, writer: Literal["thread", "process"] = "thread") -> WideColumnStore:
+    """The store named by ``url`` (a SQLite file's directory is created); ValueError for an unknown
+    scheme. ``writer``: where a SQLite store's writes run (``SqliteStore``; other stores ignore it)."""
     if url.startswith("sqlite://"):
         from stores.sqlite.store import SqliteStore
 
         path = sqlite_path(url)
         if str(path) != ":memory:":
             path.parent.mkdir(parents=True, exist_ok=True)
-        return await SqliteStore.open(path)
+        return await SqliteStore.open(path, writer=writer)
     if url.startswith("cassandra://"):
         from stores.cassandra.store import CassandraStore
         from stores.cassandra.url import parse_url

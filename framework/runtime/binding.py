@@ -19,7 +19,7 @@ import mode
 from aiokafka import TopicPartition
 
 from framework.dlq import DeadLetterWAL, ParkedRecord
-from framework.runtime.batch import run_batch
+from framework.runtime.batch import Batches
 from framework.runtime.committed_seek import seek_committed_everywhere
 from framework.runtime.counters import Counters
 from framework.runtime.dedupe import DedupeConfig
@@ -265,9 +265,9 @@ class AgentRuntime:
         direct, strays = routed(self.app, self.topic_name, self.intake), None
         if direct:
             strays = asyncio.ensure_future(self.intake.put_all(stream.noack().events()))  # type: ignore[attr-defined]
-        # One micro-batch is written while the next one is taken from the stream (never two
-        # written at once, so the per-key path sees the fallbacks of the previous one).
-        in_flight: asyncio.Future[None] | None = None
+        # A micro-batch is written while the next one is taken from the stream (and mapped, and
+        # partly written, for a processor that maps ahead: ``framework.runtime.batch.Batches``).
+        batches = Batches(sched, processor, self._park)
         try:
             async for batch in self._batches(stream, direct):
                 self.counters.batches += 1
@@ -284,16 +284,13 @@ class AgentRuntime:
                     processor.prepare(work)
                     works.append(work)
                     last[msg.tp] = msg.offset
-                if in_flight is not None:
-                    await in_flight  # a bug in it re-raises here and crashes the worker
-                in_flight = asyncio.ensure_future(run_batch(works, sched, processor, self._park))
+                await batches.run(works)  # a bug in an earlier batch re-raises here and crashes the worker
                 self.counters.lag = _batch_lag(consumer, last)
         finally:
             watch.cancel()
             if strays is not None:
                 strays.cancel()
-            if in_flight is not None:
-                await self._settle(in_flight)
+            await batches.settle(self.config.drain_timeout)
             finished = await sched.drain(self.config.drain_timeout)
             if not finished:
                 log.warning("stopping with unfinished work; it is redelivered from the last commit")
@@ -347,15 +344,6 @@ class AgentRuntime:
             and app.flow_control.is_active()
             and getattr(message, "generation_id", None) in (None, app.consumer_generation_id)
         )
-
-    async def _settle(self, in_flight: asyncio.Future[None]) -> None:
-        """On the way out: let the last batch finish within the drain timeout, else cancel it
-        (its messages were not acknowledged and are redelivered)."""
-        done, _ = await asyncio.wait({in_flight}, timeout=self.config.drain_timeout)
-        if not done:
-            in_flight.cancel()
-        elif not in_flight.cancelled() and in_flight.exception() is not None:
-            log.error("the last batch failed: %r", in_flight.exception())
 
 
 _WATCH = "_converge_group_watch"

@@ -150,7 +150,12 @@ async def bounded(sink: str, timeout: float, call: Awaitable[T]) -> T:
 
 
 class AgentProcessor:
-    """Turns a Work into durable writes through ``map_event`` and every sink in order."""
+    """Turns a Work into durable writes through ``map_event`` and every sink in order.
+
+    Its ``map_batch`` reads nothing that earlier batches write, so the runtime may map a batch
+    while the previous one is being written (``map_ahead``, ``framework.runtime.batch``): worth
+    it when the writes run beside this process's Python (a store's writer process, a remote
+    store), not when they take turns with it."""
 
     def __init__(
         self,
@@ -161,8 +166,10 @@ class AgentProcessor:
         dedupe: DuplicateFilter | None = None,
         screen: Callable[[], Screen | None] | None = None,
         resolve: Screen | None = None,
+        map_ahead: bool = False,
     ) -> None:
         self.agent = agent
+        self.map_ahead = map_ahead
         self.name = agent.name
         self.sinks = tuple(sinks)
         self.sink_timeout = sink_timeout

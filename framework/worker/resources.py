@@ -149,7 +149,7 @@ class Resources:
         """Open everything and ensure every declared table and index (idempotent); an index
         that does not answer is ensured in the background (see the module docstring)."""
         s = self.settings
-        self._store = await open_wide_store(s.wide_store)
+        self._store = await open_wide_store(s.wide_store, writer=s.store_writer)
         for schema in self.app.tables:
             await self._store.ensure_table(schema)
         if self.app.delivery is not None:

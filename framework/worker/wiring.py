@@ -139,8 +139,9 @@ def wire(app: App, worker: ConvergeFaustApp, settings: Settings) -> Wiring:
                 filters.append(dedupe)
             resolve = resolutions.get(agent.name)
             processor: Processor = AgentProcessor(
-                agent, sinks, timeout, projections, dedupe, screens, resolve
-            )
+                agent, sinks, timeout, projections, dedupe, screens, resolve,
+                map_ahead=settings.store_writer == "process",  # the writes run beside this process
+            )  # fmt: skip
             if joins is not None and agent.lookups:
                 joined = joins.processor(agent, sinks, timeout, projections, runtime)
                 joined.book.resolve = resolve

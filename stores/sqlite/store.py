@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from framework.core.mutations import CellValue, Mutation, MutationError
 from framework.core.rows import Row
@@ -30,13 +30,20 @@ from stores.errors import StoreClosed
 from stores.sqlite.engine import ScanCursor, SqliteEngine
 from stores.sqlite.error_map import map_error
 
+if TYPE_CHECKING:
+    from stores.sqlite.writer import WriterProcess
+
 __all__ = ["SqliteStore"]
 
 T = TypeVar("T")
 
 
 class SqliteStore(WideColumnStore):
-    """A ``WideColumnStore`` on one SQLite file (or ``":memory:"``)."""
+    """A ``WideColumnStore`` on one SQLite file (or ``":memory:"``).
+
+    ``writer``: where writes run: ``"thread"`` (the store's thread, as every other call) or
+    ``"process"`` (a child process of their own, ``stores.sqlite.writer``: beside the caller's
+    Python rather than taking turns with it; a file path only)."""
 
     def __init__(
         self,
@@ -44,10 +51,19 @@ class SqliteStore(WideColumnStore):
         *,
         clock: Callable[[], float] = time.time,
         page_size: int = 500,
+        writer: Literal["thread", "process"] = "thread",
     ) -> None:
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
             raise ValueError(f"page_size must be a positive integer, got {page_size!r}")
+        if writer not in ("thread", "process"):
+            raise ValueError(f"writer must be 'thread' or 'process', got {writer!r}")
         self._page_size = page_size
+        self._clock = clock
+        self._writer: WriterProcess | None = None
+        if writer == "process":
+            from stores.sqlite.writer import WriterProcess  # its module is the child's entry point too
+
+            self._writer = WriterProcess(path)
         self._group: list[tuple[list[Mutation], asyncio.Future[None], asyncio.AbstractEventLoop]] = []
         self._group_lock = threading.Lock()
         self._flush_queued = False
@@ -61,12 +77,17 @@ class SqliteStore(WideColumnStore):
 
     @classmethod
     async def open(
-        cls, path: str | os.PathLike[str], *, clock: Callable[[], float] = time.time, page_size: int = 500
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        clock: Callable[[], float] = time.time,
+        page_size: int = 500,
+        writer: Literal["thread", "process"] = "thread",
     ) -> SqliteStore:
         """Open the store without blocking the event loop."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            None, functools.partial(cls, path, clock=clock, page_size=page_size)
+            None, functools.partial(cls, path, clock=clock, page_size=page_size, writer=writer)
         )
 
     @property
@@ -85,6 +106,8 @@ class SqliteStore(WideColumnStore):
 
     async def ensure_table(self, schema: TableSchema) -> None:
         await self._call(self._engine.ensure_table, schema)
+        if self._writer is not None:
+            await self._writer.ensure_table(schema)
 
     def schema(self, table: str) -> TableSchema:
         return self._engine.schema(table)
@@ -98,6 +121,9 @@ class SqliteStore(WideColumnStore):
         if self._closed:
             raise StoreClosed("the SQLite store is closed")
         if not batch:
+            return
+        if self._writer is not None:  # the child groups what arrives together into one commit
+            await self._writer.apply(batch, int(self._clock()))
             return
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
@@ -194,6 +220,8 @@ class SqliteStore(WideColumnStore):
         self._closed = True
         loop = asyncio.get_running_loop()
         try:
+            if self._writer is not None:
+                await self._writer.close()
             await loop.run_in_executor(self._executor, self._engine.close)
         finally:
             self._executor.shutdown(wait=False)

@@ -3,17 +3,20 @@
 A history of the kit's ``shop`` app (upserts, row deletes, a state log, TTL
 cells, a write the store rejects, a malformed message) is delivered shuffled
 with duplicates, cut into micro-batches and run by the worker's own pieces:
-``run_batch`` and the ``KeyedScheduler`` over the ``AgentProcessor`` and the
-``ProjectionProcessor``, on an in-memory SQLite store and the kit's
-``MemoryIndex``. The store sink fails batch writes transiently as drawn, some
-after the write landed (a timeout whose write went through); single-event
-writes fail too. The rows, documents and parked messages must equal one
-in-order pass of the per-event path (``framework.testing.Driver``), with or
-without exact-duplicate skipping (a real rocksdict store in a temp dir).
+``run_batch`` (one batch after another) or ``Batches`` (the mapper's next batch
+mapped and partly written while the previous one is written) and the
+``KeyedScheduler`` over the ``AgentProcessor`` and the ``ProjectionProcessor``,
+on an in-memory SQLite store and the kit's ``MemoryIndex``. The store sink fails
+batch writes transiently as drawn, some after the write landed (a timeout whose
+write went through), or lands them late; single-event writes fail too. The rows,
+documents and parked messages must equal one in-order pass of the per-event path
+(``framework.testing.Driver``), with or without exact-duplicate skipping (a real
+rocksdict store in a temp dir).
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import tempfile
 from collections.abc import Sequence
@@ -25,7 +28,7 @@ from hypothesis import strategies as st
 from framework import Event
 from framework.core.events import parse_event
 from framework.runtime.backoff import BackoffConfig
-from framework.runtime.batch import run_batch
+from framework.runtime.batch import Batches
 from framework.runtime.change_feed import ChangeFeedSink, ChangeRecord
 from framework.runtime.dedupe import DuplicateFilter
 from framework.runtime.errors import MessageError
@@ -48,7 +51,8 @@ MALFORMED = b'{"event_id": "half'
 
 
 class FlakyStore(WideColumnSink):
-    """The store sink, failing as ``plan`` says: ``"fail"`` before writing, ``"late"`` after."""
+    """The store sink, failing as ``plan`` says: ``"fail"`` before writing, ``"late"`` after;
+    ``"slow"`` writes after a pause, so that a later batch's write can land first."""
 
     def __init__(self, store: object, plan: Sequence[str]) -> None:
         super().__init__(store)  # type: ignore[arg-type]
@@ -56,6 +60,8 @@ class FlakyStore(WideColumnSink):
 
     async def _step(self, write: object) -> None:
         step = next(self.plan)
+        if step == "slow":
+            await asyncio.sleep(0.002)
         if step == "fail":
             write.close()  # type: ignore[attr-defined]
             raise TransientStoreError("injected: store unavailable")
@@ -72,6 +78,8 @@ class FlakyStore(WideColumnSink):
 
 async def _run(processor: Processor, messages: list[tuple[bytes | None, bytes]], size: int,
                parked: list[Parked]) -> None:  # fmt: skip
+    """Every message through ``Batches`` in micro-batches of ``size``, as the worker runs them."""
+
     async def park(work: Work, exc: BaseException) -> None:
         cause = exc.cause if isinstance(exc, MessageError) else exc
         stage = exc.stage if isinstance(exc, MessageError) else "sink"
@@ -79,18 +87,24 @@ async def _run(processor: Processor, messages: list[tuple[bytes | None, bytes]],
         parked.append(Parked(event, stage, cause))
 
     sched = KeyedScheduler(processor, park, config=CONFIG)
+    batches = Batches(sched, processor, park)
     offsets = itertools.count()
     for i in range(0, len(messages), size):
         works = [Work(("t", 0), next(offsets), k, v) for k, v in messages[i : i + size]]
         for w in works:
             processor.prepare(w)
-        await run_batch(works, sched, processor, park)
+        await batches.run(works)
+    await batches.join()
     assert await sched.drain(30)
     await sched.close()
 
 
 def _batch_path(
-    history: Sequence[Event | bytes], size: int, plan: Sequence[str], dedupe: DuplicateFilter | None = None
+    history: Sequence[Event | bytes],
+    size: int,
+    plan: Sequence[str],
+    dedupe: DuplicateFilter | None = None,
+    ahead: bool = False,
 ) -> Driver:
     """A driver's store and index, filled by the batch path instead of its own per-event path."""
     driver = Driver(APP)
@@ -103,7 +117,7 @@ def _batch_path(
     topic = APP.change_topic(projection)
     feed = ChangeFeedSink(publish, {topic: projection}, {topic: 3})
     sinks = [FlakyStore(driver.store, plan), feed]
-    mapper = AgentProcessor(agent, sinks, 5.0, (projection,), dedupe)
+    mapper = AgentProcessor(agent, sinks, 5.0, (projection,), dedupe, map_ahead=ahead)
     projector = ProjectionProcessor(projection, driver.store, driver.index)
     raw = [(None, m) if isinstance(m, bytes) else (m.ordering_key.encode(), m.to_json()) for m in history]
     driver.run(_run(mapper, raw, size, driver.parked))
@@ -140,14 +154,16 @@ def test_batch_path_equals_the_per_event_path_under_injected_failures(
     history = _timeline(specs)
     order = data.draw(deliveries(history), label="delivery")
     size = data.draw(st.integers(1, 8), label="batch size")
-    plan = data.draw(st.lists(st.sampled_from(["ok", "fail", "late"]), max_size=8), label="store failures")
+    steps = st.sampled_from(["ok", "fail", "late", "slow"])
+    plan = data.draw(st.lists(steps, max_size=8), label="store failures")
     skip_duplicates = data.draw(st.booleans(), label="skip exact duplicates")
+    ahead = data.draw(st.booleans(), label="map and write the next batch ahead")
     with Driver(APP) as per_event:
         per_event.send(history)
         expected = snapshot(per_event)
     with tempfile.TemporaryDirectory() as tmp:
         dedupe = DuplicateFilter(Path(tmp)) if skip_duplicates else None
-        batched = _batch_path(order, size, plan, dedupe)
+        batched = _batch_path(order, size, plan, dedupe, ahead)
         try:
             got = snapshot(batched)
         finally:
