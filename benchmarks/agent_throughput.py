@@ -37,6 +37,10 @@ a latency of 0, (c0) and (quix) join the interleaved rounds of that latency and 
     python -m benchmarks.agent_throughput --events 100000 --keys 1000 --latency-ms 0 --repeat 5 \\
         --variants c0 c quix
 
+(cw) The runtime with ``SqliteStore(writer="process")`` (a child process writes the store; its CPU
+is counted with the worker's) and ``AgentProcessor(map_ahead=True)``: BENCH_STORE_WRITER=process
+and BENCH_MAP_AHEAD=1 of ``bench_apps``.
+
 (c@base) With ``--base DIR`` (a worktree of an earlier commit, e.g. ``git worktree add DIR HEAD~1``),
 (c) runs a second time in each round with DIR's code (``PYTHONPATH=DIR``; run the benchmark from
 a directory outside both trees, with ``PYTHONPATH`` naming this tree, so that neither is shadowed
@@ -70,7 +74,9 @@ from framework.local_stack import LocalStack
 from framework.worker.processes import start_worker, stop_worker
 from stores.sqlite.store import SqliteStore
 
-VARIANTS = ("a", "c0", "b1", "b2", "c", "c-app", "c-agg", "quix")
+VARIANTS = ("a", "c0", "b1", "b2", "c", "cw", "c-app", "c-agg", "quix")
+#: The environment of (cw): the runtime with its store written by a child process, mapping ahead.
+WRITER_PROCESS = {"BENCH_STORE_WRITER": "process", "BENCH_MAP_AHEAD": "1"}
 #: The ``bench_apps`` variants a run label names directly (the others run ``keyed``).
 VARIANT_APPS = ("plain", "naive", "keyed")
 
@@ -212,15 +218,17 @@ def _line(runs: list[Measured]) -> str:
 def _peer_round(i: int, runs: dict[str, list[Measured]], ckpt: Measured) -> str:
     """Round ``i``'s (c), (c@base), (c0) and Quix figures side by side (the last run of each)."""
     parts = [f"round {i + 1}:"]
-    for variant, label in (("keyed", "(c)"), ("base", "(c@base)"), ("noop", "(c0)")):
+    for variant, label in (("keyed", "(c)"), ("writer", "(cw)"), ("base", "(c@base)"), ("noop", "(c0)")):
         if variant in runs:
             m = runs[variant][-1]
             parts.append(f"{label} {m.cpu_us:5.1f} us/ev {m.rate:8.0f} ev/s;")
     q = runs["quix"][-1]
     parts.append(f"(quix) {q.cpu_us:5.1f} us/ev {q.rate:8.0f} ev/s (to checkpoint {ckpt.cpu_us:5.1f} us/ev "
                  f"{ckpt.rate:8.0f} ev/s)")  # fmt: skip
-    if "keyed" in runs:
-        parts.append(f"; c/quix CPU {runs['keyed'][-1].cpu_us / q.cpu_us:.2f}")
+    for variant, label in (("keyed", "c"), ("writer", "cw")):
+        if variant in runs:
+            m = runs[variant][-1]
+            parts.append(f"; {label}/quix CPU {m.cpu_us / q.cpu_us:.2f} ev/s {m.rate / q.rate:.2f}")
     return " ".join(parts)
 
 
@@ -269,6 +277,7 @@ def run(args: argparse.Namespace, chosen: set[str], bootstrap: str, work: Path) 
     labels = {"plain": ("(b1)", "plain Faust agent, no writes   "),
               "naive": ("(b2)", "naive Faust agent, awaits each "),
               "keyed": ("(c)", "KeyedAgent runtime             "),
+              "writer": ("(cw)", "runtime, store writer process"),
               "noop": ("(c0)", "KeyedAgent runtime, no-op sink "),
               "quix": ("(quix)", "Quix Streams, RocksDB state  "),
               "base": ("(c@base)", "runtime, the base tree's code")}  # fmt: skip
@@ -295,10 +304,11 @@ def run(args: argparse.Namespace, chosen: set[str], bootstrap: str, work: Path) 
                     ckpt.append(to_ckpt)
                 else:
                     env = {"PYTHONPATH": str(args.base)} if variant == "base" else None
+                    env = WRITER_PROCESS if variant == "writer" else env
                     app = variant if variant in VARIANT_APPS else "keyed"
                     one, data = faust_run(app, broker, topic, args.events, latency, work,
                                           noop=variant == "noop", env=env)  # fmt: skip
-                    if variant in ("keyed", "base"):
+                    if variant in ("keyed", "base", "writer"):
                         check_rows(data, model)
                 out.append(one)
             if "quix" in runs:
@@ -309,11 +319,13 @@ def run(args: argparse.Namespace, chosen: set[str], bootstrap: str, work: Path) 
             print(f"{label:<5}{text}{_line(out)}")
         if "quix" in runs:
             print(f"{'       to the checkpoint after it':<36}{_line(ckpt)}")
-            if "keyed" in runs:
-                rounds = " ".join(
-                    f"{c.cpu_us / q.cpu_us:.2f}" for c, q in zip(runs["keyed"], runs["quix"], strict=True)
-                )
-                print(f"     CPU per event c/quix in each round: {rounds}")
+            for variant, label in (("keyed", "c"), ("writer", "cw")):
+                if variant in runs:
+                    peers = list(zip(runs[variant], runs["quix"], strict=True))
+                    cpu_ratios = " ".join(f"{c.cpu_us / q.cpu_us:.2f}" for c, q in peers)
+                    rate_ratios = " ".join(f"{c.rate / q.rate:.2f}" for c, q in peers)
+                    print(f"     {label}/quix in each round: CPU per event {cpu_ratios}; "
+                          f"events/s {rate_ratios}")  # fmt: skip
         if "plain" in runs and "keyed" in runs:  # issue 27: b1/c of at least 1.5 in every round
             pairs = zip(runs["plain"], runs["keyed"], strict=True)
             rounds = " ".join(f"{b.cpu_us / c.cpu_us:.2f}" for b, c in pairs)
