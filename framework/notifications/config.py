@@ -20,7 +20,8 @@ class NotificationConfig:
     - ``tenant_of(table, key)``: a row's tenant; default: its key column ``org_id``,
       ``tenant`` or ``tenant_id``, else the single tenant ``-``;
     - ``bucket_width``: microseconds of an ingestion bucket (divides a day; default 1 h);
-    - ``max_keys``: most keys one entry lists; past it the entry says re-read;
+    - ``max_keys``: most keys one entry lists; more go in further entries, and past
+      ``entries.MAX_PARTS`` of them (or at 0) one entry says re-read;
     - ``retention``: seconds entries are kept (they expire by TTL, one hour later);
       readers must not use a longer retention than the writers;
     - ``count_inserts``: read which rows exist before each batch, to count inserted

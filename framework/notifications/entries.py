@@ -20,6 +20,11 @@ existed by then, so it may count them as updated; its keys are the same. A
 writer that re-runs a batch at the *same* ingestion time (a job replaying a
 recorded batch) must get the same counts, so it counts blind (no ``existed``):
 two different entries at one position would be merged cell by cell.
+
+A batch that changed more keys of one (tenant, table) than one entry lists (``max_keys``,
+``MAX_KEYS_BYTES``) has them listed in consecutive slices, one entry each (``part_id``: the
+batch id, then ``#2``, ``#3``...), so a consumer reads the keys rather than the whole table; only
+past ``MAX_PARTS`` entries (a bulk load) does one entry say re-read.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ __all__ = [
     "TenantOf",
     "TENANT_COLUMNS",
     "MAX_KEYS_BYTES",
+    "MAX_PARTS",
+    "part_id",
     "default_tenant_of",
     "fixed_tenant",
     "notification_mutations",
@@ -69,8 +76,11 @@ Key = dict[str, CellValue]
 TenantOf = Callable[[str, Mapping[str, CellValue]], "str | None"]
 #: Key columns naming a tenant when the app declares no ``tenant_of``, first match wins.
 TENANT_COLUMNS = ("org_id", "tenant", "tenant_id")
-#: Largest JSON of an entry's keys; past it the entry says re-read instead.
+#: Largest JSON of an entry's keys; a longer list goes in several entries (``MAX_PARTS``).
 MAX_KEYS_BYTES = 256 * 1024
+#: Most entries one batch's changed keys of one (tenant, table) are listed in; past it (or with
+#: ``max_keys`` 0) one entry says re-read instead.
+MAX_PARTS = 64
 _OWN = frozenset(t.name for t in (NOTIFICATION_TABLE, BUCKETS_TABLE))
 
 
@@ -221,8 +231,10 @@ def notification_mutations(
 ) -> list[Mutation]:
     """The notification rows of one micro-batch of writes (see the module docstring).
 
-    One entry per (tenant, bucket, table) written, with its counts and changed keys, or
-    ``reread`` when more than ``max_keys`` keys (or ``MAX_KEYS_BYTES`` of them) changed;
+    One entry per (tenant, bucket, table) written, with its counts and changed keys; more than
+    ``max_keys`` keys (or ``MAX_KEYS_BYTES`` of them) are listed in several entries, each with
+    the counts and the highest version of its keys (batch ids ``part_id``), and past
+    ``MAX_PARTS`` such entries (or with ``max_keys`` 0) one entry says ``reread`` instead;
     plus the bucket-index rows. ``tenant_of`` None means ``default_tenant_of``. Written
     at version ``ingested_at``, expiring after ``ttl`` seconds when given. Writes to the
     notification tables themselves are not announced.
@@ -235,6 +247,37 @@ def notification_mutations(
         }
     return entry_mutations(app_name, batch_id, rows, tenant_of, ingested_at, max_keys,
                            bucket_width=bucket_width, live=live, ttl=ttl)  # fmt: skip
+
+
+def part_id(batch_id: str, part: int) -> str:
+    """The batch id of an entry listing the ``part``-th (from 0) slice of a batch's keys of one
+    (tenant, table): ``batch_id`` for the first, ``batch_id#2``, ``#3``... for the next."""
+    return batch_id if part == 0 else f"{batch_id}#{part + 1}"
+
+
+_Change = tuple[int, str, str]  # version, kind, key ident
+
+
+def _parts(changes: Sequence[_Change], max_keys: int) -> list[Sequence[_Change]] | None:
+    """``changes`` (sorted by key) in consecutive slices of at most ``max_keys`` keys whose JSON
+    list is at most ``MAX_KEYS_BYTES``; None when that takes more than ``MAX_PARTS`` slices (or
+    ``max_keys`` is 0, or one key alone is too long)."""
+    if max_keys < 1:
+        return None
+    parts: list[Sequence[_Change]] = []
+    start, size = 0, 2  # the brackets
+    for i, (_, _, ident) in enumerate(changes):
+        more = len(ident) + (1 if i > start else 0)
+        if i > start and (i - start >= max_keys or size + more > MAX_KEYS_BYTES):
+            parts.append(changes[start:i])
+            if len(parts) >= MAX_PARTS:
+                return None
+            start, size, more = i, 2, len(ident)
+        size += more
+        if size > MAX_KEYS_BYTES:
+            return None
+    parts.append(changes[start:])
+    return parts if len(parts) <= MAX_PARTS else None
 
 
 def entry_mutations(
@@ -266,16 +309,19 @@ def entry_mutations(
     index_ttl = None if ttl is None else ttl + -(-bucket_width // 1_000_000)
     out: list[Mutation] = []
     for (tenant, table), changes in sorted(groups.items()):
-        counts = {"inserted": 0, "updated": 0, "deleted": 0}
-        for _, kind, _ in changes:
-            counts[blind.get(kind, kind)] += 1
-        listed = "[" + ",".join(sorted(ident for _, _, ident in changes)) + "]"
-        keys = None if len(changes) > max_keys or len(listed) > MAX_KEYS_BYTES else listed
-        entry_key: Key = {"tenant": tenant, "bucket": bucket, "ingested_at": ingested_at, "app": app_name,
-                          "batch_id": batch_id, "table_name": table}  # fmt: skip
-        last = max(v for v, _, _ in changes)
-        cells: dict[str, CellValue] = {"last_modified": last, **counts, "keys": keys, "reread": keys is None}
-        out.append(Upsert(NOTIFICATION_TABLE.name, entry_key, cells, ingested_at, ttl))
+        changes.sort(key=lambda change: change[2])
+        parts = _parts(changes, max_keys)
+        for i, part in enumerate(parts or [changes]):
+            counts = {"inserted": 0, "updated": 0, "deleted": 0}
+            for _, kind, _ in part:
+                counts[blind.get(kind, kind)] += 1
+            keys = None if parts is None else "[" + ",".join(ident for _, _, ident in part) + "]"
+            entry_key: Key = {"tenant": tenant, "bucket": bucket, "ingested_at": ingested_at, "app": app_name,
+                              "batch_id": part_id(batch_id, i), "table_name": table}  # fmt: skip
+            last = max(v for v, _, _ in part)
+            cells: dict[str, CellValue] = {"last_modified": last, **counts, "keys": keys,
+                                           "reread": keys is None}  # fmt: skip
+            out.append(Upsert(NOTIFICATION_TABLE.name, entry_key, cells, ingested_at, ttl))
         index_key: Key = {"day": day_of(bucket), "bucket": bucket, "tenant": tenant}
         out.append(Upsert(BUCKETS_TABLE.name, index_key, {"width": bucket_width}, ingested_at, index_ttl))
     return out

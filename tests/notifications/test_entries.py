@@ -13,6 +13,7 @@ from framework.notifications import (
     bucket_of,
     notification_mutations,
 )
+from framework.notifications import entries as entries_module
 from framework.notifications.entries import _jsonable, decode_keys, encode_keys, key_ident
 
 T0 = 1_700_000_000_000_000  # an ingestion time, microseconds
@@ -83,13 +84,45 @@ def test_tenant_of_and_the_default_tenant() -> None:
     assert set(entries(custom)) == {("T-t", "t"), ("T-u", "u")}
 
 
-def test_past_max_keys_the_entry_says_reread() -> None:
-    written = [Upsert("t", {"org_id": "o", "id": str(i)}, {"v": i}, i + 1) for i in range(11)]
+def test_past_max_keys_the_keys_go_in_slices_and_past_max_parts_one_entry_says_reread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    written = [Upsert("t", {"org_id": "o", "id": f"{i:02}"}, {"v": i}, i + 1) for i in range(25)]
+    written.append(Delete("t", {"org_id": "o", "id": "07"}, 99))  # the delete decides row 07
+    rows = [m for m in notification_mutations("a", "b", written, None, T0, max_keys=10)
+            if m.table == NOTIFICATION_TABLE.name]  # fmt: skip
+    assert [m.key["batch_id"] for m in rows] == ["b", "b#2", "b#3"]
+    assert {m.key["ingested_at"] for m in rows} == {T0}
+    listed = [[k["id"] for k in decode_keys(m.cells["keys"])] for m in rows]
+    assert listed == [[f"{i:02}" for i in range(a, min(a + 10, 25))] for a in (0, 10, 20)]
+    counts = [
+        (m.cells["updated"], m.cells["deleted"], m.cells["last_modified"], m.cells["reread"]) for m in rows
+    ]
+    assert counts == [(9, 1, 99, False), (10, 0, 20, False), (5, 0, 25, False)]
+    monkeypatch.setattr(entries_module, "MAX_PARTS", 2)  # three slices are past it: re-read
     bounded = entries(notification_mutations("a", "b", written, None, T0, max_keys=10))[("o", "t")]
-    assert bounded["reread"] is True and bounded["keys"] is None
-    assert bounded["updated"] == 11 and bounded["last_modified"] == 11
-    listed = entries(notification_mutations("a", "b", written, None, T0, max_keys=11))[("o", "t")]
-    assert listed["reread"] is False and len(decode_keys(listed["keys"])) == 11
+    assert bounded["reread"] is True and bounded["keys"] is None and bounded["batch_id"] == "b"
+    assert (bounded["updated"], bounded["deleted"], bounded["last_modified"]) == (24, 1, 99)
+    none = entries(notification_mutations("a", "b", written, None, T0, max_keys=0))[("o", "t")]
+    assert none["reread"] is True and none["keys"] is None  # max_keys 0: never listed
+    one = entries(notification_mutations("a", "b", written, None, T0, max_keys=25))[("o", "t")]
+    assert one["reread"] is False and len(decode_keys(one["keys"])) == 25
+
+
+def test_an_entry_lists_at_most_max_keys_bytes_of_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(entries_module, "MAX_KEYS_BYTES", 100)
+    written = [Upsert("t", {"org_id": "o", "id": f"{i:02}"}, {"v": i}, i + 1) for i in range(10)]
+    rows = [
+        m for m in notification_mutations("a", "b", written, None, T0) if m.table == NOTIFICATION_TABLE.name
+    ]
+    texts = [m.cells["keys"] for m in rows]
+    assert len(rows) > 1 and all(len(t) <= 100 for t in texts)
+    assert [k for t in texts for k in decode_keys(t)] == [{"id": f"{i:02}", "org_id": "o"} for i in range(10)]
+    index = [m for m in notification_mutations("a", "b", written, None, T0) if m.table == BUCKETS_TABLE.name]
+    assert len(index) == 1  # one bucket-index row a tenant, however many entries
+    monkeypatch.setattr(entries_module, "MAX_KEYS_BYTES", 20)  # one key alone is longer: re-read
+    alone = entries(notification_mutations("a", "b", written, None, T0))[("o", "t")]
+    assert alone["reread"] is True and alone["keys"] is None
 
 
 def test_pure_the_same_batch_gives_the_same_rows_in_any_order() -> None:

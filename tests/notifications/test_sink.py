@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from framework.core.events import Event
 from framework.core.mutations import Delete, Upsert
 from framework.core.schema import Column, TableSchema
 from framework.notifications import NOTIFICATION_TABLE, NotificationConfig, batch_id_of, entry_from_row
+from framework.notifications import entries as notification_entries
+from framework.notifications.entries import part_id
 from framework.notifications.sink import NotificationSink, store_sink
 from framework.runtime.sinks import BatchSink, WideColumnSink
 from stores.sqlite import SqliteStore
@@ -70,17 +74,26 @@ async def test_the_per_key_path_writes_the_entry_of_a_batch_of_one(store: Sqlite
     assert (only.inserted, only.updated) == (0, 1)  # without the read, an upsert counts as updated
 
 
-async def test_past_max_keys_the_entry_says_reread_this_tenants_table(
-    store: SqliteStore, clock: Clock
+async def test_past_max_keys_the_keys_go_in_several_entries_and_past_max_parts_one_says_reread(
+    store: SqliteStore, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await store.ensure_table(TICKETS)
-    sink = NotificationSink(
-        store, "desk", NotificationConfig(max_keys=5, count_inserts=True), prefix="p", clock=clock
-    )
+    config = NotificationConfig(max_keys=5, count_inserts=True)
+    sink = NotificationSink(store, "desk", config, prefix="p", clock=clock)
     await sink.write_batch([(event(i), [upsert("o1", str(i), i), upsert("o2", "x", i)]) for i in range(6)])
-    big, small = await entries(store)
-    assert (big.tenant, big.reread, big.keys, big.inserted) == ("o1", True, None, 6)
+    first, second, small = await entries(store)
+    assert (first.tenant, first.reread, first.inserted) == ("o1", False, 5)
+    assert (second.tenant, second.reread, second.inserted) == ("o1", False, 1)
+    assert second.batch_id == part_id(first.batch_id, 1) == f"{first.batch_id}#2"
+    assert sorted(k["id"] for e in (first, second) for k in e.keys or ()) == [str(i) for i in range(6)]
+    assert (first.last_modified, second.last_modified) == (4, 5)  # each its keys' highest version
     assert (small.tenant, small.reread, small.inserted) == ("o2", False, 1)
+    monkeypatch.setattr(notification_entries, "MAX_PARTS", 1)
+    clock.now += 1
+    later = NotificationSink(store, "desk", config, prefix="q", clock=clock)
+    await later.write_batch([(event(i), [upsert("o1", str(i), 10 + i)]) for i in range(6)])
+    big = (await entries(store))[-1]
+    assert (big.tenant, big.reread, big.keys, big.updated) == ("o1", True, None, 6)
 
 
 async def test_writing_the_same_batch_again_at_the_same_time_rewrites_the_same_entry(
