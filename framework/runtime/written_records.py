@@ -63,7 +63,8 @@ def hit_digest(hit: SearchHit | None, *, versions: bool = True) -> int:
     and content (0: absent)."""
     if hit is None:
         return 0
-    content = canonical(dict(hit.source))
+    source = hit.source
+    content = canonical(source if type(source) is dict else dict(source))
     return _blake(b"%d:" % ((hit.version or 0) if versions else 0) + content)
 
 

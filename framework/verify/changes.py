@@ -48,15 +48,30 @@ async def changed_documents(
     tenant_of = tenant_of or default_tenant_of
     out = [Changed(v) for v in views]
     rereads: dict[tuple[str, str], int] = {}
+    # per view, the earliest ingestion time added of each partition (by its key values): the
+    # rows of one partition that entries name again cost a look-up only
+    added: list[dict[tuple[CellValue, ...], int]] = [{} for _ in out]
+    listing: dict[str, list[tuple[Changed, tuple[str, ...], dict[tuple[CellValue, ...], int]]]] = {}
     for entry in entries:
         if entry.keys is None:
             at = rereads.get((entry.table, entry.tenant), entry.ingested_at)
             rereads[(entry.table, entry.tenant)] = min(at, entry.ingested_at)
             continue
-        for changed in out:
-            if entry.table in changed.view.source_names:
-                for key in entry.keys:
-                    changed.add(_partition(changed.view, key), entry.ingested_at)
+        views_of = listing.get(entry.table)
+        if views_of is None:
+            views_of = listing[entry.table] = [
+                (c, tuple(c.view.key_names), first)
+                for c, first in zip(out, added, strict=True)
+                if entry.table in c.view.source_names
+            ]
+        at = entry.ingested_at
+        for key in entry.keys:
+            for changed, names, first in views_of:
+                values = tuple([key[name] for name in names])
+                if first.get(values, at + 1) <= at:
+                    continue
+                first[values] = at
+                changed.add(dict(zip(names, values, strict=True)), at)
     by_table: dict[str, dict[str, int]] = {}  # each table scanned once for all its tenants
     for (table, tenant), at in sorted(rereads.items()):
         by_table.setdefault(table, {})[tenant] = at

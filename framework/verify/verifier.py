@@ -11,7 +11,7 @@ delete) and a random ``sample`` of the agreeing ones are rebuilt: projected from
 store's current rows (the projector's read; views sharing marks read the rows once) and
 compared with the index's copy by ``compare.classify``, so the projector's reads stay checked
 too. A rebuilt document found right has its record written again when it disagreed. A document
-neither recorded nor in the index is one the projector has not written yet (or lost): the page
+neither recorded nor in the index is one the projector has not written yet (or lost): the step
 waits up to ``wait`` seconds for it, screening it again, then rebuilds it. A
 difference is looked at once more ``recheck`` seconds later, store and index both read again;
 only a difference found both times, for the same expected document, is a divergence. It is
@@ -35,7 +35,7 @@ already (its change, verified later, finds the document again). Any other ``ahea
 handed to ``park`` (the worker and the command park it in the dead-letter log for an operator,
 ``framework.verify.park``). Either is remembered with the copy of the index it saw (table
 ``converge_verify_settled``): the same copy is neither parked nor counted again, and a sweep
-records it as verified. The checkpoint moves past a page of entries only once every document
+records it as verified. The checkpoint moves past a batch of entries only once every document
 they name is verified, repaired or parked: a verifier stopped before that verifies them again.
 
 An aggregate's contributions are compared by content only: their write times may be above the
@@ -78,7 +78,8 @@ from stores.base import SearchHit, SearchIndex, WideColumnStore
 
 __all__ = [
     "ChangeVerifier", "Divergence", "Differing", "VerifyStats", "Park", "Right", "CONSUMER", "LAG_BUCKETS",
-    "HAND_EDIT_BUMPS", "SETTLED", "delete_orphan", "DEFAULT_SAMPLE",
+    "HAND_EDIT_BUMPS", "SETTLED", "delete_orphan", "DEFAULT_SAMPLE", "DEFAULT_BATCH",
+    "DEFAULT_EVERY",
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,11 @@ LAG_BUCKETS = (1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 1
 #: edits of a projected document (each ``PUT`` or ``_update`` raises it by one) and rewritten at
 #: its version; one further ahead is parked for an operator.
 HAND_EDIT_BUMPS = 100
+#: Notification entries a step reads at most (``ChangeVerifier``'s ``batch``).
+DEFAULT_BATCH = 1000
+#: Seconds from one step's start to the next while the verifier is caught up (``ChangeVerifier``'s
+#: ``every``): a document changed again within them is verified once.
+DEFAULT_EVERY = 10.0
 #: The fraction of changed documents rebuilt from the rows although their record agrees (the
 #: setting ``verify_sample``).
 DEFAULT_SAMPLE = 0.01
@@ -161,7 +167,7 @@ async def delete_orphan(target: SearchIndex, alias: str, doc_id: str, held: int,
 class VerifyStats:
     """What the verifier did since it started."""
 
-    verified: int = 0  # documents compared (a document named by several entries counts once a page)
+    verified: int = 0  # documents compared (a document named by several entries counts once a batch)
     screened: int = 0  # changed documents compared with the projector's record (digests)
     disagreed: int = 0  # of those, whose record disagreed (no record, behind the mark, another copy)
     sampled: int = 0  # of those, agreeing, rebuilt as the sample
@@ -179,10 +185,10 @@ class VerifyStats:
     lag_sum: float = 0.0
     last_position: int | None = None  # ingestion time (epoch µs) of the last committed entry
     #: ingestion time (epoch µs) of the oldest change read and not verified yet (an upper bound
-    #: after a full page: the next one is no older than its last); None when every settled
+    #: after a full batch: the next one is no older than its last); None when every settled
     #: change is verified
     unverified_since: int | None = None
-    stepped: bool = False  # a page of entries was read at least once
+    stepped: bool = False  # a batch of entries was read at least once
     sweeps: int = 0  # full sweeps finished (``framework.verify.sweep``)
     last_sweep_at: float | None = None  # when the last full sweep finished (epoch seconds)
 
@@ -228,11 +234,13 @@ class ChangeVerifier:
     """Verifies the documents of ``views`` that the entries ``reader`` returns name.
 
     ``targets``: where each view's documents are (by view name: the index for a projection,
-    the contributions for an aggregate). ``page``: entries read, and documents compared, at a
-    time. ``app``: the app's name, the key of what it remembers of the documents it parked,
+    the contributions for an aggregate). ``page``: documents read and compared at a time;
+    ``batch``: entries read a step (a document several of them name is verified once, in its
+    state after them all); ``every``: the seconds from one step's start to the next while caught
+    up (``run``). ``app``: the app's name, the key of what it remembers of the documents it parked,
     rewrote or could not repair (``SETTLED``, in ``store``). ``sample``: the fraction of changed
     documents whose record agrees that are rebuilt all the same (0: none, 1: every one, as
-    without records). ``wait``: the seconds at most a page waits,
+    without records). ``wait``: the seconds at most a step waits,
     for the documents neither recorded nor in the index (a projector behind the settle time),
     screening them again after 1, 2, 4... seconds, before they are rebuilt as missing (0: at
     once; only where projectors record). ``sleep``,
@@ -257,16 +265,20 @@ class ChangeVerifier:
         sample: float = DEFAULT_SAMPLE,
         draw: Callable[[], float] = random.random,
         wait: float = 0.0,
+        batch: int = DEFAULT_BATCH,
+        every: float = DEFAULT_EVERY,
     ) -> None:
         missing = [v.name for v in views if v.name not in targets]
         if missing:
             raise ValueError(f"no target for views {missing}")
-        if recheck < 0 or page < 1 or not 0.0 <= sample <= 1.0:
-            raise ValueError("recheck must be non-negative, page at least 1 and sample from 0 to 1")
+        if recheck < 0 or every < 0 or page < 1 or batch < 1 or not 0.0 <= sample <= 1.0:
+            raise ValueError(
+                "recheck and every must be non-negative, page and batch at least 1 and sample from 0 to 1"
+            )
         self.views, self.store, self.targets, self.reader = list(views), store, targets, reader
         self.recheck, self.page, self.park, self.tenant_of = recheck, page, park, tenant_of
         self.clock, self.sleep, self.app = clock, sleep, app
-        self.sample, self.draw, self.wait = sample, draw, wait
+        self.sample, self.draw, self.wait, self.batch, self.every = sample, draw, wait, batch, every
         self.stats = VerifyStats()
         self._ensured = False
         self._written_at = 0
@@ -279,9 +291,9 @@ class ChangeVerifier:
             self._ensured = True
 
     async def step(self) -> int:
-        """Verify one page of settled entries and commit past it; the entries it covered (0:
+        """Verify one batch of settled entries and commit past it; the entries it covered (0:
         nothing settled to verify)."""
-        entries = await self.reader.read(self.page)
+        entries = await self.reader.read(self.batch)
         self.stats.stepped = True
         if not entries:
             self.stats.unverified_since = None
@@ -295,8 +307,8 @@ class ChangeVerifier:
         await self.reader.commit(entries)
         self.stats.entries += len(entries)
         self.stats.last_position = entries[-1].ingested_at
-        # a full page: more may have settled, none older than its last
-        self.stats.unverified_since = entries[-1].ingested_at if len(entries) >= self.page else None
+        # a full batch: more may have settled, none older than its last
+        self.stats.unverified_since = entries[-1].ingested_at if len(entries) >= self.batch else None
         return len(entries)
 
     async def run(
@@ -308,9 +320,12 @@ class ChangeVerifier:
     ) -> None:
         """``step`` until ``stop`` is set, pausing ``idle`` seconds when nothing has settled and
         ``retry`` seconds after a failed step (a store or index outage, another instance's
-        commit: the page is verified again). ``between`` runs before each step (a sweep when
-        one is due: ``Sweep.when_due``); its failure is counted and logged, and the step runs."""
+        commit: the batch is verified again); a step that read less than a full batch (caught up)
+        starts the next ``every`` seconds after its own start, so a document changed again
+        meanwhile is verified once. ``between`` runs before each step (a sweep when one is due:
+        ``Sweep.when_due``); its failure is counted and logged, and the step runs."""
         while not stop.is_set():
+            started = time.monotonic()
             if between is not None:
                 try:
                     await between()
@@ -318,7 +333,10 @@ class ChangeVerifier:
                     self.stats.errors += 1
                     log.warning("verify: a sweep failed (%r)", exc)
             try:
-                pause = idle if await self.step() == 0 else 0.0
+                done = await self.step()
+                pause = idle if done == 0 else 0.0
+                if 0 < done < self.batch:
+                    pause = max(0.0, self.every - (time.monotonic() - started))
             except Exception as exc:  # noqa: BLE001 - the verifier must outlive an outage
                 self.stats.errors += 1
                 log.warning("verify: a step failed (%r); again in %gs", exc, retry)
@@ -371,29 +389,28 @@ class ChangeVerifier:
         stats = self.stats
         for i in range(0, len(keys), self.page):
             chunk = keys[i : i + self.page]
+            idents = [key_ident(key) for key in chunk]
             for view in views:
                 versions = not isinstance(view, Aggregate)
                 ids = [view.document_id(key) for key in chunk]
                 records = await read_written(self.store, view.name, ids)
                 found = await self.targets[view.name].get_many(view.alias, ids)
                 stats.screened += len(ids)
-                for key, doc_id, record, hit in zip(chunk, ids, records, found, strict=True):
-                    if record is None and hit is None:
-                        unwritten[key_ident(key)] = key
-                    elif record is None or record.doc != hit_digest(hit, versions=versions):
-                        stats.disagreed += 1
-                        disagreed.add((view.name, doc_id))
-                        rebuild[key_ident(key)] = key
-            for key in chunk:
-                ident = key_ident(key)
-                if (
-                    sample
-                    and ident not in rebuild
-                    and ident not in unwritten
-                    and (self.sample > 0 and self.draw() < self.sample)
-                ):
-                    stats.sampled += 1
-                    rebuild[ident] = key
+                for j, (record, hit) in enumerate(zip(records, found, strict=True)):
+                    if record is None:
+                        if hit is None:
+                            unwritten[idents[j]] = chunk[j]
+                            continue
+                    elif record.doc == hit_digest(hit, versions=versions):
+                        continue
+                    stats.disagreed += 1
+                    disagreed.add((view.name, ids[j]))
+                    rebuild[idents[j]] = chunk[j]
+            if sample and self.sample > 0:
+                for ident, key in zip(idents, chunk, strict=True):
+                    if ident not in rebuild and ident not in unwritten and self.draw() < self.sample:
+                        stats.sampled += 1
+                        rebuild[ident] = key
         stats.rebuilt += len(rebuild)
         return list(rebuild.values()), disagreed, [k for i, k in unwritten.items() if i not in rebuild]
 

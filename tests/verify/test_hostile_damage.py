@@ -290,7 +290,7 @@ def test_behind_is_zero_when_caught_up_and_status_sums_up_a_verifiers_endpoint(
     with rig(stack, tmp_path, example) as (_, r):
         v = r.verifier
         assert v.stats.behind(r.clock[0]) is None  # nothing read yet
-        v.page = 2
+        v.batch = 2  # entries a step
         assert r.d.run(v.step()) == 2
         behind = v.stats.behind(r.clock[0])
         assert behind is not None and SETTLE <= behind <= 2 * SETTLE + 1  # the oldest unverified change's age

@@ -10,8 +10,10 @@ aggregates' totals equal the app's oracle, written from the history's ground tru
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -328,3 +330,47 @@ def test_a_document_not_written_yet_is_waited_for_then_rebuilt(caught_up: bool, 
             assert slept == [1.0, 2.0, v.recheck] and v.stats.rebuilt == 1
             assert v.stats.divergent == {"missing": 1} == v.stats.repaired
         assert not compare_documents(ex.documents, d.documents(view))
+
+
+def test_a_batch_of_entries_verifies_each_document_it_names_once(tmp_path: Path) -> None:
+    """``batch``: the entries a step reads; a document several of them name is compared once a step."""
+    with sent(activity_platform) as (ex, d):
+        one = verifier(d, tmp_path / "one", batch=1)
+        drain(d, one)
+        whole = verifier(d, tmp_path / "whole", batch=100_000)
+        assert d.run(whole.step()) == one.stats.entries > 1  # every entry in one step
+        assert d.run(whole.step()) == 0
+    assert 0 < whole.stats.verified < one.stats.verified
+    assert sum(whole.stats.divergent.values()) == sum(one.stats.divergent.values()) == 0
+
+
+@pytest.mark.parametrize("every", [0.4, 0.0])
+def test_run_waits_every_seconds_between_steps_while_caught_up(every: float, tmp_path: Path) -> None:
+    """A step that read less than a full batch starts the next ``every`` seconds after its start;
+    with ``every`` 0 at once (then ``idle`` once nothing is left)."""
+    with sent(support_desk) as (_, d):
+        v = verifier(d, tmp_path, batch=100_000, every=every)
+        starts: list[tuple[float, int]] = []
+        step = v.step
+
+        async def timed() -> int:
+            at = time.monotonic()
+            done = await step()
+            starts.append((at, done))
+            return done
+
+        v.step = timed  # type: ignore[method-assign]
+
+        async def run_a_while() -> None:
+            stop = asyncio.Event()
+            task = asyncio.create_task(v.run(stop, idle=0.05))
+            await asyncio.sleep(0.3)
+            stop.set()
+            await task
+
+        d.run(run_a_while())
+    assert starts[0][1] > 0  # the first step verified every entry
+    if every:
+        assert len(starts) == 1  # the next one waits 0.4 s from the first's start: after the stop
+    else:
+        assert len(starts) >= 3 and starts[1][1] == 0 and starts[1][0] - starts[0][0] < 0.2
