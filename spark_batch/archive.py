@@ -104,9 +104,10 @@ def read_archive(
         raise ValueError("no input paths")
     kind = detect_format(paths) if fmt == "auto" else fmt
     rdd: RDD[Any]
-    if kind == "parquet":
-        rdd = spark.read.parquet(*paths).select(*_COLUMNS).rdd.map(_from_parquet)
-    elif kind in ("jsonl", "records"):
+    if kind == "parquet":  # repartitioned by the JVM: rows cross into Python once, after the shuffle
+        frame = spark.read.parquet(*paths).select(*_COLUMNS)
+        return (frame.repartition(partitions) if partitions else frame).rdd.map(_from_parquet)
+    if kind in ("jsonl", "records"):
         sc = spark.sparkContext
         rdd = sc.union([sc.binaryFiles(p) for p in paths]).flatMap(_lines)
         if kind == "records":

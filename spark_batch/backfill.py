@@ -22,8 +22,8 @@ driver, which parks them in the dead-letter WAL (stage ``parse``,
 ``route``, ``map`` or ``sink``). An app that declares ``id_mutation`` has
 its owner ids resolved through the ID map as the stream does
 (``spark_batch.id_resolution``: the map read from the store, broadcast). An app with notifications on gets one
-notification entry per (tenant, bucket, table) of each Spark partition's
-applied writes, after them. With ``es_url`` every partition the
+notification entry per (tenant, bucket, table) of the applied writes of each run of
+``NOTIFY_EVERY`` events of a Spark partition, after them. With ``es_url`` every partition the
 backfill touched is then projected into the index, per projection
 (``reproject``), and, given the ``broker`` (the group topics' ends version the
 totals), every aggregate of the app into its tables
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import json
 import os
 import time
@@ -76,6 +77,9 @@ from stores.open import open_wide_store
 __all__ = ["BackfillReport", "backfill", "backfill_task", "prepare"]
 
 _MAX_SAMPLES = 20
+#: Events of a partition whose writes' notification entries are written together (a task holds
+#: their mutations until then, so this bounds its memory and the garbage collector's work).
+NOTIFY_EVERY = 20_000
 
 
 @dataclass
@@ -232,9 +236,11 @@ def backfill_task(
     erasure: bytes | None = None,
     entries: Any = None,
     id_map: Any = None,
+    notify_every: int = NOTIFY_EVERY,
 ) -> Iterator[tuple[Any, ...]]:
-    """Executor: map and apply one partition; with the app's notifications on, then write the
-    partition's notification entries (batch ``backfill:<run_id>:<partition>``). Events go
+    """Executor: map and apply one partition; with the app's notifications on, the notification
+    entries of each run of ``notify_every`` events after its writes (batch
+    ``backfill:<run_id>:<partition>``, then ``...:<partition>.<n>`` for the n-th run). Events go
     through the app's erasure screen (``erasure``: the key; else ``CONVERGE_ERASURE_KEY``).
 
     Yields ``("stat", key, n)``, ``("sample", text)``, ``("parked", ...)`` (a
@@ -272,10 +278,17 @@ def backfill_task(
         try:
             key = erasure or erasure_key(required=False)
             mapper.screen = await load_screen(store, mapper.app, key)
-            await apply_batched(store, mapper.mapped(part), opts, done)
-            if notified:
-                batch = f"backfill:{run_id}:{TaskContext.get().partitionId()}"  # type: ignore[union-attr]
-                await write_notifications(store, mapper.app, batch, notified)
+            if notified is None:
+                await apply_batched(store, mapper.mapped(part), opts, done)
+                return
+            batch = f"backfill:{run_id}:{TaskContext.get().partitionId()}"  # type: ignore[union-attr]
+            for n, segment in enumerate(_segments(mapper.mapped(part), notify_every)):
+                await apply_batched(store, segment, opts, done)
+                if notified:
+                    await write_notifications(
+                        store, mapper.app, batch if n == 0 else f"{batch}.{n}", notified
+                    )
+                    notified.clear()
         finally:
             await store.close()
 
@@ -284,6 +297,12 @@ def backfill_task(
     yield from (("sample", s) for s in mapper.samples)
     yield from mapper.rejected
     yield from (("touched", *t) for t in touched)
+
+
+def _segments(units: Iterator[Unit], size: int) -> Iterator[Iterator[Unit]]:
+    """``units`` in consecutive runs of up to ``size`` (each consumed before the next is asked for)."""
+    while (first := next(units, None)) is not None:
+        yield itertools.chain((first,), itertools.islice(units, size - 1))
 
 
 def _touched(projection: str, record: tuple[Any, ...]) -> bool:
@@ -330,6 +349,7 @@ def backfill(
     dlq_root: str | os.PathLike[str] | None = None,
     denylist_store: str | None = None,
     broker: str | None = None,
+    notify_every: int = NOTIFY_EVERY,
 ) -> BackfillReport:
     """Backfill the events in ``paths`` into the store through the app ``app`` (``MODULE:ATTR``).
 
@@ -344,8 +364,11 @@ def backfill(
     deny-list of record (``denylist_store``: the store that holds it).
     With ``es_url`` and ``broker`` (and no ``projection`` or ``alias`` chosen), the app's
     aggregates are then written too (``project_aggregates``); ``JobError`` before any write when
-    the broker cannot be read.
+    the broker cannot be read. ``notify_every``: events of a partition whose notification entries
+    are written together (an app with notifications on).
     """
+    if notify_every < 1:
+        raise ValueError(f"notify_every must be positive, got {notify_every}")
     started = time.monotonic()
     opts = opts or WriteOptions()
     chosen = prepare(app, store_url, projection=projection, es_url=es_url, alias=alias, tombstones=tombstones,
@@ -361,9 +384,8 @@ def backfill(
     run_id = uuid.uuid4().hex[:12]
     entries = lookup_entries(spark, raw, app)  # None unless the app declares lookups
     id_map = id_map_broadcast(spark, store_url, app)  # None unless the app declares id_mutation
-    task = functools.partial(
-        backfill_task, store_url, app, names, opts, run_id=run_id, erasure=key, entries=entries, id_map=id_map
-    )
+    task = functools.partial(backfill_task, store_url, app, names, opts, run_id=run_id, erasure=key,
+                             entries=entries, id_map=id_map, notify_every=notify_every)  # fmt: skip
     out = raw.mapPartitions(task).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         records = out.filter(lambda r: r[0] != "touched").collect()
