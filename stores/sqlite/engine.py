@@ -48,6 +48,7 @@ from stores.evolution import added_columns
 from stores.sqlite.keycodec import (
     decode_key,
     encode_checked_key,
+    encode_checked_value,
     encode_key,
     partition_hash,
     prefix_end,
@@ -132,6 +133,21 @@ def schema_from_json(body: str) -> TableSchema:
     for part in ("partition_key", "clustering_key", "columns"):
         d[part] = tuple(Column(**c) for c in d[part])
     return TableSchema(**d)
+
+
+class _Compiled:
+    """What planning an upsert needs of one schema, found once: the key column names, the only
+    key column of a table keyed by one partition column (else None), the regular columns by
+    name and the names of the double columns."""
+
+    __slots__ = ("schema", "key_names", "one_pk", "regular", "doubles")
+
+    def __init__(self, schema: TableSchema) -> None:
+        self.schema = schema
+        self.key_names = frozenset(c.name for c in schema.key_columns)
+        self.one_pk = schema.partition_key[0] if len(schema.key_columns) == 1 else None
+        self.regular = {c.name: c for c in schema.columns}
+        self.doubles = columns_of(schema, "double")
 
 
 class _RowPlan:
@@ -235,6 +251,7 @@ class SqliteEngine:
         self._lock = threading.RLock()
         self._row_cache = max(0, row_cache)
         self._cache: dict[tuple[str, bytes, bytes], _Cached] = {}
+        self._compiled: dict[str, _Compiled] = {}
         self._data_version: int | None = None
         self._closed = False
         self._conn = _connect(os.fspath(path), _BUSY_TIMEOUT)
@@ -446,6 +463,9 @@ class SqliteEngine:
                 if not isinstance(m, Upsert | Delete):
                     raise SchemaError("mutations", f"not a mutation: {type(m).__name__}")
             schema = schemas.get(m.table) or self.schema(m.table)
+            if type(m) is Upsert and m.ttl is None and schema.default_ttl is None:
+                self._plan_upsert(plans, schema, m)
+                continue
             if isinstance(m, Delete) and _is_partition_delete(schema, m):
                 self._plan_partition_delete(plans, schema, m)
                 continue
@@ -473,6 +493,40 @@ class SqliteEngine:
                 for name in m.columns:
                     self._merge(plan, name, Cell(None, m.version))
         return plans
+
+    def _plan_upsert(
+        self, plans: dict[tuple[str, bytes, bytes], _RowPlan], schema: TableSchema, m: Upsert
+    ) -> None:
+        """``_plan`` of an upsert whose cells never expire, the common row: the schema's checks and key
+        encoding through its ``_Compiled`` form (the schema's own checks raise the errors)."""
+        c = self._compiled.get(m.table)
+        if c is None or c.schema is not schema:
+            c = self._compiled[m.table] = _Compiled(schema)
+        key = m.key
+        one = c.one_pk
+        if one is None or key.keys() != c.key_names or key[one.name] is None:
+            schema.check_key(key)
+            pk, ck = encode_checked_key(schema, key)
+        else:
+            value = key[one.name]
+            one.check(value)
+            pk, ck = encode_checked_value(one, value), b""
+        plan = plans.get((m.table, pk, ck))
+        if plan is None:
+            plan = plans[(m.table, pk, ck)] = _RowPlan(schema)
+        regular, doubles, cells, version = c.regular, c.doubles, plan.cells, m.version
+        for name, value in m.cells.items():
+            column = regular.get(name)
+            if column is None:
+                schema.check_cells(m.cells)  # raises: not a regular column
+            assert column is not None
+            column.check(value)
+            if value is None:
+                cell = Cell(None, version)
+            else:
+                cell = Cell(float(value) if name in doubles else value, version)
+            old = cells.get(name)
+            cells[name] = cell if old is None else reconcile(old, cell)
 
     @staticmethod
     def _plan_partition_delete(

@@ -18,7 +18,15 @@ from collections.abc import Mapping, Sequence
 from framework.core.mutations import CellValue
 from framework.core.schema import Column, SchemaError, TableSchema
 
-__all__ = ["encode_key", "encode_checked_key", "decode_key", "prefix_end", "partition_hash", "normalize"]
+__all__ = [
+    "encode_key",
+    "encode_checked_key",
+    "encode_checked_value",
+    "decode_key",
+    "prefix_end",
+    "partition_hash",
+    "normalize",
+]
 
 _SIGN = 1 << 63
 _MASK = (1 << 64) - 1
@@ -42,10 +50,11 @@ def _encode_one(column: Column, value: CellValue) -> bytes:
     column.check(value)
     if value is None:
         raise SchemaError(column.name, "key columns cannot be null")
-    return _encode_checked(column, value)
+    return encode_checked_value(column, value)
 
 
-def _encode_checked(column: Column, value: CellValue) -> bytes:
+def encode_checked_value(column: Column, value: CellValue) -> bytes:
+    """``value`` of key column ``column`` encoded; it passed ``column.check`` and is not None."""
     t = column.type
     if t in ("bigint", "int"):
         return struct.pack(">Q", (value + _SIGN) & _MASK)  # type: ignore[operator]
@@ -71,8 +80,8 @@ def encode_key(columns: Sequence[Column], values: Sequence[CellValue]) -> bytes:
 def encode_checked_key(schema: TableSchema, key: Mapping[str, CellValue]) -> tuple[bytes, bytes]:
     """``(partition key, clustering key)`` of a full primary ``key`` that already passed
     ``schema.check_key`` (so no value is checked again)."""
-    pk = b"".join([_encode_checked(c, key[c.name]) for c in schema.partition_key])
-    ck = b"".join([_encode_checked(c, key[c.name]) for c in schema.clustering_key])
+    pk = b"".join([encode_checked_value(c, key[c.name]) for c in schema.partition_key])
+    ck = b"".join([encode_checked_value(c, key[c.name]) for c in schema.clustering_key])
     return pk, ck
 
 
