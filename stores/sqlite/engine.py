@@ -419,11 +419,14 @@ class SqliteEngine:
         cover = _later(tombstone, partition_deleted)
         blobs = blob_columns(plan.schema)
         for name, cell in plan.cells.items():
-            if shadowed(cell, cover):
+            if cover is not None and shadowed(cell, cover):
                 continue
             old = row.get(name)
             if old is None or cell.writetime > old[1]:
-                row[name], changed = item_of(blobs, name, cell), True
+                if cell.expires_at is None and name not in blobs:  # item_of's common case
+                    row[name], changed = [cell.value, cell.writetime], True
+                else:
+                    row[name], changed = item_of(blobs, name, cell), True
             elif cell.writetime == old[1]:
                 stored_cell = cell_of(blobs, name, old)
                 if reconcile(stored_cell, cell) is not stored_cell:
