@@ -181,9 +181,10 @@ def _rank(nodeid: str) -> tuple[int, int]:
 
 #: How much nicer an xdist worker gets (every thread, and the processes it starts from then on) once
 #: it runs anything but the process faults: the faults' workers, brokers and kill/restart timings get
-#: a core first when they need one (a fifth of a core on average: they mostly wait on the broker),
-#: and the CPU-bound modules of the other workers take the rest, so that ``-n 3`` keeps two cores busy.
-BACKGROUND_NICE = 5
+#: a core first when they need one (a fifth of a core on average: they mostly wait on the broker;
+#: at 10, about 90 % of a core against a busy worker, where 5 gives 75 %), and the CPU-bound modules
+#: of the other workers take the rest, so that ``-n 3`` keeps two cores busy.
+BACKGROUND_NICE = 10
 _START_NICE = os.getpriority(os.PRIO_PROCESS, 0)
 _reniced = False
 
