@@ -19,13 +19,12 @@ once the agent acknowledged all BENCH_EVENTS and, for ``app-agg``, the projector
 processor acknowledged every record of their topics (the change topic's and the group topic's
 end offsets, read once the stage before has finished). For diagnosis, BENCH_NOOP_SINK=1 skips the
 store write, BENCH_DEDUPE=1 skips exact duplicates, BENCH_NOTIFY=1 (or ``inserts``)
-writes notification entries with each batch, and BENCH_CONCURRENCY,
-BENCH_MAX_BATCH and BENCH_MAX_PENDING set the runtime's bounds, BENCH_STORE_WRITER=process
-writes the store from a child process (``SqliteStore(writer="process")``), BENCH_MAP_AHEAD=1
-maps a batch while the previous one is written (``AgentProcessor(map_ahead=True)``) (unset: the
-runtime's defaults,
-``RuntimeConfig`` and ``SchedulerConfig``: micro-batches of 2,000; until issue 44 they were 500
-here).
+writes notification entries with each batch, BENCH_CONCURRENCY, BENCH_MAX_BATCH and
+BENCH_MAX_PENDING set the runtime's bounds (unset: the runtime's defaults, ``RuntimeConfig`` and
+``SchedulerConfig``: micro-batches of 4,000; 2,000 before, and 500 here until issue 44),
+BENCH_STORE_WRITER=process writes the store from a child process (``SqliteStore(writer=
+"process")``) and BENCH_MAP_AHEAD=1 maps a batch while the previous one is written
+(``AgentProcessor(map_ahead=True)``).
 """
 
 from __future__ import annotations

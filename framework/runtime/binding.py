@@ -49,9 +49,9 @@ class RuntimeConfig:
 
     ``max_batch``/``within``: the size of a micro-batch and the longest wait for it to
     fill (a batch is one durable store transaction: SQLite writes each page a commit touches
-    once, so a larger batch writes fewer bytes per event, but its notification entries list
-    more keys, and past ``notifications.entries.MAX_KEYS_BYTES`` an entry says re-read; the
-    intake holds Faust's ``stream_buffer_maxsize``, 4,096 by default, so a batch is at most that).
+    once, so a larger batch writes fewer bytes per event; its notification entries split a
+    long key list, ``notifications.entries``; the intake holds two batches, or Faust's
+    ``stream_buffer_maxsize`` when that is more).
     ``sink_timeout``: bound on each sink call. ``drain_timeout``: how long shutdown waits for
     running work before leaving the rest to redelivery. ``idle_fetch_backoff``: pause
     after a fetch that brought nothing, ``fetch_min_interval``: shortest time from one
@@ -64,7 +64,7 @@ class RuntimeConfig:
     None (the default) writes every delivery.
     """
 
-    max_batch: int = 2000
+    max_batch: int = 4000
     within: float = 0.05
     sink_timeout: float = 10.0
     drain_timeout: float = 10.0
@@ -111,8 +111,9 @@ class AgentRuntime:
             value_serializer="raw",
         )
         self.scheduler: KeyedScheduler | None = None
-        # Faust's stream buffer bound, so that the intake holds back fetching as the stream would
-        self.intake = Intake(int(app.conf.stream_buffer_maxsize))
+        # Faust's stream buffer bound, so that the intake holds back fetching as the stream would,
+        # and room for the next micro-batch while one is processed
+        self.intake = Intake(max(int(app.conf.stream_buffer_maxsize), 2 * self.config.max_batch))
         route(app, topic, self.intake)
         self._assigned_once = False
         self._waiting_since: float | None = None
