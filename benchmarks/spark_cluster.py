@@ -9,11 +9,13 @@ and their documents as Parquet (0.4 % divergent; the check must report exactly t
 ``--backfill-events`` archived events of the reference platform as Parquet, backfilled into a fresh
 SQLite store (every event counted, none rejected). Both are written once, before any timing.
 
-Each round runs one driver process per master (the order alternating between rounds), ``--runs``
-rounds: the process starts its session, warms up (a check of 5,000 rows and a backfill of 5,000
-events), then times the check, then the backfill. CPU seconds per process class come from ``/proc``
-(``benchmarks.proc_cpu.cpu_by_process``) of the driver's tree and of the cluster's daemons' trees,
-between the start and the end of each timed job:
+One driver process per master runs every round (started once, with the cluster: its session and
+executors stay up; each warms up once with a check of 5,000 rows and a backfill of 5,000 events,
+untimed). A round times, on each master in turn (the order alternating between rounds), the check,
+then the backfill. CPU seconds per process class come from ``/proc``
+(``benchmarks.proc_cpu.cpu_by_process``) of the timing driver's tree and of the cluster's daemons'
+trees, between the start and the end of each timed job (the other driver idles meanwhile; its
+process tree is not counted):
 
 - ``driver``: the driver's Python process;
 - ``driver JVM``: its JVM (on ``local[2]`` the executors run in it);
@@ -23,13 +25,20 @@ between the start and the end of each timed job:
   executors on the cluster).
 
 The calibration line comes first (``benchmarks.calibration.calibrate``). Medians with their ranges.
+The inputs stay in ``--workdir`` and are reused by later runs (generating 1,000,000 of each takes
+minutes): write them first with ``--prepare-only`` (no figure: a shared lock is enough), then time.
+``--json`` appends each result as it comes, ``--budget`` starts no round that would end past that
+many minutes (the longest round so far as the guess), and ``--table FILE`` prints the table of the
+results in a ``--json`` file (rounds taken in several sittings, each with its calibration line)::
 
-    python -m benchmarks.spark_cluster --check-rows 1000000 --backfill-events 1000000 --runs 5
+    python -m benchmarks.spark_cluster --workdir /tmp/cluster-1m --prepare-only
+    python -m benchmarks.spark_cluster --workdir /tmp/cluster-1m --runs 5 --json /tmp/cluster-1m.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -50,6 +59,8 @@ CLASSES = ("driver", "driver JVM", "daemons", "executors", "workers")
 _OWN = {"driver": "driver", "jvm": "driver JVM", "workers": "workers", "other": "workers"}
 _CLUSTER = {"driver": "daemons", "jvm": "executors", "workers": "workers", "other": "workers"}
 WARM = 5_000
+#: The line a driver prints once warmed up.
+READY = "@@ready"
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -83,7 +94,8 @@ def _timed(job: str, n: int, daemons: list[int], run: Any) -> dict[str, Any]:
 
 
 def child(args: argparse.Namespace) -> None:
-    """One driver process: warm up, then time the check and the backfill on ``args.master``."""
+    """One driver process on ``args.master``: warm up once, then time one job a line of stdin
+    (``check N`` or ``backfill N``), printing its figures as a JSON line."""
     from spark_batch.apps import load_app
     from spark_batch.backfill import backfill
     from spark_batch.convergence import check
@@ -103,18 +115,67 @@ def child(args: argparse.Namespace) -> None:
     def backfilled(n: int) -> None:
         store = work / f"store-{args.master.replace('/', '_')}-{n}-{time.time_ns()}.db"
         paths = [str(work / f"archive-{n}")]
-        report = backfill(spark, paths, f"sqlite:///{store}", app=APP, partitions=args.shards,
-                          denylist_store="target")  # a fresh store: its own erasure deny-list  # fmt: skip
+        try:
+            # a fresh store: its own erasure deny-list
+            report = backfill(spark, paths, f"sqlite:///{store}", app=APP, partitions=args.shards,
+                              denylist_store="target")  # fmt: skip
+        finally:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{store}{suffix}").unlink(missing_ok=True)
         assert report.events == n and not report.rejected, report.to_dict()
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{store}{suffix}").unlink(missing_ok=True)
 
+    jobs = {"check": checked, "backfill": backfilled}
     checked(WARM)
     backfilled(WARM)
-    for job, n, fn in (("check", args.check_rows, checked), ("backfill", args.backfill_events, backfilled)):
-        if n:
-            print(json.dumps({"master": args.label, **_timed(job, n, daemons, lambda fn=fn, n=n: fn(n))}))
+    print(READY, flush=True)
+    for line in sys.stdin:
+        job, size = line.split()
+        run = functools.partial(jobs[job], int(size))
+        print(json.dumps({"master": args.label, **_timed(job, int(size), daemons, run)}), flush=True)
     spark.stop()
+
+
+class Driver:
+    """A ``child`` process on one master, started once and given one job at a time."""
+
+    def __init__(self, label: str, master: str, env: dict[str, str], daemons: list[int], work: Path,
+                 shards: int) -> None:  # fmt: skip
+        self.label, self.log = label, work / f"driver-{label.replace('[', '').replace(']', '')}.log"
+        with self.log.open("w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.spark_cluster", "--child", "--master", master,
+                 "--label", label, "--daemons", ",".join(map(str, daemons)), "--workdir", str(work),
+                 "--shards", str(shards)],
+                cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+            )  # fmt: skip
+
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        while line := self.proc.stdout.readline():
+            if line.startswith(("{", READY)):
+                return line
+        tail = self.log.read_text()[-5000:]
+        raise SystemExit(f"the {self.label} driver exited ({self.proc.wait()}):\n{tail}")
+
+    def ready(self) -> None:
+        """Wait until the driver has warmed up."""
+        self._line()
+
+    def run(self, job: str, n: int) -> dict[str, Any]:
+        """Time ``job`` of ``n`` rows or events; its figures."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{job} {n}\n")
+        self.proc.stdin.flush()
+        return dict(json.loads(self._line()))
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def _prepare(work: Path, args: argparse.Namespace) -> None:
@@ -129,6 +190,15 @@ def _prepare(work: Path, args: argparse.Namespace) -> None:
         "[write_archive(int(n), w / f'archive-{n}') for n in sys.argv[4].split(',') if int(n)]; s.stop()"
     )
     checks, backfills = f"{WARM},{args.check_rows}", f"{WARM},{args.backfill_events}"
+    done = [
+        work / f"{kind}-{n}" / "_SUCCESS"
+        for n in map(int, checks.split(","))
+        if n
+        for kind in ("rows", "docs")
+    ]
+    done += [work / f"archive-{n}" / "_complete" for n in map(int, backfills.split(",")) if n]
+    if all(p.exists() for p in done):
+        return
     subprocess.run([sys.executable, "-c", code, str(work), str(args.shards), checks, backfills],
                    cwd=ROOT, check=True)  # fmt: skip
 
@@ -158,9 +228,14 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5, help="rounds, each master once a round (default 5)")
     ap.add_argument("--shards", type=int, default=4, help="check shards and slices, backfill partitions")
     ap.add_argument("--executor-memory", default="1g", help="the cluster's executors' heap (default 1g)")
-    ap.add_argument("--workdir", type=Path, default=None, help="keep the inputs here")
+    ap.add_argument("--workdir", type=Path, default=None, help="keep the inputs here (reused when complete)")
+    ap.add_argument(
+        "--prepare-only", action="store_true", help="write the inputs into --workdir, time nothing"
+    )
+    ap.add_argument("--budget", type=float, default=0, help="minutes: start no round that would end later")
     ap.add_argument("--calibration", type=int, default=100_000, help="calibration records (0: none)")
-    ap.add_argument("--json", type=Path, default=None, help="append the results as JSON lines")
+    ap.add_argument("--json", type=Path, default=None, help="append each result as a JSON line")
+    ap.add_argument("--table", type=Path, default=None, help="print the table of a --json file, run nothing")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--master", default="local[2]", help=argparse.SUPPRESS)
     ap.add_argument("--label", default="local[2]", help=argparse.SUPPRESS)
@@ -169,49 +244,59 @@ def main() -> None:
     if args.child:
         child(args)
         return
+    if args.table:
+        print_table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()])
+        return
     from framework.local_spark import LocalSpark
 
+    started = time.monotonic()
     work = (args.workdir or Path(tempfile.mkdtemp(prefix="converge-spark-cluster-"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    if args.calibration:
+    if args.calibration and not args.prepare_only:
         print(calibrate(work / "calibration", args.calibration), flush=True)
+    begun = time.monotonic()
     _prepare(work, args)
+    print(f"inputs ready in {time.monotonic() - begun:.0f} s ({work})", flush=True)
+    if args.prepare_only:
+        return
     cluster = LocalSpark(work / "cluster", workers=2, worker_cores=1, worker_memory="2g",
                          executor_memory=args.executor_memory)  # fmt: skip
     info = cluster.start()
     base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    masters = {
-        "local[2]": ("local[2]", base, []),
-        "cluster": (info.master_url, base | {"SPARK_CONF_DIR": str(cluster.driver_conf),
-                                             "CONVERGE_SHARED_PATHS": str(work)},
-                    [info.master_pid, *info.worker_pids]),
-    }  # fmt: skip
+    cluster_env = base | {"SPARK_CONF_DIR": str(cluster.driver_conf), "CONVERGE_SHARED_PATHS": str(work)}
     results: list[dict[str, Any]] = []
+    drivers: dict[str, Driver] = {}
+    jobs = [(job, n) for job, n in (("check", args.check_rows), ("backfill", args.backfill_events)) if n]
     try:
+        drivers["local[2]"] = Driver("local[2]", "local[2]", base, [], work, args.shards)
+        drivers["cluster"] = Driver("cluster", info.master_url, cluster_env,
+                                    [info.master_pid, *info.worker_pids], work, args.shards)  # fmt: skip
+        for d in drivers.values():
+            d.ready()
+        print(f"drivers warmed up after {time.monotonic() - started:.0f} s", flush=True)
+        rounds: list[float] = []
         for round_ in range(args.runs):
-            order = list(masters) if round_ % 2 == 0 else list(reversed(masters))
+            if args.budget and rounds and time.monotonic() + max(rounds) > started + args.budget * 60:
+                print(f"budget: {round_} of {args.runs} rounds in {args.budget:g} min", flush=True)
+                break
+            begun = time.monotonic()
+            order = list(drivers) if round_ % 2 == 0 else list(reversed(drivers))
             for label in order:
-                master, env, daemons = masters[label]
-                out = subprocess.run(
-                    [sys.executable, "-m", "benchmarks.spark_cluster", "--child", "--master", master,
-                     "--label", label, "--daemons", ",".join(map(str, daemons)), "--workdir", str(work),
-                     "--shards", str(args.shards), "--check-rows", str(args.check_rows),
-                     "--backfill-events", str(args.backfill_events)],
-                    cwd=ROOT, env=env, capture_output=True, text=True,
-                )  # fmt: skip
-                if out.returncode != 0:
-                    raise SystemExit(f"{label} run failed ({out.returncode}):\n{out.stderr[-5000:]}")
-                for line in out.stdout.splitlines():
-                    if line.startswith("{"):
-                        results.append(json.loads(line))
-                        print(line, flush=True)
+                for job, n in jobs:
+                    results.append(drivers[label].run(job, n))
+                    print(json.dumps(results[-1]), flush=True)
+                    if args.json:
+                        with args.json.open("a") as f:
+                            f.write(json.dumps(results[-1]) + "\n")
+            rounds.append(time.monotonic() - begun)
+            print(f"round {round_ + 1}: {rounds[-1]:.0f} s", flush=True)
     finally:
+        for d in drivers.values():
+            d.close()
         cluster.stop()
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
-    if args.json:
-        with args.json.open("a") as f:
-            f.writelines(json.dumps(r) + "\n" for r in results)
+    print(f"total {time.monotonic() - started:.0f} s", flush=True)
     print_table(results)
 
 
