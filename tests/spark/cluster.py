@@ -54,9 +54,18 @@ class Driver:
 
     def step(self, argv: Sequence[str], timeout: float = 240) -> Any:
         """Run one step (a ``converge`` argument list, a probe or a call); its result."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.send(argv)
+        return self.result(argv, timeout)
+
+    def send(self, argv: Sequence[str]) -> None:
+        """Start one step without waiting for it (``result`` waits)."""
+        assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(list(argv)) + "\n")
         self.proc.stdin.flush()
+
+    def result(self, argv: Sequence[str], timeout: float = 240) -> Any:
+        """The result of the step ``send`` started (``argv``, for the message)."""
+        assert self.proc.stdout is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()

@@ -1,22 +1,23 @@
-"""Every other batch job on the Spark standalone cluster equals the same job on ``local[2]`` (issue
-45): ingest, reindex, aggregate ``--write``, changes, idmap and retention, for both example apps
-(reindex for the activity platform; ``tests/spark/test_cluster.py`` reindexes the support desk's
-and runs backfill, check and repair).
+"""Every batch job on the Spark standalone cluster equals the same job on ``local[2]`` (issue 45):
+ingest, backfill, check, check ``--repair``, reindex, aggregate ``--write``, changes, idmap and
+retention, for both example apps (``tests/spark/test_cluster.py`` holds the cluster's other tests).
 
 Each app runs one chain of jobs twice, once per master, on a store of its own per master: a
-backfill (with projection, without the aggregates: no broker), then reindex, ``aggregate --write``
-of the app's first aggregate (it materializes the contributions and totals the backfill left out),
+backfill (with projection and, given the broker, the aggregates), a check (clean, nothing changed),
+``check --repair`` after three documents are deleted and an orphan added on each master's index,
+reindex, ``aggregate --write`` of the app's first aggregate after half its totals are deleted,
 ``changes`` (the notification entries since a new consumer's start, as Parquet), ``idmap`` (the
 app's ID requests, planned over the history's owner ids by ``examples.id_requests``, on its
 requests topic) and ``retention`` at a fixed clock a year past the history; ``ingest`` reads the
 app's events from topics of the test's own into a store and alias of their own per master. The
 chain's index is the projection's own alias (``idmap`` and ``retention`` take no ``--alias``), so
 each master's runs write to an Elasticsearch endpoint of their own (a noida-db each); the broker is
-the session's. Each job runs on ``local[2]`` (in this process) and right after on the cluster (one
-driver process for every cluster run: ``Cluster.driver``), so both read the same broker state;
-after each, every store row (values and write times) and every document of the alias is
-snapshotted, and the two snapshots must be equal and show what the job does (rows moved, deleted,
-materialized; documents built).
+the session's. Each job runs on ``local[2]`` (in this process) while the same job runs on the
+cluster (one driver process for every cluster run: ``Cluster.driver``; it first probes where its
+executors import the code from: the shipped zip), so both read the same broker state; after each,
+every store row (values and write times) and every document of the alias is snapshotted, and the
+two snapshots must be equal and show what the job does (rows moved, deleted, materialized;
+documents built, repaired).
 """
 
 from __future__ import annotations
@@ -59,10 +60,13 @@ pytestmark = pytest.mark.timeout(900)
 SPECS = {"desk": "examples.support_desk.app:app", "activity": "examples.activity_platform.app:app"}
 MASTERS = ("local", "cluster")
 #: The chain of jobs of each app, in order.
-JOBS = {
-    "desk": ("ingest", "backfill", "aggregate", "changes", "idmap", "retention"),
-    "activity": ("ingest", "backfill", "reindex", "aggregate", "changes", "idmap", "retention"),
-}
+CHAIN = ("ingest", "backfill", "check", "repair", "reindex", "aggregate", "changes", "idmap", "retention")
+JOBS = {"desk": CHAIN, "activity": CHAIN}
+#: The jobs that write to the broker (ID map entries, retention's group announcements): run on one
+#: master after the other, as every other job runs on both at once.
+SERIAL = ("idmap", "retention")
+#: Documents of the projection the ``repair`` step deletes before it runs (an orphan is added too).
+DELETED = 3
 
 
 class Chain:
@@ -99,6 +103,7 @@ class Chain:
         # every view's own alias (the projection's documents, the aggregates' contributions): idmap
         # and retention take no --alias
         self.aliases = ",".join(v.alias for v in app.views)
+        self.projection_alias = app.projections[0].alias
         self.ingested = {m: sqlite_url(root / f"{name}-{m}-ingest.db") for m in MASTERS}
         self.ingest_aliases = {m: unique_alias(f"{name}-{m}-ingest") for m in MASTERS}
 
@@ -153,6 +158,10 @@ class Chain:
         if job == "backfill":
             return ["spark", "backfill", str(self.archive), "--project", "--broker", self.broker,
                     "--dlq-root", dlq, *self.common(m)]  # fmt: skip
+        if job in ("check", "repair"):
+            repair = ["--repair"] if job == "repair" else []
+            return ["spark", "check", *self.common(m), "--shards", "2", "--slices", "2", *repair,
+                    "--report", report]  # fmt: skip
         if job == "reindex":
             return ["spark", "reindex", *self.common(m), "--shards", "2", "--report", report]
         if job == "aggregate":  # the app's first aggregate (each one is three Spark passes)
@@ -170,10 +179,6 @@ class Chain:
         assert job == "retention"
         return ["spark", "retention", *self.common(m), "--shards", "2",
                 "--checkpoints", cp, "--locks", locks, *now, "--report", report]  # fmt: skip
-
-    def damage_call(self, m: str) -> list[str]:
-        """The ``call`` step that deletes half the totals of the aggregate on master ``m``."""
-        return ["call", "tests.spark.test_cluster_jobs:damage", self.stores[m], self.spec, self.aggregate]
 
     def bump(self) -> None:
         """One record more on every partition of the aggregate's group topic: a repair writes its
@@ -211,8 +216,8 @@ class Chain:
 def chains(
     spark: SparkSession, stack: StackInfo, spark_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Chain]]:
-    """Both apps' chains, each job on ``local[2]`` then on the cluster; the exit statuses and the
-    seconds of each run in ``Chain.codes``."""
+    """Both apps' chains, each job on ``local[2]`` and on the cluster; the exit statuses in
+    ``Chain.codes``, where the cluster's executors import the code from in ``Chain.probe``."""
     spark_cluster.ensure_workers()
     patch = pytest.MonkeyPatch()
     patch.setenv("CONVERGE_BROKER", f"kafka://{stack.kafka_bootstrap}")  # retention's announcements
@@ -225,6 +230,7 @@ def chains(
     codes: dict[tuple[str, str, str], tuple[int, float]] = {}
     started = time.monotonic()
     with spark_cluster.driver() as driver:
+        probes = {name: driver.step(["probe", c.spec]) for name, c in chains.items()}
         for step in range(max(map(len, JOBS.values()))):
             for name, c in chains.items():
                 if step >= len(JOBS[name]):
@@ -232,23 +238,31 @@ def chains(
                 job = JOBS[name][step]
                 if job == "aggregate":
                     c.bump()
-                    assert run(damage(c.stores["local"], c.spec, c.aggregate)) > 0
-                    assert driver.step(c.damage_call("cluster")) > 0
+                    for m in MASTERS:
+                        assert run(damage(c.stores[m], c.spec, c.aggregate)) > 0
+                if job == "repair":
+                    for m in MASTERS:
+                        run(corrupt(c.es_urls[m], c.projection_alias, DELETED))
+                # the same job on both masters at once (the cluster's in the driver process), but
+                # for the jobs that write to the broker: one after the other
+                argv, together = c.argv(job, "cluster"), job not in SERIAL
                 begun = time.monotonic()
-                codes[(name, job, "local")] = (main([*c.argv(job, "local"), "--master", "local[2]"]),
-                                               time.monotonic() - begun)  # fmt: skip
+                if together:
+                    driver.send(argv)
+                local = main([*c.argv(job, "local"), "--master", "local[2]"])
+                codes[(name, job, "local")] = (local, time.monotonic() - begun)
+                if not together:
+                    begun = time.monotonic()
+                    driver.send(argv)
+                codes[(name, job, "cluster")] = (driver.result(argv), time.monotonic() - begun)
                 _call(c.snapshot_call(job, "local"))
-                begun = time.monotonic()
-                codes[(name, job, "cluster")] = (
-                    driver.step(c.argv(job, "cluster")),
-                    time.monotonic() - begun,
-                )
                 driver.step(c.snapshot_call(job, "cluster"))
     print(f"every job of both apps on local[2] and on the cluster: {time.monotonic() - started:.1f} s")
     for key, (code, seconds) in sorted(codes.items()):
         print(f"  {'/'.join(key)}: exit {code}, {seconds:.1f} s")
     for c in chains.values():
         c.codes = {k[1:]: v[0] for k, v in codes.items() if k[0] == c.name}  # type: ignore[attr-defined]
+        c.probe = probes[c.name]  # type: ignore[attr-defined]
     try:
         yield chains
     finally:
@@ -273,6 +287,20 @@ async def damage(url: str, spec: str, aggregate: str) -> int:
         await store.close()
 
 
+async def corrupt(es_url: str, alias: str, n: int) -> None:
+    """Delete the first ``n`` documents of ``alias`` (by id) and add an orphan."""
+    index = open_index(es_url, TOMBSTONES)
+    try:
+        await index.refresh(alias)
+        ids = sorted([h.doc_id async for h in index.scan(alias)])[:n]
+        concrete = (await index.alias_indices(alias))[0]
+        for doc_id in ids:
+            await index.client.delete(index=concrete, id=doc_id)
+        assert len(ids) == n and await index.index(alias, "no-such-entity", {"subject": "ghost"}, 10)
+    finally:
+        await index.close()
+
+
 def _call(step: list[str]) -> None:
     """A ``call`` step of the driver, run in this process (the ``local[2]`` side's snapshots)."""
     assert step[1] == "tests.spark.cluster:snapshot"
@@ -291,11 +319,24 @@ def _changes(spark: SparkSession, out: Path) -> dict[str, list[str]]:
     }
 
 
+def _timeless(report: Any) -> Any:
+    """``report`` without its ``seconds``, at any depth."""
+    if isinstance(report, dict):
+        return {k: _timeless(v) for k, v in report.items() if k != "seconds"}
+    return report
+
+
 def _count(state: dict[str, Any], tables: set[str] | None = None) -> int:
     return sum(len(rows) for t, rows in state["rows"].items() if tables is None or t in tables)
 
 
 CASES = [(name, job) for name, jobs in JOBS.items() for job in jobs]
+
+
+def test_the_executors_import_the_shipped_code(chains: dict[str, Chain]) -> None:
+    for c in chains.values():
+        files = c.probe  # type: ignore[attr-defined]
+        assert files and all("converge-code.zip" in f for f in files), files  # not the checkout
 
 
 @pytest.mark.parametrize(("name", "job"), CASES, ids=[f"{n}-{j}" for n, j in CASES])
@@ -313,7 +354,20 @@ def test_the_job_on_the_cluster_equals_local(
     app = load_app(c.spec)
     before = c.state(JOBS[name][JOBS[name].index(job) - 1], "cluster") if job != "ingest" else None
     aggregate_tables = {t.name for t in tables_of(app.aggregate(c.aggregate)).all}
-    if job == "reindex":
+    if job == "check":  # clean, and nothing changed
+        assert before is not None and state == before
+        for m in MASTERS:
+            checked = c.report(job, m)[app.projections[0].name]["check"]
+            assert checked["clean"] and checked["expected_docs"] == len(projected), checked
+    elif job == "repair":  # the deleted documents back, the orphan gone: the backfill's documents
+        assert before is not None and state == before
+        for m in MASTERS:
+            report = c.report(job, m)[app.projections[0].name]
+            counts = report["check"]["counts"]
+            assert (
+                counts["missing"] == DELETED and counts["orphaned"] == 1 and report["after_repair"]["clean"]
+            )
+    elif job == "reindex":
         assert before is not None and state == before  # the same documents, from a new generation
         assert c.report(job, "cluster")["new_index"].endswith("-v2")
         assert c.report(job, "local")["new_index"].endswith("-v2")
@@ -323,6 +377,8 @@ def test_the_job_on_the_cluster_equals_local(
         for report in (c.report(job, "cluster"), c.report(job, "local")):
             done = report[c.aggregate]
             assert done["check"]["repair"]["writes"]["totals"] > 0 and done["after_repair"]["clean"], done
+        found = [_timeless(c.report(job, m)[c.aggregate]["check"]) for m in MASTERS]
+        assert found[0] == found[1]  # the same divergence found (and repaired) on both
     elif job == "changes":
         cluster, mine = (
             _changes(spark, c.path("cluster", "changes")),
