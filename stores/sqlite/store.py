@@ -8,6 +8,9 @@ commit is on disk. When one batch of a group is invalid, nothing of the group
 is written and each batch is applied on its own, so only the bad one fails.
 SQLite errors become (``stores.sqlite.error_map.map_error``) ``TransientStoreError`` (locked, I/O) or
 ``PermanentStoreError``; schema and mutation errors pass through unchanged.
+
+With ``writer="process"`` the writes go to a child process instead (``stores.sqlite.writer``),
+which groups and commits them the same way; every other call stays on the thread.
 """
 
 from __future__ import annotations
