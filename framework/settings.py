@@ -76,7 +76,8 @@ class Settings:
     - ``store_writer``: ``thread``; ``process`` writes a SQLite wide store from a child process of
       the worker (``stores.sqlite.writer``), beside the worker's Python instead of taking turns
       with it, and the agents then map each micro-batch while the previous one is written: more
-      events per second where a core is free, more CPU per event (BENCHMARKS.md)
+      CPU per event, for machines with a core free for the child (on the 2-core benchmark
+      machine, with the broker on it, no faster: BENCHMARKS.md)
     - ``es_url``: none (an app with projections needs one)
     - ``es_tombstones``: ``native`` (Elasticsearch), or ``document`` for an index
       that keeps no delete tombstones (the embedded noida-db)
