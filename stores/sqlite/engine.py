@@ -466,8 +466,9 @@ class SqliteEngine:
                 if not isinstance(m, Upsert | Delete):
                     raise SchemaError("mutations", f"not a mutation: {type(m).__name__}")
             schema = schemas.get(m.table) or self.schema(m.table)
-            if type(m) is Upsert and m.ttl is None and schema.default_ttl is None:
-                self._plan_upsert(plans, schema, m)
+            if isinstance(m, Upsert):
+                ttl = m.ttl if m.ttl is not None else schema.default_ttl
+                self._plan_upsert(plans, schema, m, None if ttl is None else now + ttl)
                 continue
             if isinstance(m, Delete) and _is_partition_delete(schema, m):
                 self._plan_partition_delete(plans, schema, m)
@@ -477,19 +478,7 @@ class SqliteEngine:
             plan = plans.get((m.table, pk, ck))
             if plan is None:
                 plan = plans[(m.table, pk, ck)] = _RowPlan(schema)
-            if isinstance(m, Upsert):
-                schema.check_cells(m.cells)
-                ttl = m.ttl if m.ttl is not None else schema.default_ttl
-                expires = None if ttl is None else now + ttl
-                doubles, cells, version = columns_of(schema, "double"), plan.cells, m.version
-                for name, value in m.cells.items():
-                    if value is None:
-                        cell = Cell(None, version)
-                    else:
-                        cell = Cell(float(value) if name in doubles else value, version, expires)
-                    old = cells.get(name)
-                    cells[name] = cell if old is None else reconcile(old, cell)
-            elif m.columns is None:
+            if m.columns is None:
                 plan.tombstone = m.version if plan.tombstone is None else max(plan.tombstone, m.version)
             else:
                 schema.check_cells(dict.fromkeys(m.columns))
@@ -498,9 +487,13 @@ class SqliteEngine:
         return plans
 
     def _plan_upsert(
-        self, plans: dict[tuple[str, bytes, bytes], _RowPlan], schema: TableSchema, m: Upsert
+        self,
+        plans: dict[tuple[str, bytes, bytes], _RowPlan],
+        schema: TableSchema,
+        m: Upsert,
+        expires: int | None,
     ) -> None:
-        """``_plan`` of an upsert whose cells never expire, the common row: the schema's checks and key
+        """``_plan`` of an upsert (its cells expiring at ``expires``): the schema's checks and key
         encoding through its ``_Compiled`` form (the schema's own checks raise the errors)."""
         c = self._compiled.get(m.table)
         if c is None or c.schema is not schema:
@@ -527,7 +520,7 @@ class SqliteEngine:
             if value is None:
                 cell = Cell(None, version)
             else:
-                cell = Cell(float(value) if name in doubles else value, version)
+                cell = Cell(float(value) if name in doubles else value, version, expires)
             old = cells.get(name)
             cells[name] = cell if old is None else reconcile(old, cell)
 
